@@ -1,0 +1,164 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CapacityProvider names what creates the nodes that run a tag's jobs.
+// +kubebuilder:validation:Enum=karpenter;computeclass;kwok
+type CapacityProvider string
+
+const (
+	// CapacityProviderKarpenter: a Karpenter NodePool and EC2NodeClass per tag (EKS).
+	CapacityProviderKarpenter CapacityProvider = "karpenter"
+	// CapacityProviderComputeClass: a GKE ComputeClass per tag.
+	CapacityProviderComputeClass CapacityProvider = "computeclass"
+	// CapacityProviderKWOK: Karpenter's kwok provider, for local clusters and tests.
+	CapacityProviderKWOK CapacityProvider = "kwok"
+)
+
+// CapacityType is how a node is bought.
+// +kubebuilder:validation:Enum=spot;on-demand
+type CapacityType string
+
+const (
+	CapacityTypeSpot     CapacityType = "spot"
+	CapacityTypeOnDemand CapacityType = "on-demand"
+)
+
+// RunnerClassSpec is the platform's description of one kind of runner capacity.
+type RunnerClassSpec struct {
+	// Provider is the capacity provider behind this class: karpenter (EKS),
+	// computeclass (GKE) or kwok (local clusters).
+	// +required
+	Provider CapacityProvider `json:"provider"`
+
+	// NodeClassName names the base node class that tag capacity is derived from
+	// (an EC2NodeClass, a GKE ComputeClass or a KWOKNodeClass).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NodeClassName string `json:"nodeClassName,omitempty"`
+
+	// GitLabURL is the GitLab instance runners of this class register with.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlabURL must be an http(s) URL such as https://gitlab.com"
+	// +kubebuilder:default="https://gitlab.com"
+	// +optional
+	GitLabURL string `json:"gitlabURL,omitempty"`
+
+	// Defaults fill in what a RunnerSet leaves out.
+	// +optional
+	Defaults RunnerClassDefaults `json:"defaults,omitempty"`
+
+	// Policy bounds what a RunnerSet of this class may ask for.
+	// +optional
+	Policy RunnerClassPolicy `json:"policy,omitempty"`
+}
+
+// RunnerClassDefaults fill in what a RunnerSet leaves out.
+type RunnerClassDefaults struct {
+	// ManagerImage is the gitlab-runner image the managers run.
+	// +kubebuilder:default="registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
+	// +optional
+	ManagerImage string `json:"managerImage,omitempty"`
+
+	// HelperImage is the gitlab-runner-helper image of job pods; empty lets
+	// gitlab-runner choose the helper that matches its own version.
+	// +optional
+	HelperImage string `json:"helperImage,omitempty"`
+
+	// JobImage is the image of a job that names none.
+	// +kubebuilder:default="alpine:3.22"
+	// +optional
+	JobImage string `json:"jobImage,omitempty"`
+
+	// Cache is the shared cache of runners of this class.
+	// +optional
+	Cache *CacheSpec `json:"cache,omitempty"`
+}
+
+// RunnerClassPolicy bounds what a RunnerSet may ask for.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || self.maxConcurrency >= 1",message="policy.maxConcurrency must be at least 1; leave it out for no limit"
+type RunnerClassPolicy struct {
+	// MaxConcurrency caps managers.replicas × managers.concurrent of one RunnerSet.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+
+	// AllowedCapacityTypes are the capacity types a RunnerSet may ask for.
+	// +kubebuilder:default={"spot"}
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	// +optional
+	AllowedCapacityTypes []CapacityType `json:"allowedCapacityTypes,omitempty"`
+
+	// AllowPrivileged lets RunnerSets run privileged job containers.
+	// +optional
+	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+
+	// Identity says which cloud identities job pods in a namespace may use.
+	// +optional
+	Identity IdentityPolicy `json:"identity,omitempty"`
+}
+
+// IdentityPolicy lists the cloud identities job pods may assume, as patterns
+// in which {namespace} stands for the RunnerSet's namespace and * for any run
+// of characters other than ':', '/' and '@'.
+type IdentityPolicy struct {
+	// AWSRoleARNPatterns allow IRSA roles, for example
+	// "arn:aws:iam::123456789012:role/ci-{namespace}-*".
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own roles"
+	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('arn:')",message="AWS role patterns start with arn:, for example arn:aws:iam::123456789012:role/ci-{namespace}-*"
+	// +listType=set
+	// +optional
+	AWSRoleARNPatterns []string `json:"awsRoleARNPatterns,omitempty"`
+
+	// GCPServiceAccountPatterns allow Workload Identity service accounts, for
+	// example "ci-{namespace}@my-project.iam.gserviceaccount.com".
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own service accounts"
+	// +kubebuilder:validation:items:XValidation:rule="self.endsWith('.iam.gserviceaccount.com')",message="GCP service account patterns end in .iam.gserviceaccount.com"
+	// +listType=set
+	// +optional
+	GCPServiceAccountPatterns []string `json:"gcpServiceAccountPatterns,omitempty"`
+}
+
+// RunnerClassStatus is the observed state of a RunnerClass.
+type RunnerClassStatus struct {
+	// Conditions of the class.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RunnerClass is the platform's kind of runner capacity, like a StorageClass:
+// a capacity provider, defaults and the policy RunnerSets of this class obey.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=rc,categories=runnerfleet
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="GitLab",type=string,JSONPath=`.spec.gitlabURL`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RunnerClass struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RunnerClassSpec   `json:"spec,omitempty"`
+	Status RunnerClassStatus `json:"status,omitempty"`
+}
+
+// RunnerClassList is a list of RunnerClasses.
+//
+// +kubebuilder:object:root=true
+type RunnerClassList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RunnerClass `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RunnerClass{}, &RunnerClassList{})
+}

@@ -1,0 +1,154 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a RunnerSet. Each is owned by one sub-reconciler; Ready
+// is True only when all of them are.
+const (
+	ConditionReady = "Ready"
+	// ConditionClassAccepted: the RunnerClass exists and its policy allows the spec.
+	ConditionClassAccepted = "ClassAccepted"
+	// ConditionTokenReady: the runner's authentication token is present and well formed.
+	ConditionTokenReady = "TokenReady"
+	// ConditionIdentityReady: the job and manager ServiceAccounts and RBAC exist.
+	ConditionIdentityReady = "IdentityReady"
+	// ConditionConfigReady: config.toml is rendered into its ConfigMap.
+	ConditionConfigReady = "ConfigReady"
+	// ConditionManagersAvailable: every manager pod runs the current config.
+	ConditionManagersAvailable = "ManagersAvailable"
+)
+
+// DependentConditions are the conditions that roll up to Ready, in the order
+// they are reconciled.
+var DependentConditions = []string{
+	ConditionClassAccepted,
+	ConditionTokenReady,
+	ConditionIdentityReady,
+	ConditionConfigReady,
+	ConditionManagersAvailable,
+}
+
+// Reasons, CamelCase as Kubernetes conditions want them.
+const (
+	ReasonReconciled            = "Reconciled"
+	ReasonRunnerClassNotFound   = "RunnerClassNotFound"
+	ReasonCapacityTypeForbidden = "CapacityTypeForbidden"
+	ReasonPrivilegedForbidden   = "PrivilegedForbidden"
+	ReasonIdentityForbidden     = "IdentityForbidden"
+	ReasonConcurrencyTooHigh    = "ConcurrencyAboveClassLimit"
+	ReasonTokenSecretNotFound   = "TokenSecretNotFound"
+	ReasonTokenKeyMissing       = "TokenKeyMissing"
+	ReasonTokenMalformed        = "TokenMalformed"
+	ReasonRenderFailed          = "RenderFailed"
+	ReasonRollingOut            = "RollingOut"
+	ReasonScaledToZero          = "ScaledToZero"
+	ReasonManagersAvailable     = "ManagersAvailable"
+	ReasonNotReconciled         = "NotReconciled"
+	ReasonBlocked               = "Blocked"
+	ReasonDeleting              = "Deleting"
+)
+
+// SetCondition sets one condition at the current generation.
+func (rs *RunnerSet) SetCondition(typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: rs.Generation,
+	})
+}
+
+// RollUpReady sets Ready from the dependent conditions: True when all are
+// True, otherwise False with the reason and message of the first that is not.
+func (rs *RunnerSet) RollUpReady() {
+	for _, t := range DependentConditions {
+		c := meta.FindStatusCondition(rs.Status.Conditions, t)
+		if c == nil {
+			rs.SetCondition(ConditionReady, metav1.ConditionFalse, ReasonNotReconciled, fmt.Sprintf("%s has not been reconciled yet", t))
+			return
+		}
+		if c.Status != metav1.ConditionTrue {
+			rs.SetCondition(ConditionReady, metav1.ConditionFalse, c.Reason, fmt.Sprintf("%s: %s", t, c.Message))
+			return
+		}
+	}
+	rs.SetCondition(ConditionReady, metav1.ConditionTrue, ReasonReconciled, "the runner's managers are available and polling GitLab")
+}
+
+// IsReady reports whether Ready is True for the current generation.
+func (rs *RunnerSet) IsReady() bool {
+	c := meta.FindStatusCondition(rs.Status.Conditions, ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == rs.Generation
+}
+
+// Defaults applied by the controller when the API server's defaulting did not
+// run (objects built in Go, for example by the Pulumi program).
+const (
+	DefaultConcurrent      = 10
+	DefaultCheckInterval   = 3 * time.Second
+	DefaultShutdownTimeout = 3 * time.Hour
+	DefaultTokenKey        = "token"
+)
+
+// ReplicasOrDefault is spec.managers.replicas, 1 when unset.
+func (m ManagerSpec) ReplicasOrDefault() int32 {
+	if m.Replicas == nil {
+		return 1
+	}
+	return *m.Replicas
+}
+
+// ConcurrentOrDefault is spec.managers.concurrent, DefaultConcurrent when unset.
+func (m ManagerSpec) ConcurrentOrDefault() int32 {
+	if m.Concurrent == 0 {
+		return DefaultConcurrent
+	}
+	return m.Concurrent
+}
+
+// CheckIntervalOrDefault is spec.managers.checkInterval, DefaultCheckInterval when unset.
+func (m ManagerSpec) CheckIntervalOrDefault() time.Duration {
+	if m.CheckInterval == nil || m.CheckInterval.Duration <= 0 {
+		return DefaultCheckInterval
+	}
+	return m.CheckInterval.Duration
+}
+
+// ShutdownTimeoutOrDefault is spec.managers.shutdownTimeout, DefaultShutdownTimeout when unset.
+func (m ManagerSpec) ShutdownTimeoutOrDefault() time.Duration {
+	if m.ShutdownTimeout == nil || m.ShutdownTimeout.Duration <= 0 {
+		return DefaultShutdownTimeout
+	}
+	return m.ShutdownTimeout.Duration
+}
+
+// KeyOrDefault is the Secret key, DefaultTokenKey when unset.
+func (r SecretKeyRef) KeyOrDefault() string {
+	if r.Key == "" {
+		return DefaultTokenKey
+	}
+	return r.Key
+}
+
+// CapacityTypesOrDefault is spec.capacity.capacityTypes, spot when unset.
+func (c CapacitySpec) CapacityTypesOrDefault() []CapacityType {
+	if len(c.CapacityTypes) == 0 {
+		return []CapacityType{CapacityTypeSpot}
+	}
+	return c.CapacityTypes
+}
+
+// AllowedCapacityTypesOrDefault is the policy's allowed capacity types, spot when unset.
+func (p RunnerClassPolicy) AllowedCapacityTypesOrDefault() []CapacityType {
+	if len(p.AllowedCapacityTypes) == 0 {
+		return []CapacityType{CapacityTypeSpot}
+	}
+	return p.AllowedCapacityTypes
+}

@@ -1,0 +1,317 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RunnerSetSpec is what a team asks for: one GitLab runner, its tags, its
+// managers, its job pods and the capacity its jobs run on.
+type RunnerSetSpec struct {
+	// ClassName names the RunnerClass this runner belongs to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="className is immutable: moving a runner to another class would move its running jobs; create a new RunnerSet instead"
+	// +required
+	ClassName string `json:"className"`
+
+	// Tags are the GitLab runner tags this runner picks jobs for.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains(',')",message="a tag cannot contain a comma: list each tag as its own item"
+	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",message="a tag cannot start or end with a space"
+	// +listType=set
+	// +required
+	Tags []string `json:"tags"`
+
+	// RunUntagged lets this runner pick jobs that have no tags.
+	// +optional
+	RunUntagged bool `json:"runUntagged,omitempty"`
+
+	// GitLab says how the runner authenticates with GitLab.
+	// +required
+	GitLab GitLabSpec `json:"gitlab"`
+
+	// Managers are the gitlab-runner processes that poll GitLab and create job pods.
+	// +optional
+	Managers ManagerSpec `json:"managers,omitempty"`
+
+	// Jobs shape the pods that run CI jobs.
+	// +optional
+	Jobs JobSpec `json:"jobs,omitempty"`
+
+	// Capacity is what the nodes that run this runner's jobs may be.
+	// +optional
+	Capacity CapacitySpec `json:"capacity,omitempty"`
+
+	// Cache overrides the RunnerClass's default cache.
+	// +optional
+	Cache *CacheSpec `json:"cache,omitempty"`
+}
+
+// GitLabSpec says how the runner authenticates with GitLab.
+// +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef)",message="gitlab.tokenSecretRef is required: name a Secret in this namespace whose key holds the runner's glrt- authentication token"
+type GitLabSpec struct {
+	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlab.url must be an http(s) URL such as https://gitlab.example.com"
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// TokenSecretRef names a Secret in the RunnerSet's namespace that holds an
+	// existing runner authentication token (glrt-…).
+	// +optional
+	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the RunnerSet's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	// +kubebuilder:default=token
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ManagerSpec shapes the gitlab-runner manager Deployment.
+type ManagerSpec struct {
+	// Replicas is the number of manager pods; each polls GitLab for jobs.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Concurrent is the number of jobs one manager runs at once.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Concurrent int32 `json:"concurrent,omitempty"`
+
+	// CheckInterval is how often a manager asks GitLab for new jobs.
+	// +kubebuilder:default="3s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="managers.checkInterval must be between 1s and 1h, for example 3s"
+	// +kubebuilder:validation:Type=string
+	// +optional
+	CheckInterval *metav1.Duration `json:"checkInterval,omitempty"`
+
+	// ShutdownTimeout is how long a stopping manager may wait for its running
+	// jobs to finish. It becomes the pod's terminationGracePeriodSeconds: set
+	// it no shorter than your longest job.
+	// +kubebuilder:default="3h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('48h')",message="managers.shutdownTimeout must be between 1m and 48h and no shorter than your longest job, for example 3h"
+	// +kubebuilder:validation:Type=string
+	// +optional
+	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
+
+	// Image overrides the RunnerClass's manager image.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Resources of the manager container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// JobSpec shapes the pods that run CI jobs.
+type JobSpec struct {
+	// Image is the image of a job that names none; defaults to the RunnerClass's jobImage.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Privileged runs job containers privileged (docker-in-docker). The
+	// RunnerClass must allow it.
+	// +optional
+	Privileged bool `json:"privileged,omitempty"`
+
+	// Resources of the build, helper and service containers of a job pod.
+	// +optional
+	Resources JobResources `json:"resources,omitempty"`
+
+	// Identity is the cloud identity job pods assume. The RunnerClass must
+	// allow it for this namespace.
+	// +optional
+	Identity *JobIdentity `json:"identity,omitempty"`
+}
+
+// JobResources are the resources of each container of a job pod.
+type JobResources struct {
+	// +optional
+	Build ContainerResources `json:"build,omitempty"`
+	// +optional
+	Helper ContainerResources `json:"helper,omitempty"`
+	// +optional
+	Service ContainerResources `json:"service,omitempty"`
+}
+
+// ContainerResources are the requests and limits of one container of a job pod.
+// +kubebuilder:validation:XValidation:rule="!has(self.cpuRequest) || !has(self.cpuLimit) || quantity(string(self.cpuRequest)).compareTo(quantity(string(self.cpuLimit))) <= 0",message="cpuRequest must not exceed cpuLimit"
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryRequest) || !has(self.memoryLimit) || quantity(string(self.memoryRequest)).compareTo(quantity(string(self.memoryLimit))) <= 0",message="memoryRequest must not exceed memoryLimit"
+type ContainerResources struct {
+	// +optional
+	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
+	// +optional
+	CPULimit *resource.Quantity `json:"cpuLimit,omitempty"`
+	// +optional
+	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+	// +optional
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+}
+
+// JobIdentity is the cloud identity of job pods: an IRSA role on EKS or a
+// Workload Identity service account on GKE.
+// +kubebuilder:validation:XValidation:rule="has(self.awsRoleARN) != has(self.gcpServiceAccount)",message="jobs.identity takes exactly one of awsRoleARN or gcpServiceAccount"
+type JobIdentity struct {
+	// AWSRoleARN is the IAM role job pods assume through IRSA.
+	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$`
+	// +optional
+	AWSRoleARN string `json:"awsRoleARN,omitempty"`
+
+	// GCPServiceAccount is the Google service account job pods act as through
+	// Workload Identity.
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('.iam.gserviceaccount.com') && self.contains('@')",message="jobs.identity.gcpServiceAccount must be a service account email such as ci@my-project.iam.gserviceaccount.com"
+	// +optional
+	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
+}
+
+// Architecture is a CPU architecture of job nodes.
+// +kubebuilder:validation:Enum=amd64;arm64
+type Architecture string
+
+// CapacitySpec is what the nodes that run this runner's jobs may be.
+type CapacitySpec struct {
+	// CapacityTypes the runner's nodes may use; spot is tried first.
+	// +kubebuilder:default={"spot"}
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	// +optional
+	CapacityTypes []CapacityType `json:"capacityTypes,omitempty"`
+
+	// InstanceFamilies the runner's nodes may come from, for example c7i or n2d.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9-]*$`
+	// +listType=set
+	// +optional
+	InstanceFamilies []string `json:"instanceFamilies,omitempty"`
+
+	// Architectures of the runner's nodes.
+	// +kubebuilder:default={"amd64"}
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	// +optional
+	Architectures []Architecture `json:"architectures,omitempty"`
+
+	// Limits cap the total cpu and memory of the runner's nodes.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="capacity.limits takes only cpu and memory"
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+}
+
+// CacheType is where the distributed cache lives.
+// +kubebuilder:validation:Enum=s3;gcs
+type CacheType string
+
+const (
+	CacheTypeS3  CacheType = "s3"
+	CacheTypeGCS CacheType = "gcs"
+)
+
+// CacheSpec is a distributed cache in a bucket. Credentials come from the
+// job identity (IRSA or Workload Identity), never from static keys.
+type CacheSpec struct {
+	// Type of bucket.
+	// +required
+	Type CacheType `json:"type"`
+
+	// Bucket name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=222
+	// +required
+	Bucket string `json:"bucket"`
+
+	// Region of an S3 bucket.
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// Path prefix inside the bucket; defaults to the RunnerSet's namespace.
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Shared lets every runner of the class share cache entries.
+	// +optional
+	Shared bool `json:"shared,omitempty"`
+}
+
+// RunnerSetStatus is the observed state of a RunnerSet.
+type RunnerSetStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions roll up to Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// RunnerID is the runner's ID in GitLab, once known.
+	// +optional
+	RunnerID int64 `json:"runnerID,omitempty"`
+
+	// DesiredManagers is the number of manager pods asked for.
+	// +optional
+	DesiredManagers int32 `json:"desiredManagers,omitempty"`
+
+	// ReadyManagers is the number of manager pods ready on the current config.
+	// +optional
+	ReadyManagers int32 `json:"readyManagers,omitempty"`
+
+	// Managers is ReadyManagers/DesiredManagers, for display.
+	// +optional
+	Managers string `json:"managers,omitempty"`
+
+	// ConfigHash identifies the config.toml (and token) the managers run.
+	// +optional
+	ConfigHash string `json:"configHash,omitempty"`
+}
+
+// RunnerSet is one team's GitLab runner: its tags, managers, job pods and capacity.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rset,categories=runnerfleet
+// +kubebuilder:printcolumn:name="Tags",type=string,JSONPath=`.spec.tags`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.className`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Managers",type=string,JSONPath=`.status.managers`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RunnerSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RunnerSetSpec   `json:"spec,omitempty"`
+	Status RunnerSetStatus `json:"status,omitempty"`
+}
+
+// RunnerSetList is a list of RunnerSets.
+//
+// +kubebuilder:object:root=true
+type RunnerSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RunnerSet `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RunnerSet{}, &RunnerSetList{})
+}

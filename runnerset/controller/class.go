@@ -1,0 +1,34 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/policy"
+)
+
+func (r *Reconciler) reconcileClass(ctx context.Context, s *state) (bool, time.Duration, error) {
+	class := &v1alpha1.RunnerClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.rs.Spec.ClassName}, class); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v1alpha1.ReasonRunnerClassNotFound, fmt.Sprintf(
+				"RunnerClass %q named by spec.className does not exist: pick one of `kubectl get runnerclasses`", s.rs.Spec.ClassName))
+			return false, 0, nil // the RunnerClass watch brings us back
+		}
+		return false, 0, fmt.Errorf("getting RunnerClass %s: %w", s.rs.Spec.ClassName, err)
+	}
+	if v := policy.Check(s.rs, class); v != nil {
+		s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v.Reason, v.Message)
+		return false, 0, nil
+	}
+	s.class = class
+	s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
+		fmt.Sprintf("RunnerClass %s allows this runner", class.Name))
+	return true, 0, nil
+}

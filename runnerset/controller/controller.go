@@ -1,0 +1,359 @@
+// Package controller reconciles RunnerSets into a running GitLab runner: job
+// and manager identities, config.toml, and manager pods that drain instead of
+// dying mid-job.
+//
+// The parent Reconciler runs one sub-reconciler per condition, in order, and
+// patches status once at the end. A sub-reconciler that cannot go on (a
+// missing RunnerClass, a missing token) sets its condition False with a reason
+// the team can act on and stops the pass; nothing already running is torn down.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+)
+
+// Name is the controller's name in logs, metrics and events.
+const Name = "runnerset"
+
+// Finalizer holds a RunnerSet until its managers have drained.
+const Finalizer = "runnerfleet.dev/drain"
+
+// Field indexes that map Secrets and RunnerClasses back to RunnerSets.
+const (
+	indexTokenSecret = "spec.gitlab.tokenSecretRef.name"
+	indexClassName   = "spec.className"
+)
+
+// drainPoll is how often a deleting RunnerSet checks whether its pods are gone.
+const drainPoll = 5 * time.Second
+
+// Reconciler reconciles RunnerSets.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads what the cache does not hold (token Secrets, pods)
+	// straight from the API server.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Tokens    TokenSource
+
+	steps []step
+}
+
+// New returns a Reconciler that reads tokens from the Secret each RunnerSet names.
+func New(c client.Client, apiReader client.Reader, rec events.EventRecorder) *Reconciler {
+	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: SecretTokens{Reader: apiReader}}
+	r.steps = []step{
+		{v1alpha1.ConditionClassAccepted, r.reconcileClass},
+		{v1alpha1.ConditionTokenReady, r.reconcileToken},
+		{v1alpha1.ConditionIdentityReady, r.reconcileIdentity},
+		{v1alpha1.ConditionConfigReady, r.reconcileConfig},
+		{v1alpha1.ConditionManagersAvailable, r.reconcileManagers},
+	}
+	return r
+}
+
+// state is what one pass learns and hands from step to step.
+type state struct {
+	rs         *v1alpha1.RunnerSet
+	class      *v1alpha1.RunnerClass
+	token      string // never logged, never put in status or events
+	configTOML []byte
+	configHash string
+}
+
+// step owns one condition. It returns done=false to stop the pass (its
+// condition already says why) and an error only for failures worth a retry.
+type step struct {
+	condition string
+	run       func(ctx context.Context, s *state) (done bool, requeue time.Duration, err error)
+}
+
+// blocked marks the conditions after a stopped step as blocked by it.
+func blocked(rs *v1alpha1.RunnerSet, after string) {
+	seen := false
+	for _, t := range v1alpha1.DependentConditions {
+		if seen {
+			c := meta.FindStatusCondition(rs.Status.Conditions, t)
+			if c == nil || c.Status != metav1.ConditionTrue {
+				rs.SetCondition(t, metav1.ConditionUnknown, v1alpha1.ReasonBlocked, fmt.Sprintf("waiting for %s", after))
+			}
+		}
+		seen = seen || t == after
+	}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	rs := &v1alpha1.RunnerSet{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rs.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, rs)
+	}
+	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
+		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(rs, Finalizer)
+		if err := r.Client.Patch(ctx, rs, patch); err != nil {
+			return conflictIsRequeue(fmt.Errorf("adding finalizer: %w", err))
+		}
+	}
+
+	before := rs.DeepCopy()
+	s := &state{rs: rs}
+	var requeue time.Duration
+	var errs []error
+	for _, st := range r.steps {
+		done, after, err := st.run(ctx, s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", st.condition, err))
+		}
+		if after > 0 && (requeue == 0 || after < requeue) {
+			requeue = after
+		}
+		if !done || err != nil {
+			blocked(rs, st.condition)
+			break
+		}
+	}
+	rs.RollUpReady()
+	rs.Status.ObservedGeneration = rs.Generation
+	r.recordTransitions(before, rs)
+	if err := r.patchStatus(ctx, before, rs); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return conflictIsRequeue(err)
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// patchStatus writes status once, and only when it changed.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.RunnerSet) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, after, patch); err != nil {
+		return fmt.Errorf("patching status: %w", err)
+	}
+	return nil
+}
+
+// recordTransitions emits an Event for every condition that changed status.
+func (r *Reconciler) recordTransitions(before, after *v1alpha1.RunnerSet) {
+	for _, c := range after.Status.Conditions {
+		old := meta.FindStatusCondition(before.Status.Conditions, c.Type)
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
+			continue
+		}
+		if c.Type != v1alpha1.ConditionReady && c.Status == metav1.ConditionTrue {
+			continue // Ready=True says it once for all
+		}
+		if c.Status == metav1.ConditionUnknown {
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		if c.Status == metav1.ConditionFalse && c.Reason != v1alpha1.ReasonRollingOut && c.Reason != v1alpha1.ReasonNotReconciled {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(after, nil, typ, c.Reason, c.Type, "%s", c.Message)
+	}
+}
+
+func conflictIsRequeue(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// apply creates desired, or updates the live object when the spec hash the
+// builder recorded differs. Comparing hashes instead of fields means a field
+// the API server defaults never causes a rewrite, so a steady fleet makes no
+// writes at all.
+func (r *Reconciler) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+	if err := controllerutil.SetControllerReference(owner, desired, r.Client.Scheme()); err != nil {
+		return err
+	}
+	live := desired.DeepCopyObject().(client.Object)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	kind := fmt.Sprintf("%T", desired)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
+		}
+		log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
+		return nil
+	case err != nil:
+		return fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
+	}
+	if !metav1.IsControlledBy(live, owner) {
+		return fmt.Errorf("%s %s exists and is not owned by RunnerSet %s: rename or delete it", kind, desired.GetName(), owner.Name)
+	}
+	if resources.SpecHash(live) == resources.SpecHash(desired) {
+		return nil
+	}
+	desired.SetResourceVersion(live.GetResourceVersion())
+	if err := r.Client.Update(ctx, desired); err != nil {
+		return fmt.Errorf("updating %s %s: %w", kind, desired.GetName(), err)
+	}
+	log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
+	return nil
+}
+
+// finalize drains the managers, waits until no manager or job pod is left,
+// then lets the RunnerSet go; its owned objects follow by garbage collection.
+func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	before := rs.DeepCopy()
+	// Scale managers to zero: each one gets SIGQUIT and finishes its jobs.
+	d := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Managers()}, d)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("getting managers: %w", err)
+	}
+	if err == nil && (d.Spec.Replicas == nil || *d.Spec.Replicas != 0) {
+		patch := client.MergeFrom(d.DeepCopy())
+		zero := int32(0)
+		d.Spec.Replicas = &zero
+		if err := r.Client.Patch(ctx, d, patch); err != nil {
+			return conflictIsRequeue(fmt.Errorf("scaling managers to zero: %w", err))
+		}
+		log.FromContext(ctx).Info("Draining managers before deletion")
+	}
+	left, err := r.podsLeft(ctx, rs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if left > 0 {
+		rs.SetCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting,
+			fmt.Sprintf("waiting for %d manager and job pods to finish their jobs", left))
+		r.recordTransitions(before, rs)
+		if err := r.patchStatus(ctx, before, rs); err != nil {
+			return conflictIsRequeue(err)
+		}
+		return reconcile.Result{RequeueAfter: drainPoll}, nil
+	}
+	if err := r.Tokens.Release(ctx, rs); err != nil {
+		return reconcile.Result{}, fmt.Errorf("releasing runner: %w", err)
+	}
+	patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(rs, Finalizer)
+	if err := r.Client.Patch(ctx, rs, patch); err != nil {
+		return conflictIsRequeue(client.IgnoreNotFound(fmt.Errorf("removing finalizer: %w", err)))
+	}
+	log.FromContext(ctx).Info("Drained and released RunnerSet")
+	return reconcile.Result{}, nil
+}
+
+// podsLeft counts the manager and job pods of rs, terminating ones included.
+func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int, error) {
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(rs.Namespace),
+		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{resources.LabelRunnerSet: rs.Name})}); err != nil {
+		return 0, fmt.Errorf("listing pods: %w", err)
+	}
+	return len(pods.Items), nil
+}
+
+// CacheOptions keeps the informer caches to what runnerfleet manages: owned
+// objects by their managed-by label, so the controller's memory does not grow
+// with the rest of the cluster.
+func CacheOptions() cache.Options {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:            managed,
+		&corev1.ConfigMap{}:             managed,
+		&corev1.ServiceAccount{}:        managed,
+		&rbacv1.Role{}:                  managed,
+		&rbacv1.RoleBinding{}:           managed,
+		&policyv1.PodDisruptionBudget{}: managed,
+	}}
+}
+
+// SetupWithManager registers the controller and its field indexes.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexTokenSecret, func(o client.Object) []string {
+		if ref := o.(*v1alpha1.RunnerSet).Spec.GitLab.TokenSecretRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexClassName, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.RunnerSet).Spec.ClassName}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1alpha1.RunnerSet{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		// Token Secrets are watched by metadata only: the controller never
+		// holds every Secret of the cluster in memory; it reads the one it
+		// needs from the API server.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexTokenSecret, true)), builder.OnlyMetadata).
+		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// runnerSetsFor maps an object to the RunnerSets whose index field names it.
+func (r *Reconciler) runnerSetsFor(index string, sameNamespace bool) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &v1alpha1.RunnerSetList{}
+		opts := []client.ListOption{client.MatchingFields{index: o.GetName()}}
+		if sameNamespace {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		if err := r.Client.List(ctx, list, opts...); err != nil {
+			log.FromContext(ctx).Error(err, "Listing RunnerSets to enqueue", "index", index)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, rs := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rs)})
+		}
+		return reqs
+	}
+}

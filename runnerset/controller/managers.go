@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+)
+
+// reconcileManagers writes the manager Deployment and its disruption budget
+// and reports whether every manager runs the current config.
+func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, time.Duration, error) {
+	image := s.rs.Spec.Managers.Image
+	if image == "" {
+		image = s.class.Spec.Defaults.ManagerImage
+	}
+	desired := resources.Deployment(s.rs, image, s.configHash)
+	if err := r.apply(ctx, s.rs, desired); err != nil {
+		return false, 0, err
+	}
+	if err := r.apply(ctx, s.rs, resources.PodDisruptionBudget(s.rs)); err != nil {
+		return false, 0, err
+	}
+
+	live := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+		return false, 0, fmt.Errorf("reading managers: %w", err)
+	}
+	want := s.rs.Spec.Managers.ReplicasOrDefault()
+	ready := live.Status.UpdatedReplicas
+	if live.Status.AvailableReplicas < ready {
+		ready = live.Status.AvailableReplicas
+	}
+	if live.Status.ObservedGeneration < live.Generation {
+		ready = 0 // the Deployment controller has not seen the new template yet
+	}
+	s.rs.Status.DesiredManagers = want
+	s.rs.Status.ReadyManagers = ready
+	s.rs.Status.Managers = fmt.Sprintf("%d/%d", ready, want)
+
+	switch {
+	case want == 0:
+		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonScaledToZero,
+			"managers.replicas is 0: the runner takes no jobs")
+	case ready >= want && live.Status.Replicas == live.Status.UpdatedReplicas:
+		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonManagersAvailable,
+			fmt.Sprintf("%d of %d managers run the current config", ready, want))
+	default:
+		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, fmt.Sprintf(
+			"%d of %d managers run the current config; old managers finish their jobs before they stop", ready, want))
+	}
+	return true, 0, nil
+}

@@ -1,0 +1,326 @@
+// Package resources builds the desired Kubernetes objects of a RunnerSet as
+// pure functions: no client, no clock. The controller applies what they
+// return; tests check them field by field.
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+)
+
+// Labels and annotations runnerfleet puts on what it creates.
+const (
+	LabelRunnerSet = "runnerfleet.dev/runnerset"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "runnerfleet"
+
+	// AnnotationConfigHash on the manager pod template rolls the managers when
+	// config.toml or the token changes.
+	AnnotationConfigHash = "runnerfleet.dev/config-hash"
+	// AnnotationSpecHash on every object records the hash of the desired state
+	// it was written from; the controller rewrites an object only when it differs.
+	AnnotationSpecHash = "runnerfleet.dev/spec-hash"
+
+	// AnnotationIRSA and AnnotationWorkloadIdentity bind a ServiceAccount to a
+	// cloud identity on EKS and GKE.
+	AnnotationIRSA             = "eks.amazonaws.com/role-arn"
+	AnnotationWorkloadIdentity = "iam.gke.io/gcp-service-account"
+
+	// AnnotationDoNotDisrupt keeps Karpenter from consolidating a node while a
+	// pod carrying it runs.
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+
+	ConfigKey = "config.toml"
+)
+
+// Mount paths of the manager pod.
+const (
+	configTemplateDir = "/config-template"
+	configDir         = "/etc/gitlab-runner"
+	homeDir           = "/home/gitlab-runner"
+	tokenEnv          = "RUNNER_TOKEN"
+)
+
+// Labels are the labels of every object of rs; selector labels are a subset.
+func Labels(rs *v1alpha1.RunnerSet, component string) map[string]string {
+	l := SelectorLabels(rs, component)
+	l[LabelManagedBy] = ManagedBy
+	l["app.kubernetes.io/name"] = "gitlab-runner"
+	return l
+}
+
+// SelectorLabels select the pods of one component of rs.
+func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string {
+	return map[string]string{
+		LabelRunnerSet:                rs.Name,
+		"app.kubernetes.io/component": component,
+	}
+}
+
+// JobPlacement is what job pods carry so that nothing evicts them while they
+// run; the capacity builders add their node selector and tolerations to it.
+func JobPlacement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
+	return runnerconfig.JobPlacement{
+		PodAnnotations: map[string]string{AnnotationDoNotDisrupt: "true"},
+		PodLabels: map[string]string{
+			LabelRunnerSet:                rs.Name,
+			"app.kubernetes.io/component": "job",
+			LabelManagedBy:                ManagedBy,
+		},
+	}
+}
+
+// JobServiceAccount is the ServiceAccount of job pods, bound to the job
+// identity when there is one. Its token is not mounted: jobs have no business
+// with the Kubernetes API, and IRSA and Workload Identity project their own.
+func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
+	sa := &corev1.ServiceAccount{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	if id := rs.Spec.Jobs.Identity; id != nil {
+		sa.Annotations = map[string]string{}
+		if id.AWSRoleARN != "" {
+			sa.Annotations[AnnotationIRSA] = id.AWSRoleARN
+		}
+		if id.GCPServiceAccount != "" {
+			sa.Annotations[AnnotationWorkloadIdentity] = id.GCPServiceAccount
+		}
+	}
+	return withHash(sa)
+}
+
+// ManagerServiceAccount is the ServiceAccount of the manager pods.
+func ManagerServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
+	return withHash(&corev1.ServiceAccount{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerServiceAccount(), "manager"),
+	})
+}
+
+// ManagerRole grants what the kubernetes executor needs in the RunnerSet's
+// own namespace, and nothing cluster-wide.
+func ManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
+	rule := func(resources []string, verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
+	}
+	return withHash(&rbacv1.Role{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), "manager"),
+		Rules: []rbacv1.PolicyRule{
+			// Job pods: created, watched while they run, deleted after.
+			rule([]string{"pods"}, "get", "list", "watch", "create", "delete"),
+			// Scripts run through attach (default) or exec; both are POSTs,
+			// websocket clients need get.
+			rule([]string{"pods/attach", "pods/exec"}, "get", "create"),
+			rule([]string{"pods/log"}, "get"),
+			// Per-job registry credentials and scripts.
+			rule([]string{"secrets", "configmaps"}, "get", "create", "update", "delete"),
+			// Services for job services with aliases and the session proxy.
+			rule([]string{"services"}, "get", "create", "delete"),
+			// The job ServiceAccount is checked before a pod uses it.
+			rule([]string{"serviceaccounts"}, "get"),
+			// Pod events are printed in the job log when a pod cannot start.
+			rule([]string{"events"}, "list", "watch"),
+		},
+	})
+}
+
+// ManagerRoleBinding binds ManagerRole to the manager ServiceAccount.
+func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
+	n := naming.For(rs.Namespace, rs.Name)
+	return withHash(&rbacv1.RoleBinding{
+		ObjectMeta: meta(rs, n.ManagerRole(), "manager"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
+		Subjects: []rbacv1.Subject{{
+			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
+		}},
+	})
+}
+
+// ConfigMap holds config.toml, with TokenPlaceholder where the token goes.
+func ConfigMap(rs *v1alpha1.RunnerSet, configTOML []byte) *corev1.ConfigMap {
+	return withHash(&corev1.ConfigMap{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Config(), "manager"),
+		Data:       map[string]string{ConfigKey: string(configTOML)},
+	})
+}
+
+// ConfigHash identifies what the managers run: config.toml and the token.
+// The token enters only through its own hash, so the result reveals nothing.
+func ConfigHash(configTOML []byte, token string) string {
+	tokenSum := sha256.Sum256([]byte(token))
+	h := sha256.New()
+	h.Write(configTOML)
+	h.Write(tokenSum[:])
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Deployment runs the managers. They drain, never die mid-job: a preStop hook
+// sends gitlab-runner SIGQUIT (stop taking jobs, finish the running ones, then
+// exit) and waits for it to exit, whatever the image's STOPSIGNAL says, and the
+// grace period is the RunnerSet's shutdown timeout. A new manager starts and
+// becomes ready before an old one is asked to drain.
+func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deployment {
+	n := naming.For(rs.Namespace, rs.Name)
+	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
+	tokenRef := rs.Spec.GitLab.TokenSecretRef
+	selector := SelectorLabels(rs, "manager")
+	podLabels := Labels(rs, "manager")
+
+	substitute := fmt.Sprintf(
+		`umask 077 && sed "s|%s|${%s}|" %s/%s > %s/%s`,
+		runnerconfig.TokenPlaceholder, tokenEnv, configTemplateDir, ConfigKey, configDir, ConfigKey)
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: configDir},
+		{Name: "home", MountPath: homeDir},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: meta(rs, n.Managers(), "manager"),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(rs.Spec.Managers.ReplicasOrDefault()),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+				},
+			},
+			RevisionHistoryLimit: ptr.To[int32](3),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: podLabels,
+					Annotations: map[string]string{
+						AnnotationConfigHash:   configHash,
+						"prometheus.io/scrape": "true",
+						"prometheus.io/port":   fmt.Sprint(runnerconfig.MetricsPort),
+					},
+				},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            n.ManagerServiceAccount(),
+					TerminationGracePeriodSeconds: ptr.To(grace),
+					OS:                            &corev1.PodOS{Name: corev1.Linux},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](100),
+						FSGroup:        ptr.To[int64](65533),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					InitContainers: []corev1.Container{{
+						Name:    "config",
+						Image:   image,
+						Command: []string{"/bin/sh", "-c", substitute},
+						Env: []corev1.EnvVar{{
+							Name: tokenEnv,
+							ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: tokenRef.Name},
+								Key:                  tokenRef.KeyOrDefault(),
+							}},
+						}},
+						VolumeMounts: append([]corev1.VolumeMount{
+							{Name: "config-template", MountPath: configTemplateDir, ReadOnly: true},
+						}, mounts...),
+						SecurityContext: restricted,
+					}},
+					Containers: []corev1.Container{{
+						Name:  "manager",
+						Image: image,
+						Command: []string{"gitlab-runner", "run",
+							"--config", configDir + "/" + ConfigKey,
+							"--working-directory", homeDir},
+						Ports: []corev1.ContainerPort{{
+							Name: "metrics", ContainerPort: runnerconfig.MetricsPort, Protocol: corev1.ProtocolTCP,
+						}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Path: "/metrics", Port: intstr.FromString("metrics"),
+							}},
+							PeriodSeconds: 10,
+						},
+						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+							Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c",
+								"kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}},
+						}},
+						Resources:       rs.Spec.Managers.Resources,
+						VolumeMounts:    mounts,
+						SecurityContext: restricted,
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config-template", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: n.Config()},
+						}}},
+						{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+						{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
+				},
+			},
+		},
+	}
+	return withHash(d)
+}
+
+// PodDisruptionBudget lets voluntary disruptions (node drains, consolidation
+// of system nodes) take at most one manager at a time; the one taken drains
+// its jobs first through the preStop hook.
+func PodDisruptionBudget(rs *v1alpha1.RunnerSet) *policyv1.PodDisruptionBudget {
+	return withHash(&policyv1.PodDisruptionBudget{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Managers(), "manager"),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(rs, "manager")},
+		},
+	})
+}
+
+func meta(rs *v1alpha1.RunnerSet, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: rs.Namespace, Labels: Labels(rs, component)}
+}
+
+// hashable is every object the builders return.
+type hashable interface {
+	GetAnnotations() map[string]string
+	SetAnnotations(map[string]string)
+}
+
+// withHash records in AnnotationSpecHash a hash of everything the builder
+// set, so that the controller can tell whether a live object is out of date
+// without comparing fields the API server defaults.
+func withHash[T hashable](obj T) T {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(fmt.Sprintf("hashing a built object: %v", err)) // builders only return JSON-encodable objects
+	}
+	sum := sha256.Sum256(b)
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationSpecHash] = hex.EncodeToString(sum[:])[:16]
+	obj.SetAnnotations(a)
+	return obj
+}
+
+// SpecHash is the hash withHash recorded on obj, "" when there is none.
+func SpecHash(obj interface{ GetAnnotations() map[string]string }) string {
+	return obj.GetAnnotations()[AnnotationSpecHash]
+}

@@ -1,0 +1,126 @@
+// Package runnerconfig renders gitlab-runner's config.toml from typed structs.
+// One rendering serves the runnerset controller (kubernetes executor) and the
+// Pulumi program (the shared docker+machine fleet). Field names and TOML keys
+// follow gitlab-runner's own common.Config; the oracle subpackage checks every
+// rendered file against gitlab-runner's source.
+package runnerconfig
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/BurntSushi/toml"
+)
+
+// TokenPlaceholder stands where the runner token goes. The controller keeps
+// config.toml in a ConfigMap without the token; an init container replaces
+// the placeholder with the token from its Secret, so the token never sits in
+// a ConfigMap, an annotation or a log.
+const TokenPlaceholder = "__RUNNERFLEET_RUNNER_TOKEN__"
+
+// Config is the top level of config.toml.
+type Config struct {
+	Concurrent      int            `toml:"concurrent"`
+	CheckInterval   int            `toml:"check_interval"`
+	LogLevel        string         `toml:"log_level,omitempty"`
+	LogFormat       string         `toml:"log_format,omitempty"`
+	ListenAddress   string         `toml:"listen_address,omitempty"`
+	ShutdownTimeout int            `toml:"shutdown_timeout,omitempty"`
+	SessionServer   *SessionServer `toml:"session_server,omitempty"`
+	Runners         []Runner       `toml:"runners"`
+}
+
+// SessionServer is the interactive web terminal server of a manager.
+type SessionServer struct {
+	ListenAddress    string `toml:"listen_address,omitempty"`
+	AdvertiseAddress string `toml:"advertise_address,omitempty"`
+	SessionTimeout   int    `toml:"session_timeout,omitempty"`
+}
+
+// Runner is one [[runners]] entry.
+type Runner struct {
+	Name               string      `toml:"name"`
+	URL                string      `toml:"url"`
+	Token              string      `toml:"token"`
+	Executor           string      `toml:"executor"`
+	Limit              int         `toml:"limit,omitempty"`
+	RequestConcurrency int         `toml:"request_concurrency,omitempty"`
+	OutputLimit        int         `toml:"output_limit,omitempty"`
+	Environment        []string    `toml:"environment,omitempty"`
+	Kubernetes         *Kubernetes `toml:"kubernetes,omitempty"`
+	Cache              *Cache      `toml:"cache,omitempty"`
+}
+
+// Kubernetes is [runners.kubernetes], the kubernetes executor.
+type Kubernetes struct {
+	Namespace      string `toml:"namespace"`
+	Image          string `toml:"image,omitempty"`
+	HelperImage    string `toml:"helper_image,omitempty"`
+	Privileged     *bool  `toml:"privileged,omitempty"`
+	ServiceAccount string `toml:"service_account,omitempty"`
+
+	CPURequest    string `toml:"cpu_request,omitempty"`
+	CPULimit      string `toml:"cpu_limit,omitempty"`
+	MemoryRequest string `toml:"memory_request,omitempty"`
+	MemoryLimit   string `toml:"memory_limit,omitempty"`
+
+	HelperCPURequest    string `toml:"helper_cpu_request,omitempty"`
+	HelperCPULimit      string `toml:"helper_cpu_limit,omitempty"`
+	HelperMemoryRequest string `toml:"helper_memory_request,omitempty"`
+	HelperMemoryLimit   string `toml:"helper_memory_limit,omitempty"`
+
+	ServiceCPURequest    string `toml:"service_cpu_request,omitempty"`
+	ServiceCPULimit      string `toml:"service_cpu_limit,omitempty"`
+	ServiceMemoryRequest string `toml:"service_memory_request,omitempty"`
+	ServiceMemoryLimit   string `toml:"service_memory_limit,omitempty"`
+
+	// NodeSelector, NodeTolerations ("key=value" or "key" → effect),
+	// PodAnnotations and PodLabels shape every job pod.
+	NodeSelector    map[string]string `toml:"node_selector,omitempty"`
+	NodeTolerations map[string]string `toml:"node_tolerations,omitempty"`
+	PodAnnotations  map[string]string `toml:"pod_annotations,omitempty"`
+	PodLabels       map[string]string `toml:"pod_labels,omitempty"`
+}
+
+// Cache is [runners.cache].
+type Cache struct {
+	Type   string    `toml:"Type"`
+	Path   string    `toml:"Path,omitempty"`
+	Shared bool      `toml:"Shared"`
+	S3     *CacheS3  `toml:"s3,omitempty"`
+	GCS    *CacheGCS `toml:"gcs,omitempty"`
+}
+
+// CacheS3 is [runners.cache.s3]; with AuthenticationType "iam" credentials
+// come from the pod's IRSA role.
+type CacheS3 struct {
+	ServerAddress      string `toml:"ServerAddress,omitempty"`
+	BucketName         string `toml:"BucketName"`
+	BucketLocation     string `toml:"BucketLocation,omitempty"`
+	AuthenticationType string `toml:"AuthenticationType,omitempty"`
+}
+
+// CacheGCS is [runners.cache.gcs]; with no credentials given, gitlab-runner
+// uses the pod's Workload Identity.
+type CacheGCS struct {
+	BucketName string `toml:"BucketName"`
+}
+
+// Render encodes c as config.toml. The output is deterministic: map keys are
+// sorted, so the same Config always hashes the same.
+func Render(c Config) ([]byte, error) {
+	if c.Concurrent < 1 {
+		return nil, fmt.Errorf("rendering config.toml: concurrent must be at least 1, got %d", c.Concurrent)
+	}
+	if len(c.Runners) == 0 {
+		return nil, fmt.Errorf("rendering config.toml: at least one [[runners]] entry is needed")
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# Generated by runnerfleet; edits are overwritten.\n")
+	enc := toml.NewEncoder(&buf)
+	enc.Indent = "  "
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("rendering config.toml: %w", err)
+	}
+	return buf.Bytes(), nil
+}

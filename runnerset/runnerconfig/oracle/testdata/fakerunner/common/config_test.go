@@ -1,0 +1,5 @@
+package common
+
+type Config struct {
+	FromTestFile string `toml:"from_test_file"`
+}

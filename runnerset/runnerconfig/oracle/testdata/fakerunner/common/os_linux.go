@@ -1,0 +1,5 @@
+package common
+
+type OSOnly struct {
+	Linux string `toml:"linux"`
+}

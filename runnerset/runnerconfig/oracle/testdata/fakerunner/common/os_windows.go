@@ -1,0 +1,5 @@
+package common
+
+type OSOnly struct {
+	Windows string `toml:"windows"`
+}
