@@ -41,6 +41,7 @@ type RunnerClassSpec struct {
 	NodeClassName string `json:"nodeClassName,omitempty"`
 
 	// GitLabURL is the GitLab instance runners of this class register with.
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlabURL must be an http(s) URL such as https://gitlab.com"
 	// +kubebuilder:default="https://gitlab.com"
 	// +optional
@@ -108,6 +109,7 @@ type IdentityPolicy struct {
 	// AWSRoleARNPatterns allow IRSA roles, for example
 	// "arn:aws:iam::123456789012:role/ci-{namespace}-*".
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own roles"
 	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('arn:')",message="AWS role patterns start with arn:, for example arn:aws:iam::123456789012:role/ci-{namespace}-*"
 	// +listType=set
@@ -117,6 +119,7 @@ type IdentityPolicy struct {
 	// GCPServiceAccountPatterns allow Workload Identity service accounts, for
 	// example "ci-{namespace}@my-project.iam.gserviceaccount.com".
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own service accounts"
 	// +kubebuilder:validation:items:XValidation:rule="self.endsWith('.iam.gserviceaccount.com')",message="GCP service account patterns end in .iam.gserviceaccount.com"
 	// +listType=set

@@ -56,6 +56,7 @@ type RunnerSetSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef)",message="gitlab.tokenSecretRef is required: name a Secret in this namespace whose key holds the runner's glrt- authentication token"
 type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlab.url must be an http(s) URL such as https://gitlab.example.com"
 	// +optional
 	URL string `json:"url,omitempty"`
@@ -172,12 +173,14 @@ type ContainerResources struct {
 // +kubebuilder:validation:XValidation:rule="has(self.awsRoleARN) != has(self.gcpServiceAccount)",message="jobs.identity takes exactly one of awsRoleARN or gcpServiceAccount"
 type JobIdentity struct {
 	// AWSRoleARN is the IAM role job pods assume through IRSA.
+	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+$`
 	// +optional
 	AWSRoleARN string `json:"awsRoleARN,omitempty"`
 
 	// GCPServiceAccount is the Google service account job pods act as through
 	// Workload Identity.
+	// +kubebuilder:validation:MaxLength=254
 	// +kubebuilder:validation:XValidation:rule="self.endsWith('.iam.gserviceaccount.com') && self.contains('@')",message="jobs.identity.gcpServiceAccount must be a service account email such as ci@my-project.iam.gserviceaccount.com"
 	// +optional
 	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`

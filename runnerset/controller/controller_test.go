@@ -1,0 +1,363 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
+)
+
+var ctx = context.Background()
+
+func get[T client.Object](t *testing.T, ns, name string, obj T) T {
+	t.Helper()
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj))
+	return obj
+}
+
+func condition(rs *v1alpha1.RunnerSet, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(rs.Status.Conditions, typ)
+}
+
+func waitReady(t *testing.T, rs *v1alpha1.RunnerSet) *v1alpha1.RunnerSet {
+	t.Helper()
+	cur := &v1alpha1.RunnerSet{}
+	eventually(t, "RunnerSet Ready", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), cur); err != nil {
+			return err
+		}
+		if !cur.IsReady() {
+			return fmt.Errorf("conditions: %+v", cur.Status.Conditions)
+		}
+		return nil
+	})
+	return cur
+}
+
+func waitCondition(t *testing.T, rs *v1alpha1.RunnerSet, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.RunnerSet {
+	t.Helper()
+	cur := &v1alpha1.RunnerSet{}
+	eventually(t, fmt.Sprintf("%s=%s (%s)", typ, status, reason), func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), cur); err != nil {
+			return err
+		}
+		c := condition(cur, typ)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("conditions: %+v", cur.Status.Conditions)
+		}
+		return nil
+	})
+	return cur
+}
+
+func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) {
+		c.Spec.Defaults.Cache = &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeS3, Bucket: "ci-cache", Region: "eu-west-1"}
+	})
+	newSecret(t, ns, "build-token", token)
+	rs := runnerSet(ns, "build", class.Name)
+	rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-" + ns + "-build"}
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+
+	n := naming.For(ns, "build")
+	if !strings.Contains(strings.Join(cur.Finalizers, ","), controller.Finalizer) {
+		t.Errorf("finalizer %s missing: %v", controller.Finalizer, cur.Finalizers)
+	}
+	if cur.Status.Managers != "1/1" || cur.Status.ObservedGeneration != cur.Generation {
+		t.Errorf("status managers=%q observedGeneration=%d generation=%d", cur.Status.Managers, cur.Status.ObservedGeneration, cur.Generation)
+	}
+
+	jobSA := get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{})
+	if got := jobSA.Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
+		t.Errorf("job ServiceAccount IRSA annotation = %q", got)
+	}
+	if jobSA.AutomountServiceAccountToken == nil || *jobSA.AutomountServiceAccountToken {
+		t.Error("job ServiceAccount mounts a Kubernetes token")
+	}
+	get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{})
+	role := get(t, ns, n.ManagerRole(), &rbacv1.Role{})
+	if len(role.Rules) == 0 {
+		t.Error("manager Role has no rules")
+	}
+	rb := get(t, ns, n.ManagerRole(), &rbacv1.RoleBinding{})
+	if rb.Subjects[0].Name != n.ManagerServiceAccount() || rb.RoleRef.Name != n.ManagerRole() {
+		t.Errorf("RoleBinding binds %v to %v", rb.Subjects, rb.RoleRef)
+	}
+
+	cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
+	toml := cm.Data[resources.ConfigKey]
+	if strings.Contains(toml, token) || !strings.Contains(toml, runnerconfig.TokenPlaceholder) {
+		t.Errorf("config.toml must hold the placeholder and never the token:\n%s", toml)
+	}
+	schema, err := oracle.Load(ctx)
+	must(t, err)
+	if err := schema.Check([]byte(toml)); err != nil {
+		t.Errorf("gitlab-runner would not accept the config.toml in the ConfigMap: %v", err)
+	}
+	for _, want := range []string{`namespace = "` + ns + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
+		if !strings.Contains(toml, want) {
+			t.Errorf("config.toml lacks %s:\n%s", want, toml)
+		}
+	}
+
+	d := get(t, ns, n.Managers(), &appsv1.Deployment{})
+	pod := d.Spec.Template.Spec
+	if *pod.TerminationGracePeriodSeconds != int64((3 * time.Hour).Seconds()) {
+		t.Errorf("terminationGracePeriodSeconds = %d, want the 3h default", *pod.TerminationGracePeriodSeconds)
+	}
+	if pre := pod.Containers[0].Lifecycle.PreStop; pre == nil || !strings.Contains(strings.Join(pre.Exec.Command, " "), "kill -QUIT 1") {
+		t.Errorf("manager has no SIGQUIT preStop hook: %+v", pod.Containers[0].Lifecycle)
+	}
+	if d.Spec.Template.Annotations[resources.AnnotationConfigHash] != cur.Status.ConfigHash || cur.Status.ConfigHash == "" {
+		t.Errorf("pod template config hash %q, status %q", d.Spec.Template.Annotations[resources.AnnotationConfigHash], cur.Status.ConfigHash)
+	}
+	if ref := pod.InitContainers[0].Env[0].ValueFrom.SecretKeyRef; ref == nil || ref.Name != "build-token" || ref.Key != "token" {
+		t.Errorf("init container does not take the token from its Secret: %+v", pod.InitContainers[0].Env)
+	}
+	if !metav1.IsControlledBy(d, cur) {
+		t.Error("Deployment is not controlled by the RunnerSet")
+	}
+	pdb := get(t, ns, n.Managers(), &policyv1.PodDisruptionBudget{})
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("PDB maxUnavailable = %v", pdb.Spec.MaxUnavailable)
+	}
+}
+
+func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	sec := newSecret(t, ns, "roll-token", token)
+	rs := runnerSet(ns, "roll", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "roll")
+	hash := func() string {
+		return get(t, ns, n.Managers(), &appsv1.Deployment{}).Spec.Template.Annotations[resources.AnnotationConfigHash]
+	}
+	first := hash()
+
+	cur.Spec.Managers.Concurrent = 25
+	must(t, k8s.Update(ctx, cur))
+	eventually(t, "config.toml has concurrent = 25 and the pod template rolled", func() error {
+		cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
+		if !strings.Contains(cm.Data[resources.ConfigKey], "concurrent = 25") {
+			return errors.New("ConfigMap not updated")
+		}
+		if hash() == first {
+			return errors.New("pod template config hash unchanged")
+		}
+		return nil
+	})
+	second := hash()
+	waitReady(t, rs)
+
+	sec.Data["token"] = []byte(token + "-rotated")
+	must(t, k8s.Update(ctx, sec))
+	eventually(t, "a new token rolls the managers", func() error {
+		if hash() == second {
+			return errors.New("pod template config hash unchanged after token change")
+		}
+		return nil
+	})
+	waitReady(t, rs)
+}
+
+func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "drain-token", token)
+	rs := runnerSet(ns, "drain", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+
+	// A job pod still running, as the kubernetes executor labels it.
+	job := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-job-1", Labels: resources.JobPlacement(rs).PodLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}},
+	}
+	must(t, k8s.Create(ctx, job))
+	must(t, k8s.Delete(ctx, rs))
+
+	n := naming.For(ns, "drain")
+	eventually(t, "managers scaled to zero", func() error {
+		d := get(t, ns, n.Managers(), &appsv1.Deployment{})
+		if *d.Spec.Replicas != 0 {
+			return fmt.Errorf("replicas %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	held := waitCondition(t, rs, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting)
+	if !strings.Contains(condition(held, v1alpha1.ConditionReady).Message, "1 manager and job pods") {
+		t.Errorf("Deleting message: %q", condition(held, v1alpha1.ConditionReady).Message)
+	}
+	time.Sleep(500 * time.Millisecond)
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})) // still held
+
+	must(t, k8s.Delete(ctx, job, client.GracePeriodSeconds(0)))
+	eventually(t, "RunnerSet gone once its last job pod is", func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+}
+
+func TestRunnerClassPolicyRefusesWithAReasonAndCreatesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) { c.Spec.Policy.MaxConcurrency = ptr.To[int32](20) })
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.RunnerSet)
+		reason string
+		says   string
+	}{
+		{"identity of another namespace", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-other-team-build"}
+		}, v1alpha1.ReasonIdentityForbidden, "spec.jobs.identity.awsRoleARN"},
+		{"gcp identity where the class allows none", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{GCPServiceAccount: "ci@p.iam.gserviceaccount.com"}
+		}, v1alpha1.ReasonIdentityForbidden, "allows no gcpServiceAccount identities"},
+		{"privileged", func(rs *v1alpha1.RunnerSet) { rs.Spec.Jobs.Privileged = true }, v1alpha1.ReasonPrivilegedForbidden, "spec.jobs.privileged"},
+		{"on-demand", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{v1alpha1.CapacityTypeSpot, v1alpha1.CapacityTypeOnDemand}
+		}, v1alpha1.ReasonCapacityTypeForbidden, "spec.capacity.capacityTypes"},
+		{"too much concurrency", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.Replicas = ptr.To[int32](3)
+		}, v1alpha1.ReasonConcurrencyTooHigh, "replicas × concurrent is 30"},
+		{"missing class", func(rs *v1alpha1.RunnerSet) { rs.Spec.ClassName = "no-such-class" }, v1alpha1.ReasonRunnerClassNotFound, `"no-such-class"`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("refused-%d", i)
+			newSecret(t, ns, name+"-token", token)
+			rs := runnerSet(ns, name, class.Name)
+			tc.mutate(rs)
+			must(t, k8s.Create(ctx, rs))
+			cur := waitCondition(t, rs, v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, tc.reason)
+			msg := condition(cur, v1alpha1.ConditionClassAccepted).Message
+			if !strings.Contains(msg, tc.says) {
+				t.Errorf("message %q does not say %q", msg, tc.says)
+			}
+			ready := condition(cur, v1alpha1.ConditionReady)
+			if ready.Status != metav1.ConditionFalse || ready.Reason != tc.reason {
+				t.Errorf("Ready = %s/%s, want False/%s", ready.Status, ready.Reason, tc.reason)
+			}
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.For(ns, name).Managers()}, &appsv1.Deployment{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("a refused RunnerSet got managers (err=%v)", err)
+			}
+		})
+	}
+
+	t.Run("a class created later is picked up", func(t *testing.T) {
+		newSecret(t, ns, "late-token", token)
+		rs := runnerSet(ns, "late", "late-class")
+		must(t, k8s.Create(ctx, rs))
+		waitCondition(t, rs, v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v1alpha1.ReasonRunnerClassNotFound)
+		late := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "late-class"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+		must(t, k8s.Create(ctx, late))
+		t.Cleanup(func() { _ = k8s.Delete(ctx, late) })
+		waitReady(t, rs)
+	})
+}
+
+func TestTokenProblemsAreConditionsAndTheTokenNeverLeaks(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+
+	rs := runnerSet(ns, "tok", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitCondition(t, rs, v1alpha1.ConditionTokenReady, metav1.ConditionFalse, v1alpha1.ReasonTokenSecretNotFound)
+	if msg := condition(cur, v1alpha1.ConditionTokenReady).Message; !strings.Contains(msg, ns+"/tok-token") {
+		t.Errorf("message does not name the Secret: %q", msg)
+	}
+
+	malformed := token + "\n"
+	sec := newSecret(t, ns, "tok-token", malformed)
+	cur = waitCondition(t, rs, v1alpha1.ConditionTokenReady, metav1.ConditionFalse, v1alpha1.ReasonTokenMalformed)
+	if msg := condition(cur, v1alpha1.ConditionTokenReady).Message; strings.Contains(msg, token) {
+		t.Errorf("condition message leaks the token: %q", msg)
+	}
+
+	sec.Data["token"] = []byte(token)
+	must(t, k8s.Update(ctx, sec))
+	cur = waitReady(t, rs)
+
+	events := &eventsv1.EventList{}
+	must(t, k8s.List(ctx, events, client.InNamespace(ns)))
+	if len(events.Items) == 0 {
+		t.Error("no Events recorded for the token problems")
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Note, token) {
+			t.Errorf("Event %s leaks the token: %q", e.Name, e.Note)
+		}
+	}
+	for _, c := range cur.Status.Conditions {
+		if strings.Contains(c.Message, token) {
+			t.Errorf("condition %s leaks the token", c.Type)
+		}
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Error("the controller's logs contain the token")
+	}
+	if !strings.Contains(logs.String(), `"level"`) {
+		t.Error("the controller's logs are not JSON")
+	}
+}
+
+func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "calm-token", token)
+	rs := runnerSet(ns, "calm", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	time.Sleep(time.Second) // let the last status patch's watch event settle
+
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.ConfigMapList{},
+			&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{}} {
+			must(t, k8s.List(ctx, l, client.InNamespace(ns)))
+			must(t, meta.EachListItem(l, func(o runtime.Object) error {
+				obj := o.(client.Object)
+				out[fmt.Sprintf("%T/%s", obj, obj.GetName())] = obj.GetResourceVersion()
+				return nil
+			}))
+		}
+		return out
+	}
+	before := versions()
+	time.Sleep(3 * time.Second)
+	after := versions()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s was written while nothing changed (resourceVersion %s -> %s)", k, v, after[k])
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
+)
+
+var (
+	env  *testenv.Env
+	k8s  client.WithWatch
+	logs = &syncBuffer{}
+)
+
+// syncBuffer collects the controller's logs so tests can prove no token leaks.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	k8s, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.DebugLevel), zap.JSONEncoder()))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Cache:   controller.CacheOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	go func() { _ = testenv.SimulateDeployments(ctx, k8s) }()
+	return m.Run()
+}
+
+// Token is a well-formed runner token; tests check it never leaks.
+const token = "glrt-t3st_T0ken-never.in-logs"
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
+	must(t, k8s.Create(context.Background(), ns))
+	return ns.Name
+}
+
+func newClass(t *testing.T, mutate func(*v1alpha1.RunnerClass)) *v1alpha1.RunnerClass {
+	t.Helper()
+	c := &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + rand.String(6)},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider: v1alpha1.CapacityProviderKWOK,
+			Policy: v1alpha1.RunnerClassPolicy{Identity: v1alpha1.IdentityPolicy{
+				AWSRoleARNPatterns: []string{"arn:aws:iam::123456789012:role/ci-{namespace}-*"},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(c)
+	}
+	must(t, k8s.Create(context.Background(), c))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), c) })
+	return c
+}
+
+func newSecret(t *testing.T, ns, name, tok string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Data:       map[string][]byte{"token": []byte(tok)},
+	}
+	must(t, k8s.Create(context.Background(), s))
+	return s
+}
+
+func runnerSet(ns, name, class string) *v1alpha1.RunnerSet {
+	return &v1alpha1.RunnerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RunnerSetSpec{
+			ClassName: class,
+			Tags:      []string{"team-" + name},
+			GitLab:    v1alpha1.GitLabSpec{TokenSecretRef: &v1alpha1.SecretKeyRef{Name: name + "-token"}},
+		},
+	}
+}
+
+// eventually polls cond until it returns nil or the deadline passes.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not true after 30s: %v", what, err)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

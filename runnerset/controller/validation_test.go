@@ -1,0 +1,117 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// The API server itself refuses bad specs, naming the field and the fix.
+func TestAdmissionRefusesBadRunnerSetsNamingTheField(t *testing.T) {
+	ns := newNamespace(t)
+	q := resource.MustParse
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.RunnerSet)
+		want   []string
+	}{
+		{"no tags", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = nil }, []string{"spec.tags"}},
+		{"tag with a comma", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"a,b"} }, []string{"spec.tags[0]", "list each tag as its own item"}},
+		{"no token source", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.TokenSecretRef = nil }, []string{"spec.gitlab", "tokenSecretRef is required"}},
+		{"ftp gitlab url", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.URL = "ftp://gitlab" }, []string{"spec.gitlab.url", "http(s) URL"}},
+		{"shutdown timeout too short", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 10e9}
+		}, []string{"spec.managers.shutdownTimeout", "no shorter than your longest job"}},
+		{"check interval zero", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.CheckInterval = &metav1.Duration{}
+		}, []string{"spec.managers.checkInterval", "between 1s and 1h"}},
+		{"negative replicas", func(rs *v1alpha1.RunnerSet) { rs.Spec.Managers.Replicas = ptr.To[int32](-1) }, []string{"spec.managers.replicas"}},
+		{"two identities", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/x", GCPServiceAccount: "x@p.iam.gserviceaccount.com"}
+		}, []string{"spec.jobs.identity", "exactly one of awsRoleARN or gcpServiceAccount"}},
+		{"malformed role ARN", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "role/ci"}
+		}, []string{"spec.jobs.identity.awsRoleARN"}},
+		{"request above limit", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Resources.Build = v1alpha1.ContainerResources{CPURequest: ptr.To(q("2")), CPULimit: ptr.To(q("500m"))}
+		}, []string{"spec.jobs.resources.build", "cpuRequest must not exceed cpuLimit"}},
+		{"gpu limit", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Capacity.Limits = corev1.ResourceList{"nvidia.com/gpu": q("1")}
+		}, []string{"spec.capacity.limits", "takes only cpu and memory"}},
+		{"unknown capacity type", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{"reserved"}
+		}, []string{"spec.capacity.capacityTypes[0]", `"spot", "on-demand"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := runnerSet(ns, "bad", "any")
+			tc.mutate(rs)
+			err := k8s.Create(ctx, rs)
+			if err == nil {
+				_ = k8s.Delete(ctx, rs)
+				t.Fatal("the API server accepted it")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestClassNameIsImmutable(t *testing.T) {
+	ns := newNamespace(t)
+	rs := runnerSet(ns, "fixed", "one")
+	must(t, k8s.Create(ctx, rs))
+	rs.Spec.ClassName = "two"
+	err := k8s.Update(ctx, rs)
+	if err == nil || !strings.Contains(err.Error(), "spec.className") || !strings.Contains(err.Error(), "immutable") {
+		t.Fatalf("changing className: %v", err)
+	}
+}
+
+func TestAdmissionRefusesIdentityPatternsWithoutNamespace(t *testing.T) {
+	c := &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "open-door"},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider: v1alpha1.CapacityProviderKarpenter,
+			Policy: v1alpha1.RunnerClassPolicy{Identity: v1alpha1.IdentityPolicy{
+				AWSRoleARNPatterns: []string{"arn:aws:iam::123456789012:role/*"},
+			}},
+		},
+	}
+	err := k8s.Create(ctx, c)
+	if err == nil {
+		_ = k8s.Delete(ctx, c)
+		t.Fatal("a pattern without {namespace} was accepted")
+	}
+	for _, w := range []string{"spec.policy.identity.awsRoleARNPatterns[0]", "must contain {namespace}"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q: %v", w, err)
+		}
+	}
+}
+
+func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
+	ns := newNamespace(t)
+	rs := runnerSet(ns, "defaults", "any")
+	must(t, k8s.Create(ctx, rs))
+	got := get(t, ns, "defaults", &v1alpha1.RunnerSet{})
+	m := got.Spec.Managers
+	if m.Replicas == nil || *m.Replicas != 1 || m.Concurrent != 10 || m.ShutdownTimeout.Duration.String() != "3h0m0s" || m.CheckInterval.Duration.String() != "3s" {
+		t.Errorf("manager defaults: %+v", m)
+	}
+	if got.Spec.GitLab.TokenSecretRef.Key != "token" {
+		t.Errorf("token key default %q", got.Spec.GitLab.TokenSecretRef.Key)
+	}
+	if len(got.Spec.Capacity.CapacityTypes) != 1 || got.Spec.Capacity.CapacityTypes[0] != v1alpha1.CapacityTypeSpot {
+		t.Errorf("capacity type default %v", got.Spec.Capacity.CapacityTypes)
+	}
+}

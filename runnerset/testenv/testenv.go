@@ -1,0 +1,189 @@
+// Package testenv starts a real kube-apiserver and etcd (envtest) with the
+// runnerfleet CRDs installed, for the tests and benchmarks of every package.
+// The binaries come from hack/tools.sh, which builds them from the Go module
+// proxy into a cache outside the repository the first time; a test never
+// skips because they are missing.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	env    *envtest.Environment
+}
+
+// Scheme returns a scheme with the Kubernetes and runnerfleet types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Option changes how the control plane starts.
+type Option func(*envtest.Environment)
+
+// WithCRDs installs more CRDs beside runnerfleet's own.
+func WithCRDs(extra ...*apiextensionsv1.CustomResourceDefinition) Option {
+	return func(e *envtest.Environment) { e.CRDs = append(e.CRDs, extra...) }
+}
+
+// Start starts etcd and kube-apiserver and installs the CRDs.
+func Start(opts ...Option) (*Env, error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	own, err := crds.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		CRDs:                     own,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	s := Scheme()
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
+}
+
+// Stop stops kube-apiserver, then etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+var (
+	assetsOnce sync.Once
+	assetsDir  string
+	assetsErr  error
+)
+
+// Assets returns the directory holding etcd and kube-apiserver: the
+// KUBEBUILDER_ASSETS environment variable when set, otherwise what
+// hack/tools.sh envtest builds or finds in its cache.
+func Assets() (string, error) {
+	assetsOnce.Do(func() {
+		if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+			assetsDir = d
+			return
+		}
+		root, err := RepoRoot()
+		if err != nil {
+			assetsErr = err
+			return
+		}
+		cmd := exec.Command(filepath.Join(root, "hack", "tools.sh"), "envtest")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			assetsErr = fmt.Errorf("building the control plane with hack/tools.sh envtest: %w", err)
+			return
+		}
+		assetsDir = strings.TrimSpace(string(out))
+	})
+	return assetsDir, assetsErr
+}
+
+// RepoRoot finds the repository root from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/runnerfleet/runnerfleet\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no runnerfleet go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// SimulateDeployments stands in for the Deployment controller and the
+// kubelets, which envtest does not run: every Deployment whose status lags its
+// spec gets the status a healthy rollout would reach. It returns when ctx ends.
+func SimulateDeployments(ctx context.Context, c client.WithWatch) error {
+	for ctx.Err() == nil {
+		list := &appsv1.DeploymentList{}
+		w, err := c.Watch(ctx, list)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || !d.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if err := MarkAvailable(ctx, c, d); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "testenv: marking Deployment %s/%s available: %v\n", d.Namespace, d.Name, err)
+			}
+		}
+		w.Stop()
+	}
+	return nil
+}
+
+// MarkAvailable gives d the status of a finished, healthy rollout, unless it
+// has it already.
+func MarkAvailable(ctx context.Context, c client.Client, d *appsv1.Deployment) error {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	if st.ObservedGeneration == d.Generation && st.Replicas == want && st.UpdatedReplicas == want &&
+		st.ReadyReplicas == want && st.AvailableReplicas == want {
+		return nil
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Status.ObservedGeneration = d.Generation
+	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = want, want, want, want
+	return client.IgnoreNotFound(c.Status().Patch(ctx, d, patch))
+}
