@@ -89,7 +89,7 @@ func JobPlacement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
 // with the Kubernetes API, and IRSA and Workload Identity project their own.
 func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{
-		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
+		ObjectMeta:                   meta(rs, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
 		AutomountServiceAccountToken: ptr.To(false),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
