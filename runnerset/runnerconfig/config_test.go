@@ -1,0 +1,221 @@
+package runnerconfig_test
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
+)
+
+func class() *v1alpha1.RunnerClass {
+	return &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "eks"},
+		Spec: v1alpha1.RunnerClassSpec{
+			GitLabURL: "https://gitlab.example.com",
+			Defaults: v1alpha1.RunnerClassDefaults{
+				JobImage:    "alpine:3.22",
+				HelperImage: "registry.example.com/gitlab-runner-helper:x86_64-v19.4.0",
+				Cache:       &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeS3, Bucket: "ci-cache", Region: "eu-west-1", Shared: true},
+			},
+		},
+	}
+}
+
+// runnerSets is every shape of RunnerSet the renderer must handle.
+func runnerSets() map[string]*v1alpha1.RunnerSet {
+	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
+	base := func() *v1alpha1.RunnerSet {
+		return &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}
+	}
+	full := base()
+	full.Spec.GitLab.URL = "https://gitlab.team-a.example.com"
+	full.Spec.Managers = v1alpha1.ManagerSpec{Concurrent: 40, CheckInterval: &metav1.Duration{Duration: 10 * time.Second}}
+	full.Spec.Jobs = v1alpha1.JobSpec{
+		Image: "golang:1.27", Privileged: true,
+		Resources: v1alpha1.JobResources{
+			Build:   v1alpha1.ContainerResources{CPURequest: q("1"), CPULimit: q("2"), MemoryRequest: q("2Gi"), MemoryLimit: q("4Gi")},
+			Helper:  v1alpha1.ContainerResources{CPURequest: q("100m"), MemoryRequest: q("128Mi")},
+			Service: v1alpha1.ContainerResources{CPULimit: q("500m"), MemoryLimit: q("1Gi")},
+		},
+	}
+	gcs := base()
+	gcs.Spec.Cache = &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeGCS, Bucket: "gke-cache", Path: "custom"}
+	return map[string]*v1alpha1.RunnerSet{"defaults": base(), "everything set": full, "gcs cache": gcs}
+}
+
+func TestEveryRenderedConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rs := range runnerSets() {
+		t.Run(name, func(t *testing.T) {
+			place := resources.JobPlacement(rs)
+			place.NodeSelector = map[string]string{"runnerfleet.dev/tag": "team-a", "kubernetes.io/arch": "amd64"}
+			place.NodeTolerations = map[string]string{"runnerfleet.dev/tag=team-a": "NoSchedule"}
+			out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), place))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schema.Check(out); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestForRunnerSetMapsTheSpec(t *testing.T) {
+	rs := runnerSets()["everything set"]
+	place := runnerconfig.JobPlacement{
+		NodeSelector:    map[string]string{"runnerfleet.dev/tag": "team-a"},
+		NodeTolerations: map[string]string{"runnerfleet.dev/tag=team-a": "NoSchedule"},
+		PodAnnotations:  map[string]string{"karpenter.sh/do-not-disrupt": "true"},
+	}
+	c := runnerconfig.ForRunnerSet(rs, class(), place)
+	r := c.Runners[0]
+	k := r.Kubernetes
+	checks := map[string][2]any{
+		"concurrent":          {c.Concurrent, 40},
+		"check_interval":      {c.CheckInterval, 10},
+		"limit":               {r.Limit, 40},
+		"url (spec wins)":     {r.URL, "https://gitlab.team-a.example.com"},
+		"token placeholder":   {r.Token, runnerconfig.TokenPlaceholder},
+		"executor":            {r.Executor, "kubernetes"},
+		"namespace":           {k.Namespace, "team-a"},
+		"image (spec wins)":   {k.Image, "golang:1.27"},
+		"helper image":        {k.HelperImage, "registry.example.com/gitlab-runner-helper:x86_64-v19.4.0"},
+		"privileged":          {*k.Privileged, true},
+		"service account":     {k.ServiceAccount, "build-job"},
+		"cpu request":         {k.CPURequest, "1"},
+		"memory limit":        {k.MemoryLimit, "4Gi"},
+		"helper memory":       {k.HelperMemoryRequest, "128Mi"},
+		"service cpu limit":   {k.ServiceCPULimit, "500m"},
+		"node selector":       {k.NodeSelector["runnerfleet.dev/tag"], "team-a"},
+		"toleration":          {k.NodeTolerations["runnerfleet.dev/tag=team-a"], "NoSchedule"},
+		"do-not-disrupt":      {k.PodAnnotations["karpenter.sh/do-not-disrupt"], "true"},
+		"cache from class":    {r.Cache.S3.BucketName, "ci-cache"},
+		"cache path":          {r.Cache.Path, "team-a"},
+		"cache iam":           {r.Cache.S3.AuthenticationType, "iam"},
+		"metrics listener":    {c.ListenAddress, ":9252"},
+		"forced stop":         {c.ShutdownTimeout, runnerconfig.ForcedShutdownTimeout},
+		"json logs":           {c.LogFormat, "json"},
+		"request concurrency": {r.RequestConcurrency, 10},
+	}
+	for name, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s: got %v, want %v", name, c[0], c[1])
+		}
+	}
+}
+
+func TestDefaultsComeFromTheClass(t *testing.T) {
+	c := runnerconfig.ForRunnerSet(runnerSets()["defaults"], class(), runnerconfig.JobPlacement{})
+	k := c.Runners[0].Kubernetes
+	if c.Concurrent != 10 || c.CheckInterval != 3 || k.Image != "alpine:3.22" || k.Privileged != nil ||
+		c.Runners[0].URL != "https://gitlab.example.com" || !c.Runners[0].Cache.Shared {
+		t.Errorf("defaults: %+v %+v", c, k)
+	}
+	gcs := runnerconfig.ForRunnerSet(runnerSets()["gcs cache"], class(), runnerconfig.JobPlacement{})
+	if ch := gcs.Runners[0].Cache; ch.Type != "gcs" || ch.GCS.BucketName != "gke-cache" || ch.S3 != nil || ch.Path != "custom" {
+		t.Errorf("gcs cache: %+v", ch)
+	}
+}
+
+func TestRenderIsDeterministicAndRoundTrips(t *testing.T) {
+	rs := runnerSets()["everything set"]
+	place := resources.JobPlacement(rs)
+	place.NodeSelector = map[string]string{"b": "2", "a": "1", "c": "3"}
+	c := runnerconfig.ForRunnerSet(rs, class(), place)
+	first, err := runnerconfig.Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		again, _ := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), place))
+		if !bytes.Equal(first, again) {
+			t.Fatal("two renderings of the same config differ")
+		}
+	}
+	var back runnerconfig.Config
+	md, err := toml.Decode(string(first), &back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := md.Undecoded(); len(u) > 0 {
+		t.Fatalf("keys rendered but not decodable: %v", u)
+	}
+	if back.Runners[0].Kubernetes.NodeSelector["c"] != "3" || back.Concurrent != 40 {
+		t.Fatalf("round trip lost data: %+v", back)
+	}
+}
+
+func TestRenderRefusesAConfigGitLabRunnerCouldNotUse(t *testing.T) {
+	for name, c := range map[string]runnerconfig.Config{
+		"no concurrency": {Runners: []runnerconfig.Runner{{Name: "x"}}},
+		"no runners":     {Concurrent: 1},
+	} {
+		_, err := runnerconfig.Render(c)
+		if err == nil || !strings.Contains(err.Error(), "config.toml") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// fill sets every field of v, recursively, to a non-zero value.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(v.Field(i))
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		val := reflect.New(v.Type().Elem()).Elem()
+		fill(val)
+		v.SetMapIndex(reflect.ValueOf("k"), val)
+	default:
+		panic("fill: unhandled kind " + v.Kind().String())
+	}
+}
+
+// Every key the renderer can write, not only those today's RunnerSets use,
+// must be one gitlab-runner knows, with the type it expects.
+func TestEveryKeyTheRendererCanWriteIsKnownToGitLabRunner(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c runnerconfig.Config
+	fill(reflect.ValueOf(&c).Elem())
+	out, err := runnerconfig.Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Check(out); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
