@@ -32,11 +32,15 @@ func run() error {
 		probeAddr      string
 		leaderElection bool
 		leaderNS       string
+		qps            float64
+		burst          int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 turns it off")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElection, "leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	flag.Float64Var(&qps, "kube-api-qps", controller.DefaultQPS, "queries per second to the API server")
+	flag.IntVar(&burst, "kube-api-burst", controller.DefaultBurst, "burst of queries to the API server")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -53,6 +57,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(),

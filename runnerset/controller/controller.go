@@ -52,6 +52,13 @@ const (
 	indexClassName   = "spec.className"
 )
 
+// Client rate limits of the controller: a fleet of a thousand RunnerSets
+// converges in minutes without crowding the API server (see BENCHMARKS.md).
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 200
+)
+
 // drainPoll is how often a deleting RunnerSet checks whether its pods are gone.
 const drainPoll = 5 * time.Second
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -68,7 +71,12 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	// The manager talks through a counting transport with the rate limits
+	// the controller binary uses, so that benchmarks measure what production does.
+	mgrConfig := rest.CopyConfig(env.Config)
+	mgrConfig.QPS, mgrConfig.Burst = controller.DefaultQPS, controller.DefaultBurst
+	mgrConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
+	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
 		Scheme:  env.Scheme,
 		Cache:   controller.CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -89,6 +97,19 @@ func run(m *testing.M) int {
 	}()
 	go func() { _ = testenv.SimulateDeployments(ctx, k8s) }()
 	return m.Run()
+}
+
+// writes counts the controller's mutating API requests.
+var writes atomic.Int64
+
+type countingTransport struct{ next http.RoundTripper }
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		writes.Add(1)
+	}
+	return c.next.RoundTrip(req)
 }
 
 // Token is a well-formed runner token; tests check it never leaks.

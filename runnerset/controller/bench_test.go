@@ -1,0 +1,168 @@
+package controller_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// steadyWindow is how long the benchmark watches a converged fleet for writes.
+var steadyWindow = func() time.Duration {
+	if s := os.Getenv("RUNNERFLEET_BENCH_STEADY"); s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			return d
+		}
+	}
+	return 60 * time.Second
+}()
+
+// BenchmarkFleet creates N RunnerSets against a real kube-apiserver and
+// reports: seconds until all are Ready, the controller's API writes while
+// converging and during a steady window (a hot loop shows up here), and the
+// test process's peak heap and resident memory (controller, caches, client).
+// Run with -benchtime 1x: each iteration is a whole fleet.
+func BenchmarkFleet(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("runnersets=%d", n), func(b *testing.B) {
+			for range b.N {
+				benchFleet(b, n)
+			}
+		})
+	}
+}
+
+func benchFleet(b *testing.B, n int) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("bench-%d-", n)}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	class := &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"},
+		Spec:       v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK},
+	}
+	if err := k8s.Create(ctx, class); err != nil {
+		b.Fatal(err)
+	}
+	var peakHeap atomic.Uint64
+	stopSampling := sampleHeap(&peakHeap)
+	defer stopSampling()
+
+	startWrites := writes.Load()
+	start := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				name := fmt.Sprintf("r%04d", i)
+				sec := &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name + "-token"},
+					Data:       map[string][]byte{"token": []byte(token)},
+				}
+				if err := k8s.Create(ctx, sec); err != nil {
+					b.Error(err)
+				}
+				if err := k8s.Create(ctx, runnerSet(ns.Name, name, class.Name)); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	for {
+		list := &v1alpha1.RunnerSetList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+			b.Fatal(err)
+		}
+		ready := 0
+		for i := range list.Items {
+			if list.Items[i].IsReady() {
+				ready++
+			}
+		}
+		if ready == n {
+			break
+		}
+		if time.Since(start) > 30*time.Minute {
+			b.Fatalf("%d of %d Ready after 30 minutes", ready, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	toReady := time.Since(start)
+	convergeWrites := writes.Load() - startWrites
+
+	time.Sleep(2 * time.Second) // the last status patches' watch events arrive
+	steadyStart := writes.Load()
+	time.Sleep(steadyWindow)
+	steadyWrites := writes.Load() - steadyStart
+
+	b.ReportMetric(toReady.Seconds(), "s-to-ready")
+	b.ReportMetric(float64(convergeWrites)/float64(n), "writes/runnerset")
+	b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
+	b.ReportMetric(steadyWindow.Seconds(), "steady-window-s")
+	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+	if steadyWrites != 0 {
+		b.Errorf("the controller wrote %d times to a fleet that did not change: a hot loop", steadyWrites)
+	}
+}
+
+func sampleHeap(peak *atomic.Uint64) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// peakRSSMiB is the process's high-water resident set (VmHWM).
+func peakRSSMiB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
