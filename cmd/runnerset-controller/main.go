@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 )
@@ -51,6 +52,9 @@ func run() error {
 		return err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := capacity.AddToScheme(scheme); err != nil {
 		return err
 	}
 	cfg, err := ctrl.GetConfig()

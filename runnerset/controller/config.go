@@ -13,7 +13,7 @@ import (
 
 // reconcileConfig renders config.toml into the RunnerSet's ConfigMap.
 func (r *Reconciler) reconcileConfig(ctx context.Context, s *state) (bool, time.Duration, error) {
-	cfg := runnerconfig.ForRunnerSet(s.rs, s.class, resources.JobPlacement(s.rs))
+	cfg := runnerconfig.ForRunnerSet(s.rs, s.class, s.placement)
 	out, err := runnerconfig.Render(cfg)
 	if err != nil {
 		s.rs.SetCondition(v1alpha1.ConditionConfigReady, metav1.ConditionFalse, v1alpha1.ReasonRenderFailed, err.Error())

@@ -29,15 +29,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Name is the controller's name in logs, metrics and events.
@@ -80,6 +83,7 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder) *Re
 	r.steps = []step{
 		{v1alpha1.ConditionClassAccepted, r.reconcileClass},
 		{v1alpha1.ConditionTokenReady, r.reconcileToken},
+		{v1alpha1.ConditionCapacityReady, r.reconcileCapacity},
 		{v1alpha1.ConditionIdentityReady, r.reconcileIdentity},
 		{v1alpha1.ConditionConfigReady, r.reconcileConfig},
 		{v1alpha1.ConditionManagersAvailable, r.reconcileManagers},
@@ -92,6 +96,7 @@ type state struct {
 	rs         *v1alpha1.RunnerSet
 	class      *v1alpha1.RunnerClass
 	token      string // never logged, never put in status or events
+	placement  runnerconfig.JobPlacement
 	configTOML []byte
 	configHash string
 }
@@ -206,36 +211,77 @@ func conflictIsRequeue(err error) (reconcile.Result, error) {
 // apply creates desired, or updates the live object when the spec hash the
 // builder recorded differs. Comparing hashes instead of fields means a field
 // the API server defaults never causes a rewrite, so a steady fleet makes no
-// writes at all.
+// writes at all. Namespaced objects are owned by the RunnerSet through a
+// controller reference; cluster-scoped ones through capacity labels.
 func (r *Reconciler) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
-	if err := controllerutil.SetControllerReference(owner, desired, r.Client.Scheme()); err != nil {
-		return err
+	return r.write(ctx, owner, desired, false)
+}
+
+// dryRun sends what apply would write as a server-side dry run.
+func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+	return r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
+}
+
+func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) error {
+	clusterScoped := desired.GetNamespace() == ""
+	if !clusterScoped {
+		if err := controllerutil.SetControllerReference(owner, desired, r.Client.Scheme()); err != nil {
+			return err
+		}
 	}
 	live := desired.DeepCopyObject().(client.Object)
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	kind := fmt.Sprintf("%T", desired)
+	kind := r.kindOf(desired)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.Client.Create(ctx, desired); err != nil {
+		var createOpts []client.CreateOption
+		if dryRun {
+			createOpts = append(createOpts, client.DryRunAll)
+		}
+		if err := r.Client.Create(ctx, desired, createOpts...); err != nil {
 			return fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
 		}
-		log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
+		if !dryRun {
+			log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
-	if !metav1.IsControlledBy(live, owner) {
+	if clusterScoped {
+		l := live.GetLabels()
+		if l[capacity.LabelOwnerNamespace] != owner.Namespace || l[capacity.LabelOwnerName] != owner.Name {
+			return fmt.Errorf("%s %s exists and belongs to RunnerSet %s/%s, not to this one",
+				kind, desired.GetName(), l[capacity.LabelOwnerNamespace], l[capacity.LabelOwnerName])
+		}
+	} else if !metav1.IsControlledBy(live, owner) {
 		return fmt.Errorf("%s %s exists and is not owned by RunnerSet %s: rename or delete it", kind, desired.GetName(), owner.Name)
 	}
 	if resources.SpecHash(live) == resources.SpecHash(desired) {
 		return nil
 	}
 	desired.SetResourceVersion(live.GetResourceVersion())
-	if err := r.Client.Update(ctx, desired); err != nil {
+	// Keep finalizers others put on the object (Karpenter's termination finalizer).
+	desired.SetFinalizers(live.GetFinalizers())
+	var updateOpts []client.UpdateOption
+	if dryRun {
+		updateOpts = append(updateOpts, client.DryRunAll)
+	}
+	if err := r.Client.Update(ctx, desired, updateOpts...); err != nil {
 		return fmt.Errorf("updating %s %s: %w", kind, desired.GetName(), err)
 	}
-	log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
+	if !dryRun {
+		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
+	}
 	return nil
+}
+
+// kindOf names obj's kind for messages.
+func (r *Reconciler) kindOf(obj client.Object) string {
+	if gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme()); err == nil {
+		return gvk.Kind
+	}
+	return fmt.Sprintf("%T", obj)
 }
 
 // finalize drains the managers, waits until no manager or job pod is left,
@@ -276,6 +322,19 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 	if err := r.Tokens.Release(ctx, rs); err != nil {
 		return reconcile.Result{}, fmt.Errorf("releasing runner: %w", err)
 	}
+	// Capacity goes last: only now is no job left that could need it.
+	gone, err := r.deleteCapacity(ctx, rs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !gone {
+		rs.SetCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting,
+			"managers drained; waiting for the runner's capacity to be removed")
+		if err := r.patchStatus(ctx, before, rs); err != nil {
+			return conflictIsRequeue(err)
+		}
+		return reconcile.Result{RequeueAfter: drainPoll}, nil
+	}
 	patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rs, Finalizer)
 	if err := r.Client.Patch(ctx, rs, patch); err != nil {
@@ -301,14 +360,20 @@ func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int,
 // with the rest of the cluster.
 func CacheOptions() cache.Options {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	byObject := map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            managed,
 		&corev1.ConfigMap{}:             managed,
 		&corev1.ServiceAccount{}:        managed,
 		&rbacv1.Role{}:                  managed,
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
-	}}
+	}
+	for _, gvk := range capacityKinds {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		byObject[obj] = managed
+	}
+	return cache.Options{ByObject: byObject}
 }
 
 // SetupWithManager registers the controller and its field indexes.
@@ -327,7 +392,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.RunnerSet{}).
 		Owns(&appsv1.Deployment{}).
@@ -341,8 +406,29 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// needs from the API server.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexTokenSecret, true)), builder.OnlyMetadata).
 		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	// Cluster-scoped capacity cannot carry an ownerReference to a namespaced
+	// RunnerSet: it is mapped back through its owner labels, for the kinds
+	// this cluster has.
+	for _, gvk := range capacityKinds {
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			continue
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity), builder.OnlyMetadata)
+	}
+	return b.Complete(r)
+}
+
+// ownerOfCapacity maps a capacity object to the RunnerSet its labels name.
+func ownerOfCapacity(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	ns, name := l[capacity.LabelOwnerNamespace], l[capacity.LabelOwnerName]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
 // runnerSetsFor maps an object to the RunnerSets whose index field names it.

@@ -195,7 +195,7 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 
 	// A job pod still running, as the kubernetes executor labels it.
 	job := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-job-1", Labels: resources.JobPlacement(rs).PodLabels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-job-1", Labels: map[string]string{resources.LabelRunnerSet: rs.Name, "app.kubernetes.io/component": "job"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}},
 	}
 	must(t, k8s.Create(ctx, job))

@@ -40,10 +40,6 @@ const (
 	AnnotationIRSA             = "eks.amazonaws.com/role-arn"
 	AnnotationWorkloadIdentity = "iam.gke.io/gcp-service-account"
 
-	// AnnotationDoNotDisrupt keeps Karpenter from consolidating a node while a
-	// pod carrying it runs.
-	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
-
 	ConfigKey = "config.toml"
 )
 
@@ -71,19 +67,6 @@ func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string 
 	}
 }
 
-// JobPlacement is what job pods carry so that nothing evicts them while they
-// run; the capacity builders add their node selector and tolerations to it.
-func JobPlacement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
-	return runnerconfig.JobPlacement{
-		PodAnnotations: map[string]string{AnnotationDoNotDisrupt: "true"},
-		PodLabels: map[string]string{
-			LabelRunnerSet:                rs.Name,
-			"app.kubernetes.io/component": "job",
-			LabelManagedBy:                ManagedBy,
-		},
-	}
-}
-
 // JobServiceAccount is the ServiceAccount of job pods, bound to the job
 // identity when there is one. Its token is not mounted: jobs have no business
 // with the Kubernetes API, and IRSA and Workload Identity project their own.
@@ -101,12 +84,12 @@ func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
 			sa.Annotations[AnnotationWorkloadIdentity] = id.GCPServiceAccount
 		}
 	}
-	return withHash(sa)
+	return WithHash(sa)
 }
 
 // ManagerServiceAccount is the ServiceAccount of the manager pods.
 func ManagerServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
-	return withHash(&corev1.ServiceAccount{
+	return WithHash(&corev1.ServiceAccount{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerServiceAccount(), "manager"),
 	})
 }
@@ -117,7 +100,7 @@ func ManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
 	rule := func(resources []string, verbs ...string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
 	}
-	return withHash(&rbacv1.Role{
+	return WithHash(&rbacv1.Role{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), "manager"),
 		Rules: []rbacv1.PolicyRule{
 			// Job pods: created, watched while they run, deleted after.
@@ -141,7 +124,7 @@ func ManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
 // ManagerRoleBinding binds ManagerRole to the manager ServiceAccount.
 func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
 	n := naming.For(rs.Namespace, rs.Name)
-	return withHash(&rbacv1.RoleBinding{
+	return WithHash(&rbacv1.RoleBinding{
 		ObjectMeta: meta(rs, n.ManagerRole(), "manager"),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
 		Subjects: []rbacv1.Subject{{
@@ -152,7 +135,7 @@ func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
 
 // ConfigMap holds config.toml, with TokenPlaceholder where the token goes.
 func ConfigMap(rs *v1alpha1.RunnerSet, configTOML []byte) *corev1.ConfigMap {
-	return withHash(&corev1.ConfigMap{
+	return WithHash(&corev1.ConfigMap{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Config(), "manager"),
 		Data:       map[string]string{ConfigKey: string(configTOML)},
 	})
@@ -276,14 +259,14 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 			},
 		},
 	}
-	return withHash(d)
+	return WithHash(d)
 }
 
 // PodDisruptionBudget lets voluntary disruptions (node drains, consolidation
 // of system nodes) take at most one manager at a time; the one taken drains
 // its jobs first through the preStop hook.
 func PodDisruptionBudget(rs *v1alpha1.RunnerSet) *policyv1.PodDisruptionBudget {
-	return withHash(&policyv1.PodDisruptionBudget{
+	return WithHash(&policyv1.PodDisruptionBudget{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Managers(), "manager"),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
@@ -296,16 +279,16 @@ func meta(rs *v1alpha1.RunnerSet, name, component string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: rs.Namespace, Labels: Labels(rs, component)}
 }
 
-// hashable is every object the builders return.
-type hashable interface {
+// Hashable is every object the builders return.
+type Hashable interface {
 	GetAnnotations() map[string]string
 	SetAnnotations(map[string]string)
 }
 
-// withHash records in AnnotationSpecHash a hash of everything the builder
+// WithHash records in AnnotationSpecHash a hash of everything the builder
 // set, so that the controller can tell whether a live object is out of date
 // without comparing fields the API server defaults.
-func withHash[T hashable](obj T) T {
+func WithHash[T Hashable](obj T) T {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		panic(fmt.Sprintf("hashing a built object: %v", err)) // builders only return JSON-encodable objects

@@ -161,7 +161,4 @@ func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 			t.Errorf("%T labels %v", o, o.GetLabels())
 		}
 	}
-	if got := JobPlacement(r).PodLabels[LabelRunnerSet]; got != "build" {
-		t.Errorf("job pods are not labelled with their RunnerSet (%q): deletion could not wait for them", got)
-	}
 }

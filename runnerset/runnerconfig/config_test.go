@@ -14,10 +14,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
+
+func jobPlacement() runnerconfig.JobPlacement {
+	return runnerconfig.JobPlacement{
+		PodAnnotations: map[string]string{"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+		PodLabels:      map[string]string{"runnerfleet.dev/runnerset": "build"},
+	}
+}
 
 func class() *v1alpha1.RunnerClass {
 	return &v1alpha1.RunnerClass{
@@ -62,7 +68,7 @@ func TestEveryRenderedConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	}
 	for name, rs := range runnerSets() {
 		t.Run(name, func(t *testing.T) {
-			place := resources.JobPlacement(rs)
+			place := jobPlacement()
 			place.NodeSelector = map[string]string{"runnerfleet.dev/tag": "team-a", "kubernetes.io/arch": "amd64"}
 			place.NodeTolerations = map[string]string{"runnerfleet.dev/tag=team-a": "NoSchedule"}
 			out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), place))
@@ -135,7 +141,7 @@ func TestDefaultsComeFromTheClass(t *testing.T) {
 
 func TestRenderIsDeterministicAndRoundTrips(t *testing.T) {
 	rs := runnerSets()["everything set"]
-	place := resources.JobPlacement(rs)
+	place := jobPlacement()
 	place.NodeSelector = map[string]string{"b": "2", "a": "1", "c": "3"}
 	c := runnerconfig.ForRunnerSet(rs, class(), place)
 	first, err := runnerconfig.Render(c)

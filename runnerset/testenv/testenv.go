@@ -17,12 +17,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
+	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 )
@@ -42,6 +48,9 @@ func Scheme() *runtime.Scheme {
 		panic(err)
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := capacity.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -65,6 +74,14 @@ func Start(opts ...Option) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Karpenter's CRDs as its modules ship them: the AWS provider's set
+	// (NodePool, NodeClaim, NodeOverlay with AWS's extra rules, and
+	// EC2NodeClass) and the KWOKNodeClass, so every capacity object the
+	// project writes is judged by the real schema.
+	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, awsapis.CRDs...), kwokapis.CRDs...) {
+		own = append(own, c.DeepCopy())
+	}
+	own = append(own, ComputeClassCRD())
 	e := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDs:                     own,
@@ -186,4 +203,26 @@ func MarkAvailable(ctx context.Context, c client.Client, d *appsv1.Deployment) e
 	d.Status.ObservedGeneration = d.Generation
 	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = want, want, want, want
 	return client.IgnoreNotFound(c.Status().Patch(ctx, d, patch))
+}
+
+// ComputeClassCRD is a stand-in for GKE's ComputeClass CRD, which no Go
+// module ships and which exists only inside GKE: it accepts any spec, so tests
+// can see the objects the controller writes but not GKE's validation of them.
+func ComputeClassCRD() *apiextensionsv1.CustomResourceDefinition {
+	g := capacity.ComputeClassGVK
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "computeclasses." + g.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: g.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: g.Kind, ListKind: g.Kind + "List", Plural: "computeclasses", Singular: "computeclass"},
+			Scope: apiextensionsv1.ClusterScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: g.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type:                   "object",
+					XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
 }

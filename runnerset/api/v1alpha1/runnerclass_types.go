@@ -27,18 +27,21 @@ const (
 )
 
 // RunnerClassSpec is the platform's description of one kind of runner capacity.
+// +kubebuilder:validation:XValidation:rule="self.provider != 'karpenter' || has(self.karpenter)",message="provider karpenter needs spec.karpenter with the cluster name and node role"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'computeclass' || has(self.computeClass)",message="provider computeclass needs spec.computeClass with the machine families to use"
 type RunnerClassSpec struct {
 	// Provider is the capacity provider behind this class: karpenter (EKS),
 	// computeclass (GKE) or kwok (local clusters).
 	// +required
 	Provider CapacityProvider `json:"provider"`
 
-	// NodeClassName names the base node class that tag capacity is derived from
-	// (an EC2NodeClass, a GKE ComputeClass or a KWOKNodeClass).
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// Karpenter configures the per-tag EC2NodeClass when provider is karpenter.
 	// +optional
-	NodeClassName string `json:"nodeClassName,omitempty"`
+	Karpenter *KarpenterSettings `json:"karpenter,omitempty"`
+
+	// ComputeClass configures the per-tag GKE ComputeClass when provider is computeclass.
+	// +optional
+	ComputeClass *ComputeClassSettings `json:"computeClass,omitempty"`
 
 	// GitLabURL is the GitLab instance runners of this class register with.
 	// +kubebuilder:validation:MaxLength=2048
@@ -54,6 +57,44 @@ type RunnerClassSpec struct {
 	// Policy bounds what a RunnerSet of this class may ask for.
 	// +optional
 	Policy RunnerClassPolicy `json:"policy,omitempty"`
+}
+
+// KarpenterSettings describe the EC2 nodes of a cluster's runner capacity.
+type KarpenterSettings struct {
+	// ClusterName is the EKS cluster; subnets and security groups are found by
+	// their karpenter.sh/discovery tag with this value.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +required
+	ClusterName string `json:"clusterName"`
+
+	// NodeRole is the IAM role of the nodes (its name, not its ARN).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	NodeRole string `json:"nodeRole"`
+
+	// AMIAlias selects the node image, for example bottlerocket@latest or al2023@v20261101.
+	// +kubebuilder:default="bottlerocket@latest"
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+@[a-z0-9.]+$`
+	// +optional
+	AMIAlias string `json:"amiAlias,omitempty"`
+
+	// Tags are put on every EC2 resource of the runner capacity.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// ComputeClassSettings describe the GKE nodes of a cluster's runner capacity.
+type ComputeClassSettings struct {
+	// MachineFamilies tried in order when a RunnerSet names none, for example n2d.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9]*$`
+	// +kubebuilder:default={"n2d"}
+	// +optional
+	MachineFamilies []string `json:"machineFamilies,omitempty"`
 }
 
 // RunnerClassDefaults fill in what a RunnerSet leaves out.

@@ -16,6 +16,8 @@ const (
 	ConditionClassAccepted = "ClassAccepted"
 	// ConditionTokenReady: the runner's authentication token is present and well formed.
 	ConditionTokenReady = "TokenReady"
+	// ConditionCapacityReady: the tag's own NodePool, node class or ComputeClass exists.
+	ConditionCapacityReady = "CapacityReady"
 	// ConditionIdentityReady: the job and manager ServiceAccounts and RBAC exist.
 	ConditionIdentityReady = "IdentityReady"
 	// ConditionConfigReady: config.toml is rendered into its ConfigMap.
@@ -29,6 +31,7 @@ const (
 var DependentConditions = []string{
 	ConditionClassAccepted,
 	ConditionTokenReady,
+	ConditionCapacityReady,
 	ConditionIdentityReady,
 	ConditionConfigReady,
 	ConditionManagersAvailable,
@@ -46,6 +49,8 @@ const (
 	ReasonTokenKeyMissing       = "TokenKeyMissing"
 	ReasonTokenMalformed        = "TokenMalformed"
 	ReasonRenderFailed          = "RenderFailed"
+	ReasonCapacityRejected      = "CapacityRejected"
+	ReasonLimitsBelowOneJob     = "LimitsBelowOneJob"
 	ReasonRollingOut            = "RollingOut"
 	ReasonScaledToZero          = "ScaledToZero"
 	ReasonManagersAvailable     = "ManagersAvailable"

@@ -206,6 +206,13 @@ type CapacitySpec struct {
 	// +optional
 	InstanceFamilies []string `json:"instanceFamilies,omitempty"`
 
+	// InstanceTypes the runner's nodes may be, for example c7i.2xlarge.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][a-z0-9.-]*$`
+	// +listType=set
+	// +optional
+	InstanceTypes []string `json:"instanceTypes,omitempty"`
+
 	// Architectures of the runner's nodes.
 	// +kubebuilder:default={"amd64"}
 	// +kubebuilder:validation:MinItems=1
@@ -281,6 +288,11 @@ type RunnerSetStatus struct {
 	// Managers is ReadyManagers/DesiredManagers, for display.
 	// +optional
 	Managers string `json:"managers,omitempty"`
+
+	// Capacity names the cluster-scoped capacity objects of this runner
+	// (NodePool, node class or ComputeClass).
+	// +optional
+	Capacity string `json:"capacity,omitempty"`
 
 	// ConfigHash identifies the config.toml (and token) the managers run.
 	// +optional

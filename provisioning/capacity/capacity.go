@@ -1,0 +1,315 @@
+// Package capacity builds the capacity of one runner tag as pure functions:
+// a Karpenter NodePool with its own EC2NodeClass on EKS, a ComputeClass on
+// GKE, a NodePool with its own KWOKNodeClass locally. Each tag's nodes carry a
+// label and a taint of their own, and the job pods of config.toml get the
+// matching node selector and toleration from the same builder, so a tag's jobs
+// land only on its nodes and nobody else's do.
+package capacity
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+)
+
+// Labels and taints of tag capacity.
+const (
+	// LabelCapacity is on every node of a tag and is the key of its taint.
+	LabelCapacity = "runnerfleet.dev/capacity"
+	// LabelOwnerNamespace and LabelOwnerName tie cluster-scoped capacity to
+	// its namespaced RunnerSet, which cannot own it through an ownerReference.
+	LabelOwnerNamespace = "runnerfleet.dev/runnerset-namespace"
+	LabelOwnerName      = "runnerfleet.dev/runnerset-name"
+	LabelManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedBy           = "runnerfleet"
+
+	// AnnotationSafeToEvict keeps GKE's cluster autoscaler from removing a
+	// node while a job pod runs on it.
+	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// LabelComputeClass selects a GKE ComputeClass; GKE taints its nodes with it.
+	LabelComputeClass = "cloud.google.com/compute-class"
+)
+
+// ComputeClass is the GKE kind; no Go module ships its types.
+var ComputeClassGVK = struct{ Group, Version, Kind string }{"cloud.google.com", "v1", "ComputeClass"}
+
+// Defaults of the disruption settings.
+const (
+	DefaultConsolidateAfter = 30 * time.Second
+	DefaultExpireAfter      = 7 * 24 * time.Hour
+)
+
+// Capacity is what one RunnerSet's tag gets.
+type Capacity struct {
+	// Name of every cluster-scoped object below.
+	Name string
+	// Objects in the order they must be created (node class before NodePool).
+	Objects []client.Object
+	// Placement is what job pods must carry to land on these nodes.
+	Placement runnerconfig.JobPlacement
+}
+
+// Invalid is a spec that cannot get capacity; it names the field and the fix.
+type Invalid struct {
+	Reason  string
+	Message string
+}
+
+func (e *Invalid) Error() string { return e.Message }
+
+// For builds the capacity of rs under class.
+func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error) {
+	if err := checkLimits(rs); err != nil {
+		return nil, err
+	}
+	name := naming.For(rs.Namespace, rs.Name).Capacity()
+	c := &Capacity{Name: name, Placement: placement(rs)}
+	switch class.Spec.Provider {
+	case v1alpha1.CapacityProviderKarpenter:
+		if class.Spec.Karpenter == nil {
+			return nil, &Invalid{v1alpha1.ReasonCapacityRejected, fmt.Sprintf("RunnerClass %s has provider karpenter but no spec.karpenter settings", class.Name)}
+		}
+		nc := EC2NodeClass(rs, class)
+		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: nc.Name}))}
+		c.Placement.NodeSelector = map[string]string{LabelCapacity: name}
+		c.Placement.NodeTolerations = map[string]string{LabelCapacity + "=" + name: string(corev1.TaintEffectNoSchedule)}
+	case v1alpha1.CapacityProviderKWOK:
+		nc := KWOKNodeClass(rs)
+		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: nc.Name}))}
+		c.Placement.NodeSelector = map[string]string{LabelCapacity: name}
+		c.Placement.NodeTolerations = map[string]string{LabelCapacity + "=" + name: string(corev1.TaintEffectNoSchedule)}
+	case v1alpha1.CapacityProviderComputeClass:
+		c.Objects = []client.Object{resources.WithHash(ComputeClass(rs, class))}
+		// GKE labels and taints a ComputeClass's nodes with its name.
+		c.Placement.NodeSelector = map[string]string{LabelComputeClass: name}
+		c.Placement.NodeTolerations = map[string]string{LabelComputeClass + "=" + name: string(corev1.TaintEffectNoSchedule)}
+	default:
+		return nil, &Invalid{v1alpha1.ReasonCapacityRejected, fmt.Sprintf("RunnerClass %s has unknown provider %q", class.Name, class.Spec.Provider)}
+	}
+	return c, nil
+}
+
+// placement is what every job pod carries whatever the provider: nothing
+// consolidates or evicts its node while it runs, and it is labelled with its
+// RunnerSet so deletion can wait for it.
+func placement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
+	return runnerconfig.JobPlacement{
+		PodAnnotations: map[string]string{
+			karpv1.DoNotDisruptAnnotationKey: "true",
+			AnnotationSafeToEvict:            "false",
+		},
+		PodLabels: map[string]string{
+			resources.LabelRunnerSet:      rs.Name,
+			"app.kubernetes.io/component": "job",
+			LabelManagedBy:                ManagedBy,
+		},
+	}
+}
+
+// OneJob is what one job pod asks for: build, helper and service containers.
+func OneJob(rs *v1alpha1.RunnerSet) (cpu, memory resource.Quantity) {
+	r := rs.Spec.Jobs.Resources
+	for _, c := range []v1alpha1.ContainerResources{r.Build, r.Helper, r.Service} {
+		if c.CPURequest != nil {
+			cpu.Add(*c.CPURequest)
+		}
+		if c.MemoryRequest != nil {
+			memory.Add(*c.MemoryRequest)
+		}
+	}
+	return cpu, memory
+}
+
+// checkLimits refuses limits that could never fit a single job: such a tag
+// would queue every job forever.
+func checkLimits(rs *v1alpha1.RunnerSet) error {
+	cpu, mem := OneJob(rs)
+	lim := rs.Spec.Capacity.Limits
+	if l, ok := lim[corev1.ResourceCPU]; ok && l.Cmp(cpu) < 0 {
+		return &Invalid{v1alpha1.ReasonLimitsBelowOneJob, fmt.Sprintf(
+			"spec.capacity.limits.cpu is %s but one job asks for %s (build + helper + service cpuRequest): raise the limit or lower the requests",
+			l.String(), cpu.String())}
+	}
+	if l, ok := lim[corev1.ResourceMemory]; ok && l.Cmp(mem) < 0 {
+		return &Invalid{v1alpha1.ReasonLimitsBelowOneJob, fmt.Sprintf(
+			"spec.capacity.limits.memory is %s but one job asks for %s (build + helper + service memoryRequest): raise the limit or lower the requests",
+			l.String(), mem.String())}
+	}
+	return nil
+}
+
+// Labels tie a cluster-scoped object to rs.
+func Labels(rs *v1alpha1.RunnerSet) map[string]string {
+	return map[string]string{
+		LabelOwnerNamespace: rs.Namespace,
+		LabelOwnerName:      rs.Name,
+		LabelManagedBy:      ManagedBy,
+	}
+}
+
+func objectMeta(rs *v1alpha1.RunnerSet) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: naming.For(rs.Namespace, rs.Name).Capacity(), Labels: Labels(rs)}
+}
+
+// capacityTypes lists spot first: Karpenter prefers spot when both are allowed.
+func capacityTypes(rs *v1alpha1.RunnerSet) []string {
+	var out []string
+	for _, want := range []v1alpha1.CapacityType{v1alpha1.CapacityTypeSpot, v1alpha1.CapacityTypeOnDemand} {
+		if slices.Contains(rs.Spec.Capacity.CapacityTypesOrDefault(), want) {
+			out = append(out, string(want))
+		}
+	}
+	return out
+}
+
+func architectures(rs *v1alpha1.RunnerSet) []string {
+	if len(rs.Spec.Capacity.Architectures) == 0 {
+		return []string{"amd64"}
+	}
+	out := make([]string, len(rs.Spec.Capacity.Architectures))
+	for i, a := range rs.Spec.Capacity.Architectures {
+		out[i] = string(a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NodePool is the Karpenter NodePool of rs's tag.
+func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.NodeClassReference) *karpv1.NodePool {
+	name := naming.For(rs.Namespace, rs.Name).Capacity()
+	in := func(key string, values ...string) karpv1.NodeSelectorRequirementWithMinValues {
+		return karpv1.NodeSelectorRequirementWithMinValues{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}
+	}
+	reqs := []karpv1.NodeSelectorRequirementWithMinValues{
+		in(karpv1.CapacityTypeLabelKey, capacityTypes(rs)...),
+		in(corev1.LabelArchStable, architectures(rs)...),
+		in(corev1.LabelOSStable, string(corev1.Linux)),
+	}
+	familyKey := awsv1.LabelInstanceFamily
+	if class.Spec.Provider == v1alpha1.CapacityProviderKWOK {
+		familyKey = kwokv1alpha1.InstanceFamilyLabelKey
+	}
+	if f := rs.Spec.Capacity.InstanceFamilies; len(f) > 0 {
+		reqs = append(reqs, in(familyKey, slices.Sorted(slices.Values(f))...))
+	}
+	if t := rs.Spec.Capacity.InstanceTypes; len(t) > 0 {
+		reqs = append(reqs, in(corev1.LabelInstanceTypeStable, slices.Sorted(slices.Values(t))...))
+	}
+	// A node may drain for as long as a job may run, and no less.
+	grace := rs.Spec.Managers.ShutdownTimeoutOrDefault()
+	np := &karpv1.NodePool{
+		ObjectMeta: objectMeta(rs),
+		Spec: karpv1.NodePoolSpec{
+			Template: karpv1.NodeClaimTemplate{
+				ObjectMeta: karpv1.ObjectMeta{Labels: map[string]string{LabelCapacity: name}},
+				Spec: karpv1.NodeClaimTemplateSpec{
+					Taints:                 []corev1.Taint{{Key: LabelCapacity, Value: name, Effect: corev1.TaintEffectNoSchedule}},
+					Requirements:           reqs,
+					NodeClassRef:           &ref,
+					TerminationGracePeriod: &metav1.Duration{Duration: grace},
+					ExpireAfter:            karpv1.MustParseNillableDuration(DefaultExpireAfter.String()),
+				},
+			},
+			Disruption: karpv1.Disruption{
+				// Job nodes go only when empty: a node running a job is never
+				// consolidated, and job pods carry do-not-disrupt besides.
+				ConsolidationPolicy: karpv1.ConsolidationPolicyWhenEmpty,
+				ConsolidateAfter:    karpv1.MustParseNillableDuration(DefaultConsolidateAfter.String()),
+				Budgets:             []karpv1.Budget{{Nodes: "10%"}},
+			},
+		},
+	}
+	if len(rs.Spec.Capacity.Limits) > 0 {
+		np.Spec.Limits = karpv1.Limits(maps.Clone(rs.Spec.Capacity.Limits))
+	}
+	return np
+}
+
+// EC2NodeClass is the node class of rs's tag on EKS: the cluster's subnets and
+// security groups by discovery tag, Bottlerocket by default, IMDSv2 with a hop
+// limit of 1 so job pods cannot reach the node's credentials.
+func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *awsv1.EC2NodeClass {
+	k := class.Spec.Karpenter
+	discovery := map[string]string{"karpenter.sh/discovery": k.ClusterName}
+	alias := k.AMIAlias
+	if alias == "" {
+		alias = "bottlerocket@latest"
+	}
+	tags := maps.Clone(k.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags["runnerfleet.dev/runnerset"] = rs.Namespace + "/" + rs.Name
+	tags["runnerfleet.dev/runner-class"] = class.Name
+	return &awsv1.EC2NodeClass{
+		ObjectMeta: objectMeta(rs),
+		Spec: awsv1.EC2NodeClassSpec{
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: discovery}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: discovery}},
+			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: alias}},
+			Role:                       k.NodeRole,
+			Tags:                       tags,
+			AssociatePublicIPAddress:   ptr.To(false),
+			MetadataOptions: &awsv1.MetadataOptions{
+				HTTPEndpoint:            ptr.To("enabled"),
+				HTTPProtocolIPv6:        ptr.To("disabled"),
+				HTTPPutResponseHopLimit: ptr.To[int64](1),
+				HTTPTokens:              ptr.To("required"),
+			},
+		},
+	}
+}
+
+// KWOKNodeClass is the node class of rs's tag on a local cluster.
+func KWOKNodeClass(rs *v1alpha1.RunnerSet) *kwokv1alpha1.KWOKNodeClass {
+	return &kwokv1alpha1.KWOKNodeClass{ObjectMeta: objectMeta(rs)}
+}
+
+// ComputeClass is the GKE ComputeClass of rs's tag: spot first, on-demand
+// only where allowed, node pools created on demand, and active migration off
+// because it would move running job pods.
+func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *unstructured.Unstructured {
+	families := rs.Spec.Capacity.InstanceFamilies
+	if len(families) == 0 && class.Spec.ComputeClass != nil {
+		families = class.Spec.ComputeClass.MachineFamilies
+	}
+	if len(families) == 0 {
+		families = []string{"n2d"}
+	}
+	var priorities []any
+	for _, ct := range capacityTypes(rs) {
+		for _, f := range families {
+			priorities = append(priorities, map[string]any{"machineFamily": f, "spot": ct == string(v1alpha1.CapacityTypeSpot)})
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"priorities":           priorities,
+			"nodePoolAutoCreation": map[string]any{"enabled": true},
+			"activeMigration":      map[string]any{"optimizeRulePriority": false},
+			"whenUnsatisfiable":    "DoNotScaleUp",
+		},
+	}}
+	u.SetAPIVersion(ComputeClassGVK.Group + "/" + ComputeClassGVK.Version)
+	u.SetKind(ComputeClassGVK.Kind)
+	m := objectMeta(rs)
+	u.SetName(m.Name)
+	u.SetLabels(m.Labels)
+	return u
+}

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+)
+
+// reconcileCapacity writes the tag's own NodePool and node class (or
+// ComputeClass). Every object is first sent as a dry run, so that the API
+// server — with Karpenter's own schema — judges all of them before any is
+// written: a rejected tag is never half created.
+func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
+	c, err := capacity.For(s.rs, s.class)
+	var invalid *capacity.Invalid
+	if errors.As(err, &invalid) {
+		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	for _, obj := range c.Objects {
+		err := r.dryRun(ctx, s.rs, obj)
+		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName()); rejected {
+			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
+			return false, 0, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+	}
+	for _, obj := range c.Objects {
+		if err := r.apply(ctx, s.rs, obj); err != nil {
+			return false, 0, err
+		}
+	}
+	s.placement = c.Placement
+	s.rs.Status.Capacity = c.Name
+	s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
+		fmt.Sprintf("%s capacity %s is in place; it scales to zero when no job runs", s.class.Spec.Provider, c.Name))
+	return true, 0, nil
+}
+
+// rejection turns an API error that only a spec change can fix into a message.
+func rejection(err error, kind, name string) (string, bool) {
+	switch {
+	case err == nil:
+		return "", false
+	case meta.IsNoMatchError(err):
+		return fmt.Sprintf("this cluster has no %s kind: install its CRDs, or use a RunnerClass whose provider this cluster runs", kind), true
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return fmt.Sprintf("%s %s was rejected: %s; fix spec.capacity", kind, name, status.Status().Message), true
+		}
+		return fmt.Sprintf("%s %s was rejected: %v; fix spec.capacity", kind, name, err), true
+	}
+	return "", false
+}
+
+// capacityKinds are the cluster-scoped kinds a RunnerSet's capacity may
+// have, NodePools first so that nodes go before their node class.
+var capacityKinds = []schema.GroupVersionKind{
+	capacity.KarpenterGroupVersion.WithKind("NodePool"),
+	capacity.AWSGroupVersion.WithKind("EC2NodeClass"),
+	capacity.KWOKGroupVersion.WithKind("KWOKNodeClass"),
+	{Group: capacity.ComputeClassGVK.Group, Version: capacity.ComputeClassGVK.Version, Kind: capacity.ComputeClassGVK.Kind},
+}
+
+// deleteCapacity deletes the RunnerSet's capacity objects of every kind the
+// cluster has and reports whether all of them are gone.
+func (r *Reconciler) deleteCapacity(ctx context.Context, rs *v1alpha1.RunnerSet) (bool, error) {
+	name := naming.For(rs.Namespace, rs.Name).Capacity()
+	gone := true
+	for _, gvk := range capacityKinds {
+		if _, err := r.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			continue // the cluster does not have this kind
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, obj)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("getting %s %s: %w", gvk.Kind, name, err)
+		}
+		l := obj.GetLabels()
+		if l[capacity.LabelOwnerNamespace] != rs.Namespace || l[capacity.LabelOwnerName] != rs.Name {
+			continue // not ours
+		}
+		gone = false
+		if obj.GetDeletionTimestamp() == nil {
+			if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return false, fmt.Errorf("deleting %s %s: %w", gvk.Kind, name, err)
+			}
+			log.FromContext(ctx).Info("Deleting capacity", "kind", gvk.Kind, "name", name)
+		}
+	}
+	return gone, nil
+}
