@@ -1,0 +1,198 @@
+package capacity
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+func eks() *v1alpha1.RunnerClass {
+	return &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "eks"},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider:  v1alpha1.CapacityProviderKarpenter,
+			Karpenter: &v1alpha1.KarpenterSettings{ClusterName: "prod", NodeRole: "prod-nodes", Tags: map[string]string{"team": "platform"}},
+		},
+	}
+}
+
+func rs() *v1alpha1.RunnerSet {
+	return &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}
+}
+
+func requirement(np *karpv1.NodePool, key string) []string {
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == key {
+			return r.Values
+		}
+	}
+	return nil
+}
+
+func TestNodePoolIsSpotOnlyByDefaultAndSpotFirstWhenBothAllowed(t *testing.T) {
+	r := rs()
+	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	if got := requirement(np, karpv1.CapacityTypeLabelKey); len(got) != 1 || got[0] != "spot" {
+		t.Errorf("default capacity types %v, want [spot]", got)
+	}
+	r.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{v1alpha1.CapacityTypeOnDemand, v1alpha1.CapacityTypeSpot}
+	np = NodePool(r, eks(), karpv1.NodeClassReference{})
+	if got := requirement(np, karpv1.CapacityTypeLabelKey); len(got) != 2 || got[0] != "spot" {
+		t.Errorf("capacity types %v, want spot first", got)
+	}
+}
+
+func TestNodePoolNeverDisruptsARunningJob(t *testing.T) {
+	r := rs()
+	r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 5 * time.Hour}
+	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	d := np.Spec.Disruption
+	if d.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty {
+		t.Errorf("consolidation policy %s: a node running a job could be consolidated", d.ConsolidationPolicy)
+	}
+	if *d.ConsolidateAfter.Duration != DefaultConsolidateAfter {
+		t.Errorf("consolidateAfter %v", d.ConsolidateAfter)
+	}
+	if tgp := np.Spec.Template.Spec.TerminationGracePeriod.Duration; tgp < 5*time.Hour {
+		t.Errorf("terminationGracePeriod %v is shorter than the runner's job timeout", tgp)
+	}
+	if len(d.Budgets) == 0 {
+		t.Error("no disruption budget")
+	}
+}
+
+func TestTagsJobPodsLandOnlyOnTheirOwnNodes(t *testing.T) {
+	for _, class := range []*v1alpha1.RunnerClass{eks(), {ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}} {
+		t.Run(string(class.Spec.Provider), func(t *testing.T) {
+			c, err := For(rs(), class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			np := c.Objects[1].(*karpv1.NodePool)
+			// Every node label the jobs select is on the template.
+			for k, v := range c.Placement.NodeSelector {
+				if np.Spec.Template.Labels[k] != v {
+					t.Errorf("jobs select %s=%s, nodes are labelled %v", k, v, np.Spec.Template.Labels)
+				}
+			}
+			// Every taint of the nodes is tolerated by the jobs, in gitlab-runner's "key=value": effect form.
+			for _, taint := range np.Spec.Template.Spec.Taints {
+				if c.Placement.NodeTolerations[taint.Key+"="+taint.Value] != string(taint.Effect) {
+					t.Errorf("taint %v is not tolerated by %v", taint, c.Placement.NodeTolerations)
+				}
+			}
+			if len(np.Spec.Template.Spec.Taints) == 0 {
+				t.Error("nodes have no taint: other pods could land on them")
+			}
+			if c.Placement.PodAnnotations[karpv1.DoNotDisruptAnnotationKey] != "true" {
+				t.Error("job pods are not do-not-disrupt")
+			}
+			other, _ := For(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "build"}}, class)
+			if other.Name == c.Name || other.Placement.NodeSelector[LabelCapacity] == c.Placement.NodeSelector[LabelCapacity] {
+				t.Error("two teams' runners share capacity")
+			}
+		})
+	}
+}
+
+func TestEC2NodeClassKeepsJobsAwayFromNodeCredentials(t *testing.T) {
+	nc := EC2NodeClass(rs(), eks())
+	m := nc.Spec.MetadataOptions
+	if *m.HTTPTokens != "required" || *m.HTTPPutResponseHopLimit != 1 {
+		t.Errorf("metadata options %+v: pods could reach the node's credentials", m)
+	}
+	if nc.Spec.AMISelectorTerms[0].Alias != "bottlerocket@latest" {
+		t.Errorf("AMI %v, want Bottlerocket by default", nc.Spec.AMISelectorTerms)
+	}
+	if nc.Spec.SubnetSelectorTerms[0].Tags["karpenter.sh/discovery"] != "prod" || nc.Spec.SecurityGroupSelectorTerms[0].Tags["karpenter.sh/discovery"] != "prod" {
+		t.Error("subnets or security groups are not found by the cluster's discovery tag")
+	}
+	if nc.Spec.Role != "prod-nodes" || *nc.Spec.AssociatePublicIPAddress {
+		t.Errorf("role %q, public IP %v", nc.Spec.Role, *nc.Spec.AssociatePublicIPAddress)
+	}
+	if nc.Spec.Tags["team"] != "platform" || nc.Spec.Tags["runnerfleet.dev/runnerset"] != "team-a/build" {
+		t.Errorf("tags %v", nc.Spec.Tags)
+	}
+}
+
+func TestInstanceChoicesBecomeRequirements(t *testing.T) {
+	r := rs()
+	r.Spec.Capacity.InstanceFamilies = []string{"m7i", "c7i"}
+	r.Spec.Capacity.InstanceTypes = []string{"c7i.2xlarge"}
+	r.Spec.Capacity.Architectures = []v1alpha1.Architecture{"arm64", "amd64"}
+	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	if got := requirement(np, awsv1.LabelInstanceFamily); strings.Join(got, ",") != "c7i,m7i" {
+		t.Errorf("families %v", got)
+	}
+	if got := requirement(np, corev1.LabelInstanceTypeStable); len(got) != 1 {
+		t.Errorf("types %v", got)
+	}
+	if got := requirement(np, corev1.LabelArchStable); strings.Join(got, ",") != "amd64,arm64" {
+		t.Errorf("architectures %v", got)
+	}
+	if q := np.Spec.Limits[corev1.ResourceCPU]; q.String() != "64" {
+		t.Errorf("cpu limit %v", q)
+	}
+}
+
+func TestLimitsBelowOneJobAreRefused(t *testing.T) {
+	r := rs()
+	r.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("3"))
+	r.Spec.Jobs.Resources.Helper.CPURequest = ptr.To(resource.MustParse("500m"))
+	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	_, err := For(r, eks())
+	inv, ok := err.(*Invalid)
+	if !ok || inv.Reason != v1alpha1.ReasonLimitsBelowOneJob || !strings.Contains(inv.Message, "spec.capacity.limits.cpu is 2 but one job asks for 3500m") {
+		t.Fatalf("got %v", err)
+	}
+	r.Spec.Capacity.Limits[corev1.ResourceCPU] = resource.MustParse("3500m")
+	if _, err := For(r, eks()); err != nil {
+		t.Fatalf("a limit that fits exactly one job: %v", err)
+	}
+}
+
+func TestComputeClassIsSpotFirstWithoutActiveMigration(t *testing.T) {
+	class := &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gke"},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider:     v1alpha1.CapacityProviderComputeClass,
+			ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: []string{"n2d", "c3"}},
+		},
+	}
+	r := rs()
+	r.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{v1alpha1.CapacityTypeSpot, v1alpha1.CapacityTypeOnDemand}
+	c, err := For(r, class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := c.Objects[0].(*unstructured.Unstructured)
+	prios, _, _ := unstructured.NestedSlice(u.Object, "spec", "priorities")
+	var got []string
+	for _, p := range prios {
+		m := p.(map[string]any)
+		got = append(got, m["machineFamily"].(string)+map[bool]string{true: "/spot", false: "/on-demand"}[m["spot"].(bool)])
+	}
+	if strings.Join(got, ",") != "n2d/spot,c3/spot,n2d/on-demand,c3/on-demand" {
+		t.Errorf("priorities %v", got)
+	}
+	if opt, _, _ := unstructured.NestedBool(u.Object, "spec", "activeMigration", "optimizeRulePriority"); opt {
+		t.Error("active migration would move running jobs")
+	}
+	if on, _, _ := unstructured.NestedBool(u.Object, "spec", "nodePoolAutoCreation", "enabled"); !on {
+		t.Error("node pools are not auto-created")
+	}
+	if c.Placement.NodeSelector[LabelComputeClass] != c.Name || c.Placement.PodAnnotations[AnnotationSafeToEvict] != "false" {
+		t.Errorf("placement %+v", c.Placement)
+	}
+}

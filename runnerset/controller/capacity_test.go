@@ -1,0 +1,172 @@
+package controller_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+)
+
+func eksClass(t *testing.T, mutate func(*v1alpha1.KarpenterSettings)) *v1alpha1.RunnerClass {
+	return newClass(t, func(c *v1alpha1.RunnerClass) {
+		c.Spec.Provider = v1alpha1.CapacityProviderKarpenter
+		c.Spec.Karpenter = &v1alpha1.KarpenterSettings{ClusterName: "prod", NodeRole: "prod-nodes"}
+		if mutate != nil {
+			mutate(c.Spec.Karpenter)
+		}
+	})
+}
+
+func absent(t *testing.T, obj client.Object, name string) {
+	t.Helper()
+	err := k8s.Get(ctx, client.ObjectKey{Name: name}, obj)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("%T %s exists (err=%v): a refused tag must not be half created", obj, name, err)
+	}
+}
+
+func TestEKSCapacityIsAcceptedByKarpentersOwnSchemaAndMatchesTheJobs(t *testing.T) {
+	ns := newNamespace(t)
+	class := eksClass(t, nil)
+	newSecret(t, ns, "eks-token", token)
+	rs := runnerSet(ns, "eks", class.Name)
+	rs.Spec.Capacity.InstanceFamilies = []string{"c7i", "m7i"}
+	rs.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100"), corev1.ResourceMemory: resource.MustParse("400Gi")}
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+
+	name := naming.For(ns, "eks").Capacity()
+	if cur.Status.Capacity != name {
+		t.Errorf("status.capacity %q, want %q", cur.Status.Capacity, name)
+	}
+	np := get(t, "", name, &karpv1.NodePool{})
+	nc := get(t, "", name, &awsv1.EC2NodeClass{})
+	if np.Spec.Template.Spec.NodeClassRef.Name != nc.Name || np.Spec.Template.Spec.NodeClassRef.Kind != "EC2NodeClass" {
+		t.Errorf("NodePool refers to %+v", np.Spec.Template.Spec.NodeClassRef)
+	}
+	if np.Labels[capacity.LabelOwnerNamespace] != ns || np.Labels[capacity.LabelOwnerName] != "eks" {
+		t.Errorf("NodePool is not tied to its RunnerSet: %v", np.Labels)
+	}
+	cm := get(t, ns, naming.For(ns, "eks").Config(), &corev1.ConfigMap{})
+	toml := cm.Data[resources.ConfigKey]
+	for _, want := range []string{
+		fmt.Sprintf(`"%s" = "%s"`, capacity.LabelCapacity, name),
+		fmt.Sprintf(`"%s=%s" = "NoSchedule"`, capacity.LabelCapacity, name),
+		`"karpenter.sh/do-not-disrupt" = "true"`,
+	} {
+		if !strings.Contains(toml, want) {
+			t.Errorf("config.toml lacks %s:\n%s", want, toml)
+		}
+	}
+
+	// Deleting the RunnerSet removes its capacity, after the managers drained.
+	must(t, k8s.Delete(ctx, rs))
+	eventually(t, "capacity removed with the RunnerSet", func() error {
+		for _, o := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}} {
+			if err := k8s.Get(ctx, client.ObjectKey{Name: name}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T still there (%v)", o, err)
+			}
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{}); !apierrors.IsNotFound(err) {
+			return errors.New("RunnerSet still there")
+		}
+		return nil
+	})
+}
+
+func TestCapacityThatKarpenterRejectsIsRefusedWholeWithItsMessage(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.KarpenterSettings)
+		says   string
+	}{
+		{"an AMI family Karpenter does not know", func(k *v1alpha1.KarpenterSettings) { k.AMIAlias = "ubuntu@latest" }, "EC2NodeClass"},
+		{"a tag Karpenter reserves", func(k *v1alpha1.KarpenterSettings) { k.Tags = map[string]string{"karpenter.sh/nodepool": "x"} }, "EC2NodeClass"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			class := eksClass(t, tc.mutate)
+			name := fmt.Sprintf("rej-%d", i)
+			newSecret(t, ns, name+"-token", token)
+			rs := runnerSet(ns, name, class.Name)
+			must(t, k8s.Create(ctx, rs))
+			cur := waitCondition(t, rs, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected)
+			msg := condition(cur, v1alpha1.ConditionCapacityReady).Message
+			if !strings.Contains(msg, tc.says) || !strings.Contains(msg, "rejected") {
+				t.Errorf("message %q", msg)
+			}
+			capName := naming.For(ns, name).Capacity()
+			absent(t, &karpv1.NodePool{}, capName)
+			absent(t, &awsv1.EC2NodeClass{}, capName)
+		})
+	}
+}
+
+func TestLimitsBelowOneJobCreateNothing(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "tight-token", token)
+	rs := runnerSet(ns, "tight", class.Name)
+	rs.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("4"))
+	rs.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	must(t, k8s.Create(ctx, rs))
+	cur := waitCondition(t, rs, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonLimitsBelowOneJob)
+	if msg := condition(cur, v1alpha1.ConditionCapacityReady).Message; !strings.Contains(msg, "spec.capacity.limits.cpu") {
+		t.Errorf("message %q", msg)
+	}
+	capName := naming.For(ns, "tight").Capacity()
+	absent(t, &karpv1.NodePool{}, capName)
+	absent(t, &kwokv1alpha1.KWOKNodeClass{}, capName)
+}
+
+func TestGKECapacityIsAComputeClass(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) {
+		c.Spec.Provider = v1alpha1.CapacityProviderComputeClass
+		c.Spec.ComputeClass = &v1alpha1.ComputeClassSettings{MachineFamilies: []string{"n2d"}}
+		c.Spec.Policy.Identity = v1alpha1.IdentityPolicy{}
+	})
+	newSecret(t, ns, "gke-token", token)
+	rs := runnerSet(ns, "gke", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	cc := &unstructured.Unstructured{}
+	cc.SetAPIVersion("cloud.google.com/v1")
+	cc.SetKind("ComputeClass")
+	must(t, k8s.Get(ctx, client.ObjectKey{Name: naming.For(ns, "gke").Capacity()}, cc))
+	if cc.GetLabels()[capacity.LabelOwnerName] != "gke" {
+		t.Errorf("ComputeClass labels %v", cc.GetLabels())
+	}
+}
+
+func TestAClassWithoutItsProviderSettingsIsRefusedAtAdmission(t *testing.T) {
+	c := &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "half-eks"},
+		Spec:       v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKarpenter},
+	}
+	err := k8s.Create(ctx, c)
+	if err == nil {
+		_ = k8s.Delete(ctx, c)
+		t.Fatal("accepted")
+	}
+	if !strings.Contains(err.Error(), "provider karpenter needs spec.karpenter") {
+		t.Errorf("error %v", err)
+	}
+}
