@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
