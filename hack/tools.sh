@@ -123,7 +123,7 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kwok|envtest) $t ;;

@@ -5,12 +5,16 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -62,9 +66,19 @@ func run() error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	// The capacity kinds this cluster has decide what the controller caches and watches.
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return fmt.Errorf("discovering the API server's kinds: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(),
+		MapperProvider:          func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
+		Cache:                   controller.CacheOptions(scheme, mapper),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElection,

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -358,7 +362,7 @@ func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int,
 // CacheOptions keeps the informer caches to what runnerfleet manages: owned
 // objects by their managed-by label, so the controller's memory does not grow
 // with the rest of the cluster.
-func CacheOptions() cache.Options {
+func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})}
 	byObject := map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:            managed,
@@ -368,10 +372,16 @@ func CacheOptions() cache.Options {
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
 	}
-	for _, gvk := range capacityKinds {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		byObject[obj] = managed
+	// Capacity kinds are filtered too, but only those the cluster has: an
+	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
+	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &kwokv1alpha1.KWOKNodeClass{}} {
+		gvk, err := apiutil.GVKForObject(obj, scheme)
+		if err != nil {
+			continue
+		}
+		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			byObject[obj] = managed
+		}
 	}
 	return cache.Options{ByObject: byObject}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -159,8 +160,11 @@ func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
 	}
 	first := hash()
 
-	cur.Spec.Managers.Concurrent = 25
-	must(t, k8s.Update(ctx, cur))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		cur.Spec.Managers.Concurrent = 25
+		return k8s.Update(ctx, cur)
+	}))
 	eventually(t, "config.toml has concurrent = 25 and the pod template rolled", func() error {
 		cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
 		if !strings.Contains(cm.Data[resources.ConfigKey], "concurrent = 25") {

@@ -20,6 +20,9 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if image == "" {
 		image = s.class.Spec.Defaults.ManagerImage
 	}
+	if image == "" {
+		image = v1alpha1.DefaultManagerImage
+	}
 	desired := resources.Deployment(s.rs, image, s.configHash)
 	if err := r.apply(ctx, s.rs, desired); err != nil {
 		return false, 0, err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -76,9 +77,14 @@ func run(m *testing.M) int {
 	mgrConfig := rest.CopyConfig(env.Config)
 	mgrConfig.QPS, mgrConfig.Burst = controller.DefaultQPS, controller.DefaultBurst
 	mgrConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
+	mapper, err := apiutil.NewDynamicRESTMapper(env.Config, must2(rest.HTTPClientFor(env.Config)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
 		Scheme:  env.Scheme,
-		Cache:   controller.CacheOptions(),
+		Cache:   controller.CacheOptions(env.Scheme, mapper),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {
@@ -174,6 +180,13 @@ func eventually(t *testing.T, what string, cond func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: still not true after 30s: %v", what, err)
+}
+
+func must2[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func must(t *testing.T, err error) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -70,8 +71,12 @@ func TestClassNameIsImmutable(t *testing.T) {
 	ns := newNamespace(t)
 	rs := runnerSet(ns, "fixed", "one")
 	must(t, k8s.Create(ctx, rs))
-	rs.Spec.ClassName = "two"
-	err := k8s.Update(ctx, rs)
+	// The controller adds its finalizer meanwhile: retry on conflicts.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := get(t, ns, "fixed", &v1alpha1.RunnerSet{})
+		cur.Spec.ClassName = "two"
+		return k8s.Update(ctx, cur)
+	})
 	if err == nil || !strings.Contains(err.Error(), "spec.className") || !strings.Contains(err.Error(), "immutable") {
 		t.Fatalf("changing className: %v", err)
 	}

@@ -43,6 +43,9 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 	if jobImage == "" {
 		jobImage = defaults.JobImage
 	}
+	if jobImage == "" {
+		jobImage = v1alpha1.DefaultJobImage
+	}
 	k := &Kubernetes{
 		Namespace:      rs.Namespace,
 		Image:          jobImage,

@@ -51,6 +51,7 @@ type RunnerClassSpec struct {
 	GitLabURL string `json:"gitlabURL,omitempty"`
 
 	// Defaults fill in what a RunnerSet leaves out.
+	// +kubebuilder:default={}
 	// +optional
 	Defaults RunnerClassDefaults `json:"defaults,omitempty"`
 

@@ -100,6 +100,8 @@ const (
 	DefaultCheckInterval   = 3 * time.Second
 	DefaultShutdownTimeout = 3 * time.Hour
 	DefaultTokenKey        = "token"
+	DefaultManagerImage    = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
+	DefaultJobImage        = "alpine:3.22"
 )
 
 // ReplicasOrDefault is spec.managers.replicas, 1 when unset.

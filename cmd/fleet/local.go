@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+const stackLocal = "local"
+
+// localStack is a control plane on this machine (provisioning/localcluster)
+// with the runnerset-controller running beside it as a process.
+type localStack struct {
+	root           string // the runnerfleet checkout, "" when fleet runs outside one
+	dir            string // the state directory
+	stdout, stderr io.Writer
+}
+
+func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
+	s := &localStack{root: repoRoot(), dir: c.stateDir, stdout: stdout, stderr: stderr}
+	if s.dir == "" {
+		if s.root == "" {
+			return nil, errors.New("no runnerfleet checkout above the working directory: run fleet inside one, or give --state-dir")
+		}
+		s.dir = filepath.Join(s.root, ".local", stackLocal)
+	}
+	abs, err := filepath.Abs(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	s.dir = abs
+	return s, nil
+}
+
+func (s *localStack) Up(ctx context.Context, o upOptions) error {
+	start := time.Now()
+	cl, err := localcluster.Up(ctx, localcluster.Options{
+		Dir:      s.dir,
+		Name:     stackLocal,
+		RepoRoot: s.root,
+		CRDs:     localCRDs(),
+		Log:      s.stderr,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the local control plane: %w", err)
+	}
+	if err := s.startController(ctx, cl); err != nil {
+		return fmt.Errorf("%w\n(the control plane keeps running for you to look; fleet down --stack local stops it)", err)
+	}
+
+	example := o.example
+	if example == "" && s.root != "" {
+		example = filepath.Join(s.root, "stacks", stackLocal, "example.yaml")
+	}
+	var sets []client.ObjectKey
+	if example != "" && example != "none" {
+		if sets, err = apply(ctx, cl.Client, example); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.stderr, "Applied %s\n", example)
+	}
+	if err := s.waitReady(ctx, cl, sets, o.timeout); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stderr, "The local stack is up (%.1fs)\n\n", time.Since(start).Seconds())
+	return s.Status(ctx)
+}
+
+// controllerBinary finds runnerset-controller next to fleet, or builds it
+// from the checkout into <state>/bin.
+func (s *localStack) controllerBinary(ctx context.Context) (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		next := filepath.Join(filepath.Dir(exe), localcluster.Controller)
+		if fi, err := os.Stat(next); err == nil && !fi.IsDir() {
+			return next, nil
+		}
+	}
+	if s.root == "" {
+		return "", fmt.Errorf("%s is neither next to the fleet binary nor buildable: build both with `go build -o bin/ ./cmd/...` in a runnerfleet checkout", localcluster.Controller)
+	}
+	out := filepath.Join(s.dir, "bin", localcluster.Controller)
+	fmt.Fprintf(s.stderr, "Building %s into %s\n", localcluster.Controller, out)
+	// Build beside the binary and keep the old file when nothing changed, so
+	// that the running controller is not restarted for an identical build.
+	next := out + ".next"
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", next, "./cmd/runnerset-controller")
+	cmd.Dir = s.root
+	cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building %s with go build in %s: %w", localcluster.Controller, s.root, err)
+	}
+	if sameFile(out, next) {
+		return out, os.Remove(next)
+	}
+	return out, os.Rename(next, out)
+}
+
+// sameFile reports whether two files have the same content.
+func sameFile(a, b string) bool {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false
+	}
+	y, err := os.ReadFile(b)
+	return err == nil && bytes.Equal(x, y)
+}
+
+// startController runs the runnerset-controller against the cluster, unless
+// the same build already does.
+func (s *localStack) startController(ctx context.Context, cl *localcluster.Cluster) error {
+	bin, err := s.controllerBinary(ctx)
+	if err != nil {
+		return err
+	}
+	if cl.RunsBinary(localcluster.Controller, bin) {
+		fmt.Fprintf(s.stderr, "Reusing the running %s (pid %d)\n", localcluster.Controller, cl.Running(localcluster.Controller))
+		return nil
+	}
+	if cl.Running(localcluster.Controller) != 0 {
+		fmt.Fprintf(s.stderr, "Restarting %s on the new build\n", localcluster.Controller)
+		if err := cl.StopProcess(localcluster.Controller, 20*time.Second); err != nil {
+			return err
+		}
+	}
+	metrics, err := localcluster.FreePort()
+	if err != nil {
+		return err
+	}
+	probe, err := localcluster.FreePort()
+	if err != nil {
+		return err
+	}
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	p := localcluster.Process{
+		Name: localcluster.Controller,
+		Path: bin,
+		Args: []string{
+			"--kubeconfig=" + cl.Kubeconfig,
+			"--leader-elect=false",
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
+		},
+		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
+		Ready:    func(ctx context.Context) error { return get(ctx, readyz) },
+	}
+	t := time.Now()
+	pid, err := cl.StartProcess(ctx, p, time.Minute, metrics, probe)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", localcluster.Controller, err)
+	}
+	fmt.Fprintf(s.stderr, "Started %-23s pid %-7d %-28s %.1fs\n", p.Name, pid, p.Endpoint, time.Since(t).Seconds())
+	return nil
+}
+
+// apply server-side applies every object of a multi-document YAML file, in
+// order, and returns the RunnerSets among them.
+func apply(ctx context.Context, c client.Client, path string) ([]client.ObjectKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the example: %w (give another with --example, or --example=none)", err)
+	}
+	var sets []client.ObjectKey
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for i := 1; ; i++ {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("%s, document %d: %w", path, i, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("fleet"), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), name(u.GetNamespace(), u.GetName()), path, err)
+		}
+		if u.GroupVersionKind() == v1alpha1.GroupVersion.WithKind("RunnerSet") {
+			sets = append(sets, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()})
+		}
+	}
+	return sets, nil
+}
+
+// waitReady waits until every RunnerSet in keys is Ready at its current
+// generation, printing each change of its Ready condition.
+func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, keys []client.ObjectKey, timeout time.Duration) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	seen := map[client.ObjectKey]string{}
+	for {
+		var waiting []string
+		for _, k := range keys {
+			rs := &v1alpha1.RunnerSet{}
+			if err := cl.Client.Get(ctx, k, rs); err != nil {
+				if ctx.Err() != nil {
+					waiting = append(waiting, k.String())
+					continue
+				}
+				return fmt.Errorf("getting RunnerSet %s: %w", k, err)
+			}
+			line := "Ready condition not set yet"
+			if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+				line = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+			}
+			if seen[k] != line {
+				fmt.Fprintf(s.stderr, "RunnerSet %s: %s\n", k, line)
+				seen[k] = line
+			}
+			if !rs.IsReady() {
+				waiting = append(waiting, k.String()+" ("+line+")")
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("RunnerSet %s not Ready after %s: see `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
+				strings.Join(waiting, ", "), timeout, cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (s *localStack) Status(ctx context.Context) error {
+	st, err := localcluster.Status(ctx, s.dir)
+	if err != nil {
+		return err
+	}
+	w := s.stdout
+	if st.Ready {
+		cl, err := localcluster.Open(ctx, s.dir)
+		if err != nil {
+			return err
+		}
+		if err := printRunnerSets(ctx, w, cl.Client); err != nil {
+			return err
+		}
+		if err := printNodes(ctx, w, cl.Client); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "The local stack is down (%v): start it with fleet up --stack local\n", st.Err)
+	}
+	fmt.Fprintf(w, "\nControl plane (%s)\n", st.Dir)
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "PROCESS\tSTATE\tPID\tENDPOINT\tLOG")
+	for _, p := range st.Processes {
+		state, pid := "stopped", "-"
+		if p.PID != 0 {
+			state, pid = "running", fmt.Sprint(p.PID)
+		}
+		endpoint := p.Endpoint
+		if endpoint == "" {
+			endpoint = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, pid, endpoint, p.Log)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st.Ready {
+		fmt.Fprintf(w, "\nkubeconfig: %s\n  export KUBECONFIG=%s\n", st.Kubeconfig, st.Kubeconfig)
+	}
+	return nil
+}
+
+// printRunnerSets prints the RunnerSets of every namespace with the columns
+// of `kubectl get runnersets -A -o wide`.
+func printRunnerSets(ctx context.Context, w io.Writer, c client.Client) error {
+	list := &v1alpha1.RunnerSetList{}
+	if err := c.List(ctx, list); err != nil {
+		return fmt.Errorf("listing RunnerSets: %w", err)
+	}
+	if len(list.Items) == 0 {
+		fmt.Fprintln(w, "No RunnerSets: apply one with kubectl apply -f (see stacks/local/example.yaml)")
+		return nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tTAGS\tCLASS\tREADY\tMANAGERS\tREASON\tAGE")
+	for _, rs := range list.Items {
+		ready, reason := "Unknown", "-"
+		if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			ready, reason = string(c.Status), c.Reason
+		}
+		managers := rs.Status.Managers
+		if managers == "" {
+			managers = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rs.Namespace, rs.Name, strings.Join(rs.Spec.Tags, ","),
+			rs.Spec.ClassName, ready, managers, reason, age(rs.CreationTimestamp.Time))
+	}
+	return tw.Flush()
+}
+
+func printNodes(ctx context.Context, w io.Writer, c client.Client) error {
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	ready := 0
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nNodes: %d, %d Ready (fake kwok nodes: their pods go Running but run nothing)\n", len(nodes.Items), ready)
+	return nil
+}
+
+func (s *localStack) Down(ctx context.Context, o downOptions) error {
+	if _, err := os.Stat(s.dir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(s.stderr, "No local stack in %s: nothing to stop\n", s.dir)
+		return nil
+	}
+	if err := localcluster.DownWithTimeout(ctx, s.dir, o.grace, s.stderr); err != nil {
+		return fmt.Errorf("stopping the local stack in %s: %w", s.dir, err)
+	}
+	if o.purge {
+		if err := os.RemoveAll(s.dir); err != nil {
+			return fmt.Errorf("removing %s: %w", s.dir, err)
+		}
+		fmt.Fprintf(s.stderr, "The local stack is down; removed %s\n", s.dir)
+		return nil
+	}
+	fmt.Fprintf(s.stderr, "The local stack is down; its state and logs stay in %s (fleet down --purge removes them)\n", s.dir)
+	return nil
+}
+
+// get succeeds when url answers 200.
+func get(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func name(namespace, n string) string {
+	if namespace == "" {
+		return n
+	}
+	return namespace + "/" + n
+}
+
+func age(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// stack is what fleet does to one stack.
+type stack interface {
+	// Up brings the stack up and prints its status.
+	Up(ctx context.Context, o upOptions) error
+	// Status prints the fleet and what runs it.
+	Status(ctx context.Context) error
+	// Down stops the stack.
+	Down(ctx context.Context, o downOptions) error
+}
+
+type upOptions struct {
+	timeout time.Duration
+	example string
+}
+
+type downOptions struct {
+	purge bool
+	grace time.Duration
+}
+
+// openStack is the one place that maps a stack name to what runs it. The
+// local stack is a control plane on this machine; the other stacks
+// (stacks/Pulumi.<stack>.yaml) come with the Pulumi program, through the
+// Automation API, and plug in here.
+func openStack(c common, stdout, stderr io.Writer) (stack, error) {
+	switch c.stack {
+	case "local":
+		return newLocalStack(c, stdout, stderr)
+	case "":
+		return nil, fmt.Errorf("--stack is empty: name a stack, for example --stack local")
+	default:
+		return nil, fmt.Errorf("stack %q is not available: only the local stack exists until the Pulumi program (infra/, cmd/infra) lands; use --stack local", c.stack)
+	}
+}
+
+// repoRoot finds the runnerfleet checkout: above the working directory, else
+// above the fleet binary (bin/fleet of a checkout). "" when there is none.
+func repoRoot() string {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, dir := range starts {
+		for {
+			b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+			if err == nil && strings.HasPrefix(string(b), "module github.com/runnerfleet/runnerfleet\n") {
+				return dir
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return ""
+}

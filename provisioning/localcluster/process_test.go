@@ -1,0 +1,170 @@
+package localcluster
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fake starts a stand-in for a control-plane process: a shell that appends
+// its name to <dir>/order when SIGTERM arrives, then exits. Its command line
+// names dir, as every real process's does.
+func fake(t *testing.T, dir, name string, ignoreTERM bool) int {
+	t.Helper()
+	script := `trap 'echo "$0" >> "$1/order"; exit 0' TERM; while :; do sleep 0.05; done`
+	if ignoreTERM {
+		script = `trap '' TERM; while :; do sleep 0.05; done`
+	}
+	pid, err := spawn(dir, Process{Name: name, Path: "/bin/sh", Args: []string{"-c", script, name, dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	// Wait until the shell has set its trap: its command line is final once
+	// it runs, and a brief pause covers the trap itself.
+	deadline := time.Now().Add(5 * time.Second)
+	for running(dir, name) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return pid
+}
+
+func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {
+	dir := t.TempDir()
+	// Start them in an order unlike either start or stop order.
+	names := []string{Etcd, Kwok, APIServer, "karpenter", Controller, Scheduler, ControllerManager}
+	pids := map[string]int{}
+	for _, n := range names {
+		pids[n] = fake(t, dir, n, false)
+	}
+	if err := DownWithTimeout(context.Background(), dir, 5*time.Second, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(string(b))
+	want := []string{"karpenter", Controller, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+	if !slices.Equal(got, want) {
+		t.Errorf("stop order\n got %v\nwant %v", got, want)
+	}
+	for n, pid := range pids {
+		if processAlive(pid) {
+			t.Errorf("%s (pid %d) still runs after Down", n, pid)
+		}
+		if _, err := os.Stat(pidFile(dir, n)); !os.IsNotExist(err) {
+			t.Errorf("pid file of %s left behind: %v", n, err)
+		}
+	}
+}
+
+func TestStopOrderMatchesDependencies(t *testing.T) {
+	got := stopOrder([]string{APIServer, "z-addon", Etcd, "a-addon"})
+	want := []string{"z-addon", "a-addon", Controller, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+	if !slices.Equal(got, want) {
+		t.Errorf("stopOrder\n got %v\nwant %v", got, want)
+	}
+	// Reverse of the start order, with the controller (started last, by the caller) first.
+	rev := slices.Clone(StartOrder)
+	slices.Reverse(rev)
+	if !slices.Equal(StopOrder[1:], rev) || StopOrder[0] != Controller {
+		t.Errorf("StopOrder %v is not the controller followed by the reverse of StartOrder %v", StopOrder, StartOrder)
+	}
+}
+
+func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	pid := fake(t, dir, Kwok, true)
+	start := time.Now()
+	if err := stopProcess(dir, Kwok, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if processAlive(pid) {
+		t.Fatalf("pid %d survived SIGKILL", pid)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
+		t.Errorf("stop took %s; want SIGKILL right after the 300ms grace", d)
+	}
+}
+
+// A pid file whose pid now belongs to a process not started for this state
+// directory (the pid was reused) must never get a signal.
+func TestDownNeverSignalsAProcessOfAnotherDirectory(t *testing.T) {
+	dir := t.TempDir()
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	if err := os.MkdirAll(LogsDir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pidFile(dir, APIServer), []byte(strconv.Itoa(other.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if running(dir, APIServer) != 0 {
+		t.Fatal("running() claims an unrelated process as kube-apiserver")
+	}
+	if err := Down(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if !processAlive(other.Process.Pid) {
+		t.Fatal("Down killed a process it did not start")
+	}
+}
+
+func TestDownOfNothingIsNotAnError(t *testing.T) {
+	if err := Down(context.Background(), filepath.Join(t.TempDir(), "never-created")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitReadyNamesTheProcessAndShowsItsLog(t *testing.T) {
+	dir := t.TempDir()
+	p := Process{Name: Etcd, Path: "/bin/sh", Args: []string{"-c", `echo "listen tcp 127.0.0.1:2379: bind: address already in use" >&2; exit 1`, dir},
+		Ready: func(context.Context) error { return os.ErrNotExist }}
+	pid, err := spawn(dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = waitReady(context.Background(), dir, p, pid, 10*time.Second)
+	if err == nil {
+		t.Fatal("waitReady succeeded for a process that exited")
+	}
+	for _, want := range []string{"etcd exited while starting", LogFile(dir, Etcd), "address already in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestAProcessBelongsToTheDirectoryItsArgumentsName(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"etcd", "--data-dir=/tmp/a/etcd"}, true},
+		{[]string{"kwok", "--kubeconfig", "/tmp/a/kubeconfig"}, true},
+		{[]string{"sh", "-c", "script", "name", "/tmp/a"}, true},
+		{[]string{"etcd", "--data-dir=/tmp/a2/etcd"}, false},
+		{[]string{"kwok", "--kubeconfig=/tmp/ab"}, false},
+		{[]string{"sleep", "30"}, false},
+	} {
+		if got := namesDir(tc.args, "/tmp/a"); got != tc.want {
+			t.Errorf("namesDir(%q, /tmp/a) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
