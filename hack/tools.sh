@@ -9,8 +9,10 @@
 #   kube        kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (via hack/kube)
 #   kwok        kwok (sigs.k8s.io/kwok/cmd/kwok, via hack/kwok) and stages.yaml, the
 #               node and pod lifecycle stages it needs, taken from the same module
+#   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, via
+#               hack/karpenter) as karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kwok; prints the directory the local control plane
+#   local       etcd + kube + kwok + karpenter; prints the directory the local control plane
 #               (provisioning/localcluster, fleet up --stack local) runs from
 #   path        prints the cache root
 #
@@ -26,7 +28,8 @@ modversion() { awk -v m="$2" '$1==m && $2 ~ /^v/ {print $2; exit} $1=="require" 
 KUBE_VERSION=$(modversion kube k8s.io/kubernetes)
 ETCD_VERSION=$(modversion etcd go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(modversion kwok sigs.k8s.io/kwok)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
+KARPENTER_VERSION=$(modversion karpenter sigs.k8s.io/karpenter)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
 
 log() { echo "tools: $*" >&2; }
 
@@ -99,6 +102,13 @@ kwok() {
   exec 9>&-
 }
 
+karpenter() {
+  # The main package is called kwok; it is built as karpenter-kwok so that
+  # it is not mistaken for sigs.k8s.io/kwok's kwok.
+  build "$cache/karpenter-$KARPENTER_VERSION" hack/karpenter "-s -w" \
+    "sigs.k8s.io/karpenter/kwok=karpenter-kwok"
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -111,8 +121,8 @@ envtest() {
 }
 
 local_() {
-  etcd; kube; kwok
-  local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+  etcd; kube; kwok; karpenter
+  local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
   local b; for b in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
@@ -120,15 +130,16 @@ local_() {
   done
   ln -sf "$cache/kwok-$KWOK_VERSION/bin/kwok" "$dir/kwok"
   ln -sf "$cache/kwok-$KWOK_VERSION/stages.yaml" "$dir/kwok-stages.yaml"
+  ln -sf "$cache/karpenter-$KARPENTER_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kwok|envtest) $t ;;
+    etcd|kube|kwok|karpenter|envtest) $t ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kwok, envtest, local, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kwok, karpenter, envtest, local, path)" >&2; exit 2 ;;
   esac
 done

@@ -54,11 +54,12 @@ func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
 func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
 	cl, err := localcluster.Up(ctx, localcluster.Options{
-		Dir:      s.dir,
-		Name:     stackLocal,
-		RepoRoot: s.root,
-		CRDs:     localCRDs(),
-		Log:      s.stderr,
+		Dir:       s.dir,
+		Name:      stackLocal,
+		RepoRoot:  s.root,
+		CRDs:      localCRDs(),
+		Karpenter: true,
+		Log:       s.stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the local control plane: %w", err)

@@ -305,6 +305,51 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 		}
 	}
 	fmt.Fprintf(opts.Log, "Installed %d CRDs (runnerfleet's and %d more) %.1fs\n", len(own)+len(opts.CRDs), len(opts.CRDs), time.Since(start).Seconds())
+	if opts.Karpenter && c.Running(Karpenter) == 0 {
+		return c.startKarpenter(ctx, opts.StartTimeout, opts.Log)
+	}
+	return nil
+}
+
+// karpenterBinary is what hack/tools.sh calls Karpenter's kwok provider.
+const karpenterBinary = "karpenter-kwok"
+
+// startKarpenter runs Karpenter's kwok provider against the cluster. Its
+// metrics and health servers bind every interface (it has no setting for
+// the address), on ports picked free.
+func (c *Cluster) startKarpenter(ctx context.Context, timeout time.Duration, log io.Writer) error {
+	metrics, err := FreePort()
+	if err != nil {
+		return err
+	}
+	probe, err := FreePort()
+	if err != nil {
+		return err
+	}
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	plain := &http.Client{Timeout: 5 * time.Second}
+	p := Process{
+		Name: Karpenter,
+		Path: filepath.Join(c.State.Assets, karpenterBinary),
+		// Its KUBECONFIG, inside the state directory, marks the process as
+		// this cluster's (see running).
+		Env: []string{
+			"KUBECONFIG=" + c.Kubeconfig,
+			"DISABLE_LEADER_ELECTION=true",
+			"SYSTEM_NAMESPACE=kube-system",
+			fmt.Sprintf("METRICS_PORT=%d", metrics),
+			fmt.Sprintf("HEALTH_PROBE_PORT=%d", probe),
+			"LOG_LEVEL=info",
+		},
+		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
+		Ready:    func(ctx context.Context) error { return httpOK(ctx, plain, readyz) },
+	}
+	start := time.Now()
+	pid, err := c.StartProcess(ctx, p, timeout, metrics, probe)
+	if err != nil {
+		return fmt.Errorf("starting Karpenter's kwok provider: %w", err)
+	}
+	fmt.Fprintf(log, "Started %-23s pid %-7d %-28s %.1fs\n", p.Name, pid, p.Endpoint, time.Since(start).Seconds())
 	return nil
 }
 

@@ -38,6 +38,10 @@ const (
 	ControllerManager = "kube-controller-manager"
 	Scheduler         = "kube-scheduler"
 	Kwok              = "kwok"
+	// Karpenter is Karpenter's kwok cloud provider: the real Karpenter
+	// controllers, with instances that are kwok nodes. Up starts it after
+	// the CRDs when Options.Karpenter is set.
+	Karpenter = "karpenter"
 	// Controller is the runnerset-controller. The caller starts it with
 	// Cluster.StartProcess; Down stops it first.
 	Controller = "runnerset-controller"
@@ -49,7 +53,7 @@ var StartOrder = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
 // StopOrder is the order Down stops processes in: whatever writes to the API
 // first, then the API server, then its storage. Processes Down does not know
 // (add-ons started with StartProcess) stop before all of these.
-var StopOrder = []string{Controller, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+var StopOrder = []string{Controller, Karpenter, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 
 // Kwok selects the nodes it manages by this annotation; the nodes Up creates
 // carry it and NodeLabel.
@@ -76,6 +80,9 @@ type Options struct {
 	// CRDs are installed after runnerfleet's own (crds.CRDs), for example
 	// Karpenter's.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// Karpenter starts Karpenter's kwok provider once the CRDs are in; CRDs
+	// must then hold Karpenter's (NodePool, NodeClaim, KWOKNodeClass, …).
+	Karpenter bool
 	// Nodes is the number of fake kwok nodes; default 2.
 	Nodes int
 	// StartTimeout bounds the start of each process; default 2m.
@@ -402,7 +409,11 @@ func resolveAssets(opts Options) (string, error) {
 		}
 		dir = strings.TrimSpace(string(out))
 	}
-	for _, b := range []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, kwokStagesFile} {
+	need := []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, kwokStagesFile}
+	if opts.Karpenter {
+		need = append(need, karpenterBinary)
+	}
+	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return "", fmt.Errorf("%s is missing from %s: run hack/tools.sh local and use the directory it prints", b, dir)
 		}

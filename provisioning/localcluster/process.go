@@ -94,10 +94,20 @@ func running(dir, name string) int {
 		return 0
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !namesDir(strings.Split(string(cmdline), "\x00"), dir) {
-		return 0
+	if err == nil && namesDir(strings.Split(string(cmdline), "\x00"), dir) {
+		return pid
 	}
-	return pid
+	// A program that takes no path flag (Karpenter) is found by the
+	// KUBECONFIG it was given.
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err == nil {
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "KUBECONFIG="); ok && namesDir([]string{v}, dir) {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // namesDir reports whether an argument is dir or a path inside it, alone or

@@ -218,19 +218,27 @@ func conflictIsRequeue(err error) (reconcile.Result, error) {
 // writes at all. Namespaced objects are owned by the RunnerSet through a
 // controller reference; cluster-scoped ones through capacity labels.
 func (r *Reconciler) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+	_, err := r.write(ctx, owner, desired, false)
+	return err
+}
+
+// applyAndGet is apply that also returns the object as the API server has it
+// now: the response of a write, never a cache that may lag behind it.
+func (r *Reconciler) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) (client.Object, error) {
 	return r.write(ctx, owner, desired, false)
 }
 
 // dryRun sends what apply would write as a server-side dry run.
 func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
-	return r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
+	_, err := r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
+	return err
 }
 
-func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) error {
+func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) (client.Object, error) {
 	clusterScoped := desired.GetNamespace() == ""
 	if !clusterScoped {
 		if err := controllerutil.SetControllerReference(owner, desired, r.Client.Scheme()); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	live := desired.DeepCopyObject().(client.Object)
@@ -243,26 +251,26 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 			createOpts = append(createOpts, client.DryRunAll)
 		}
 		if err := r.Client.Create(ctx, desired, createOpts...); err != nil {
-			return fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
+			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
 		}
 		if !dryRun {
 			log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
 		}
-		return nil
+		return desired, nil
 	case err != nil:
-		return fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
+		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
 	if clusterScoped {
 		l := live.GetLabels()
 		if l[capacity.LabelOwnerNamespace] != owner.Namespace || l[capacity.LabelOwnerName] != owner.Name {
-			return fmt.Errorf("%s %s exists and belongs to RunnerSet %s/%s, not to this one",
+			return nil, fmt.Errorf("%s %s exists and belongs to RunnerSet %s/%s, not to this one",
 				kind, desired.GetName(), l[capacity.LabelOwnerNamespace], l[capacity.LabelOwnerName])
 		}
 	} else if !metav1.IsControlledBy(live, owner) {
-		return fmt.Errorf("%s %s exists and is not owned by RunnerSet %s: rename or delete it", kind, desired.GetName(), owner.Name)
+		return nil, fmt.Errorf("%s %s exists and is not owned by RunnerSet %s: rename or delete it", kind, desired.GetName(), owner.Name)
 	}
 	if resources.SpecHash(live) == resources.SpecHash(desired) {
-		return nil
+		return live, nil
 	}
 	desired.SetResourceVersion(live.GetResourceVersion())
 	// Keep finalizers others put on the object (Karpenter's termination finalizer).
@@ -272,12 +280,12 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		updateOpts = append(updateOpts, client.DryRunAll)
 	}
 	if err := r.Client.Update(ctx, desired, updateOpts...); err != nil {
-		return fmt.Errorf("updating %s %s: %w", kind, desired.GetName(), err)
+		return nil, fmt.Errorf("updating %s %s: %w", kind, desired.GetName(), err)
 	}
 	if !dryRun {
 		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
 	}
-	return nil
+	return desired, nil
 }
 
 // kindOf names obj's kind for messages.

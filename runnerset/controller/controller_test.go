@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
+	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
 var ctx = context.Background()
@@ -364,4 +366,53 @@ func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
 			t.Errorf("%s was written while nothing changed (resourceVersion %s -> %s)", k, v, after[k])
 		}
 	}
+}
+
+// A RunnerSet is not Ready on a new config until the Deployment controller has
+// rolled it out, even though a cached read of the Deployment right after the
+// update still shows the old template fully available.
+func TestNotReadyOnANewConfigUntilItIsRolledOut(t *testing.T) {
+	ns := newNamespaceNamed(t, manualPrefix+rand.String(8))
+	class := newClass(t, nil)
+	newSecret(t, ns, "slow-token", token)
+	rs := runnerSet(ns, "slow", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	n := naming.For(ns, "slow")
+	rollOut := func() {
+		eventually(t, "managers rolled out by hand", func() error {
+			d := &appsv1.Deployment{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Managers()}, d); err != nil {
+				return err
+			}
+			return testenv.MarkAvailable(ctx, k8s, d)
+		})
+	}
+	rollOut()
+	cur := waitReady(t, rs)
+	oldHash := cur.Status.ConfigHash
+
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		cur.Spec.Managers.Concurrent = 30
+		return k8s.Update(ctx, cur)
+	}))
+	eventually(t, "status on the new config", func() error {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		if cur.Status.ConfigHash == oldHash || cur.Status.ObservedGeneration != cur.Generation {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	for range 20 {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		if cur.IsReady() {
+			t.Fatalf("Ready on config %s before its managers rolled out: %+v", cur.Status.ConfigHash, cur.Status.Conditions)
+		}
+		if c := condition(cur, v1alpha1.ConditionManagersAvailable); c.Reason != v1alpha1.ReasonRollingOut {
+			t.Fatalf("ManagersAvailable %s/%s, want RollingOut", c.Status, c.Reason)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rollOut()
+	waitReady(t, rs)
 }

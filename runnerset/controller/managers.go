@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -23,18 +22,17 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if image == "" {
 		image = v1alpha1.DefaultManagerImage
 	}
-	desired := resources.Deployment(s.rs, image, s.configHash)
-	if err := r.apply(ctx, s.rs, desired); err != nil {
+	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, image, s.configHash))
+	if err != nil {
 		return false, 0, err
 	}
 	if err := r.apply(ctx, s.rs, resources.PodDisruptionBudget(s.rs)); err != nil {
 		return false, 0, err
 	}
-
-	live := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-		return false, 0, fmt.Errorf("reading managers: %w", err)
-	}
+	// Judge the rollout by what the API server returned for the write: a
+	// cached read right after an update may still show the old template
+	// fully available.
+	live := written.(*appsv1.Deployment)
 	want := s.rs.Spec.Managers.ReplicasOrDefault()
 	ready := live.Status.UpdatedReplicas
 	if live.Status.AvailableReplicas < ready {

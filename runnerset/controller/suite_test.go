@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -101,7 +103,11 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	go func() { _ = testenv.SimulateDeployments(ctx, k8s) }()
+	go func() {
+		_ = testenv.SimulateDeployments(ctx, k8s, func(d *appsv1.Deployment) bool {
+			return strings.HasPrefix(d.Namespace, manualPrefix)
+		})
+	}()
 	return m.Run()
 }
 
@@ -121,9 +127,17 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // Token is a well-formed runner token; tests check it never leaks.
 const token = "glrt-t3st_T0ken-never.in-logs"
 
+// manualPrefix marks namespaces whose Deployments tests roll out by hand.
+const manualPrefix = "manual-"
+
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
+	return newNamespaceNamed(t, "t-"+rand.String(8))
+}
+
+func newNamespaceNamed(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	must(t, k8s.Create(context.Background(), ns))
 	return ns.Name
 }

@@ -161,8 +161,9 @@ func RepoRoot() (string, error) {
 
 // SimulateDeployments stands in for the Deployment controller and the
 // kubelets, which envtest does not run: every Deployment whose status lags its
-// spec gets the status a healthy rollout would reach. It returns when ctx ends.
-func SimulateDeployments(ctx context.Context, c client.WithWatch) error {
+// spec gets the status a healthy rollout would reach, unless skip says to
+// leave it alone (skip may be nil). It returns when ctx ends.
+func SimulateDeployments(ctx context.Context, c client.WithWatch, skip func(*appsv1.Deployment) bool) error {
 	for ctx.Err() == nil {
 		list := &appsv1.DeploymentList{}
 		w, err := c.Watch(ctx, list)
@@ -175,7 +176,7 @@ func SimulateDeployments(ctx context.Context, c client.WithWatch) error {
 		}
 		for ev := range w.ResultChan() {
 			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || !d.DeletionTimestamp.IsZero() {
+			if !ok || !d.DeletionTimestamp.IsZero() || (skip != nil && skip(d)) {
 				continue
 			}
 			if err := MarkAvailable(ctx, c, d); err != nil && ctx.Err() == nil {
