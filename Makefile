@@ -27,11 +27,13 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 	KUBE_VERSION=$$(awk '$$1=="k8s.io/kubernetes"{print $$2}' hack/kube/go.mod) hack/kube/gen-gomod.sh >/dev/null
 	cd hack/kube && go mod tidy
 	cd hack/etcd && go mod tidy
+	cd hack/kwok && go mod tidy
 	cd hack/karpenter && go mod tidy -e
 	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
 	go mod tidy -e
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run gofmt -w on the files above"; exit 1; }
 	go vet ./...
+	go vet -tags e2e ./e2e/
 	@# In CI (a clean clone) any difference is drift; locally it may be your own work.
 	@if [ "$$CI" = true ]; then git diff --exit-code || { echo "verify: generated files or go.mod drifted; run make verify and commit"; exit 1; }; \
 	else git diff --stat; fi
@@ -43,14 +45,24 @@ build: ## the controller and the fleet CLI into bin/
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cached by version)
-	hack/tools.sh envtest
+tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
+	hack/tools.sh envtest local >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 
 .PHONY: test
-test: tools verify ## every test: unit, oracle, envtest on a real kube-apiserver, end-to-end
+test: tools verify unit e2e ## every test: unit, oracle, envtest on a real kube-apiserver, end-to-end
+
+.PHONY: unit
+unit: tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
 	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -count=1 ./...
+
+.PHONY: e2e
+e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)
+	@# The full log (fleet's output, Karpenter's timings) goes to e2e.log.
+	cd e2e && go test -tags e2e -count=1 -v -timeout 20m . >../e2e.log 2>&1; rc=$$?; \
+	grep -E '^(--- |PASS|FAIL|ok )|capacity timings|^ +\|' ../e2e.log; \
+	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 
 .PHONY: bench
 bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt
