@@ -41,7 +41,7 @@ func fake(t *testing.T, dir, name string, ignoreTERM bool) int {
 func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {
 	dir := t.TempDir()
 	// Start them in an order unlike either start or stop order.
-	names := []string{Etcd, Kwok, APIServer, "karpenter", Controller, Scheduler, ControllerManager}
+	names := []string{Etcd, Kwok, APIServer, Karpenter, Controller, Scheduler, ControllerManager}
 	pids := map[string]int{}
 	for _, n := range names {
 		pids[n] = fake(t, dir, n, false)
@@ -54,7 +54,7 @@ func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Fields(string(b))
-	want := []string{"karpenter", Controller, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+	want := []string{Controller, Karpenter, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 	if !slices.Equal(got, want) {
 		t.Errorf("stop order\n got %v\nwant %v", got, want)
 	}
@@ -70,15 +70,16 @@ func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {
 
 func TestStopOrderMatchesDependencies(t *testing.T) {
 	got := stopOrder([]string{APIServer, "z-addon", Etcd, "a-addon"})
-	want := []string{"z-addon", "a-addon", Controller, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+	want := []string{"z-addon", "a-addon", Controller, Karpenter, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 	if !slices.Equal(got, want) {
 		t.Errorf("stopOrder\n got %v\nwant %v", got, want)
 	}
-	// Reverse of the start order, with the controller (started last, by the caller) first.
+	// Reverse of the start order, after the controller (started last, by the
+	// caller) and Karpenter (started once the CRDs are in).
 	rev := slices.Clone(StartOrder)
 	slices.Reverse(rev)
-	if !slices.Equal(StopOrder[1:], rev) || StopOrder[0] != Controller {
-		t.Errorf("StopOrder %v is not the controller followed by the reverse of StartOrder %v", StopOrder, StartOrder)
+	if !slices.Equal(StopOrder[2:], rev) || StopOrder[0] != Controller || StopOrder[1] != Karpenter {
+		t.Errorf("StopOrder %v is not the controller and Karpenter followed by the reverse of StartOrder %v", StopOrder, StartOrder)
 	}
 }
 
