@@ -82,7 +82,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if want := "export KUBECONFIG=" + filepath.Join(state, "kubeconfig"); !strings.Contains(out, want) {
 		t.Errorf("fleet status does not say %q:\n%s", want, out)
 	}
-	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Controller) {
+	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Karpenter, localcluster.Controller) {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p) + `\s+running\s+\d+`).MatchString(out) {
 			t.Errorf("fleet status does not show %s running:\n%s", p, out)
 		}
@@ -124,8 +124,8 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	// fleet down: nothing of the state directory runs or listens.
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
-	if len(pids) != len(localcluster.StartOrder)+1 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process and the controller", pids)
+	if len(pids) != len(localcluster.StartOrder)+2 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter and the controller", pids)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)
