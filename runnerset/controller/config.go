@@ -23,7 +23,7 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, s *state) (bool, time.
 		return false, 0, err
 	}
 	s.configTOML = out
-	s.configHash = resources.ConfigHash(out, s.token)
+	s.configHash = resources.ConfigHash(out, s.token.Value)
 	s.rs.Status.ConfigHash = s.configHash
 	s.rs.SetCondition(v1alpha1.ConditionConfigReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, "config.toml is rendered")
 	return true, 0, nil

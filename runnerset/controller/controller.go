@@ -42,6 +42,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -81,12 +82,31 @@ type Reconciler struct {
 	steps []step
 }
 
-// New returns a Reconciler that reads tokens from the Secret each RunnerSet names.
-func New(c client.Client, apiReader client.Reader, rec events.EventRecorder) *Reconciler {
-	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: SecretTokens{Reader: apiReader}}
+// Option changes a Reconciler built by New.
+type Option func(*Reconciler)
+
+// WithGitLab makes the Reconciler reach GitLab through newClient, for example
+// a client of a test server.
+func WithGitLab(newClient func(url, pat string) (gitlab.Client, error)) Option {
+	return func(r *Reconciler) { r.Tokens.(Tokens).GitLab.NewGitLab = newClient }
+}
+
+// New returns a Reconciler that takes each RunnerSet's token from the Secret
+// it names, or creates its runner in GitLab.
+func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opts ...Option) *Reconciler {
+	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: Tokens{
+		Secret: SecretTokens{Reader: apiReader},
+		GitLab: &GitLabTokens{
+			Client: c, APIReader: apiReader, Recorder: rec,
+			NewGitLab: func(url, pat string) (gitlab.Client, error) { return gitlab.New(url, pat, gitlab.Options{}) },
+		},
+	}}
+	for _, o := range opts {
+		o(r)
+	}
 	r.steps = []step{
 		{v1alpha1.ConditionClassAccepted, r.reconcileClass},
-		{v1alpha1.ConditionTokenReady, r.reconcileToken},
+		{v1alpha1.ConditionRunnerRegistered, r.reconcileToken},
 		{v1alpha1.ConditionCapacityReady, r.reconcileCapacity},
 		{v1alpha1.ConditionIdentityReady, r.reconcileIdentity},
 		{v1alpha1.ConditionConfigReady, r.reconcileConfig},
@@ -99,7 +119,7 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder) *Re
 type state struct {
 	rs         *v1alpha1.RunnerSet
 	class      *v1alpha1.RunnerClass
-	token      string // never logged, never put in status or events
+	token      *RunnerToken
 	placement  runnerconfig.JobPlacement
 	configTOML []byte
 	configHash string
@@ -331,7 +351,15 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 		}
 		return reconcile.Result{RequeueAfter: drainPoll}, nil
 	}
-	if err := r.Tokens.Release(ctx, rs); err != nil {
+	class := &v1alpha1.RunnerClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: rs.Spec.ClassName}, class); err != nil {
+		class = nil // the runner's own Secret remembers its GitLab
+	}
+	if err := r.Tokens.Release(ctx, rs, gitlabURL(rs, class)); err != nil {
+		rs.SetCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting,
+			fmt.Sprintf("managers drained; deleting the runner from GitLab failed, retrying: %v", err))
+		r.recordTransitions(before, rs)
+		_ = r.patchStatus(ctx, before, rs)
 		return reconcile.Result{}, fmt.Errorf("releasing runner: %w", err)
 	}
 	// Capacity goes last: only now is no job left that could need it.
@@ -398,10 +426,15 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexTokenSecret, func(o client.Object) []string {
-		if ref := o.(*v1alpha1.RunnerSet).Spec.GitLab.TokenSecretRef; ref != nil {
-			return []string{ref.Name}
+		var names []string
+		g := o.(*v1alpha1.RunnerSet).Spec.GitLab
+		if g.TokenSecretRef != nil {
+			names = append(names, g.TokenSecretRef.Name)
 		}
-		return nil
+		if g.Runner != nil {
+			names = append(names, g.Runner.APITokenSecretRef.Name)
+		}
+		return names
 	}); err != nil {
 		return err
 	}

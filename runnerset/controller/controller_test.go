@@ -297,15 +297,23 @@ func TestTokenProblemsAreConditionsAndTheTokenNeverLeaks(t *testing.T) {
 
 	rs := runnerSet(ns, "tok", class.Name)
 	must(t, k8s.Create(ctx, rs))
-	cur := waitCondition(t, rs, v1alpha1.ConditionTokenReady, metav1.ConditionFalse, v1alpha1.ReasonTokenSecretNotFound)
-	if msg := condition(cur, v1alpha1.ConditionTokenReady).Message; !strings.Contains(msg, ns+"/tok-token") {
+	cur := waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonTokenSecretNotFound)
+	if msg := condition(cur, v1alpha1.ConditionRunnerRegistered).Message; !strings.Contains(msg, ns+"/tok-token") {
 		t.Errorf("message does not name the Secret: %q", msg)
 	}
 
+	registration := "GR1348941" + "abcdefghijklmnopqrst"
+	sec := newSecret(t, ns, "tok-token", registration)
+	cur = waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonRegistrationToken)
+	if msg := condition(cur, v1alpha1.ConditionRunnerRegistered).Message; !strings.Contains(msg, "410") || strings.Contains(msg, registration) {
+		t.Errorf("registration token message: %q", msg)
+	}
+
 	malformed := token + "\n"
-	sec := newSecret(t, ns, "tok-token", malformed)
-	cur = waitCondition(t, rs, v1alpha1.ConditionTokenReady, metav1.ConditionFalse, v1alpha1.ReasonTokenMalformed)
-	if msg := condition(cur, v1alpha1.ConditionTokenReady).Message; strings.Contains(msg, token) {
+	sec.Data["token"] = []byte(malformed)
+	must(t, k8s.Update(ctx, sec))
+	cur = waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonTokenMalformed)
+	if msg := condition(cur, v1alpha1.ConditionRunnerRegistered).Message; strings.Contains(msg, token) {
 		t.Errorf("condition message leaks the token: %q", msg)
 	}
 

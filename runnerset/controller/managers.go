@@ -22,7 +22,7 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if image == "" {
 		image = v1alpha1.DefaultManagerImage
 	}
-	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, image, s.configHash))
+	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, image, s.configHash, s.token.SecretRef))
 	if err != nil {
 		return false, 0, err
 	}

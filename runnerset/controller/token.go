@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,18 +17,31 @@ import (
 )
 
 // TokenSource gets the runner authentication token of a RunnerSet and gives
-// the runner back when the RunnerSet goes. SecretTokens reads a token the
-// team stored; a GitLab-backed source creates and deletes runners.
+// the runner back when the RunnerSet goes. Tokens dispatches between a token
+// the team stored (spec.gitlab.tokenSecretRef) and a runner the controller
+// creates in GitLab (spec.gitlab.runner).
 type TokenSource interface {
-	// Token returns the token, or a *TokenError the team can act on.
-	Token(ctx context.Context, rs *v1alpha1.RunnerSet) (string, error)
+	// Token returns the runner's token, or a *TokenError the team can act on.
+	Token(ctx context.Context, rs *v1alpha1.RunnerSet, gitlabURL string) (*RunnerToken, error)
 	// Release is called once the managers have drained, before the
 	// RunnerSet's finalizer is removed.
-	Release(ctx context.Context, rs *v1alpha1.RunnerSet) error
+	Release(ctx context.Context, rs *v1alpha1.RunnerSet, gitlabURL string) error
+}
+
+// RunnerToken is what the managers need to authenticate.
+type RunnerToken struct {
+	// Value is the token: never logged, never put in status, events or a ConfigMap.
+	Value string
+	// SecretRef is where the managers read it.
+	SecretRef v1alpha1.SecretKeyRef
+	// RunnerID in GitLab, when the controller created the runner.
+	RunnerID int64
+	// RenewAt is when the controller rotates the token; zero for never.
+	RenewAt time.Time
 }
 
 // TokenError is a token problem only the team can fix: it becomes a False
-// TokenReady condition, not a retry.
+// RunnerRegistered condition, not a retry.
 type TokenError struct {
 	Reason  string
 	Message string
@@ -38,55 +53,131 @@ func (e *TokenError) Error() string { return e.Message }
 // the init container's sed substitution safe.
 var tokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
 
+// registrationTokenPrefix starts the runner registration tokens GitLab no
+// longer accepts.
+const registrationTokenPrefix = "GR1348941"
+
 // SecretTokens reads the token from spec.gitlab.tokenSecretRef.
 type SecretTokens struct {
 	Reader client.Reader
 }
 
 // Token implements TokenSource.
-func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet) (string, error) {
+func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ string) (*RunnerToken, error) {
 	ref := rs.Spec.GitLab.TokenSecretRef
 	if ref == nil {
-		return "", &TokenError{v1alpha1.ReasonTokenSecretNotFound,
+		return nil, &TokenError{v1alpha1.ReasonTokenSecretNotFound,
 			"spec.gitlab.tokenSecretRef is not set: name a Secret holding the runner's glrt- token"}
 	}
-	sec := &corev1.Secret{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: ref.Name}, sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", &TokenError{v1alpha1.ReasonTokenSecretNotFound, fmt.Sprintf(
-				"Secret %s/%s named by spec.gitlab.tokenSecretRef does not exist: create it with the runner's glrt- token under key %q",
-				rs.Namespace, ref.Name, ref.KeyOrDefault())}
-		}
-		return "", fmt.Errorf("getting token Secret %s: %w", ref.Name, err)
+	tok, err := readSecretKey(ctx, s.Reader, rs.Namespace, *ref, "spec.gitlab.tokenSecretRef", "the runner's glrt- token")
+	if err != nil {
+		return nil, err
 	}
-	tok, ok := sec.Data[ref.KeyOrDefault()]
-	if !ok || len(tok) == 0 {
-		return "", &TokenError{v1alpha1.ReasonTokenKeyMissing, fmt.Sprintf(
-			"Secret %s/%s has no key %q (spec.gitlab.tokenSecretRef.key): put the runner's glrt- token there",
-			rs.Namespace, ref.Name, ref.KeyOrDefault())}
+	if strings.HasPrefix(tok, registrationTokenPrefix) {
+		return nil, &TokenError{v1alpha1.ReasonRegistrationToken, fmt.Sprintf(
+			"Secret %s/%s holds a runner registration token (%s…), which current GitLab refuses (POST /runners answers 410 Gone): create the runner in GitLab and store its glrt- authentication token instead, or let runnerfleet create it with spec.gitlab.runner",
+			rs.Namespace, ref.Name, registrationTokenPrefix)}
 	}
-	if !tokenFormat.Match(tok) {
+	if !tokenFormat.MatchString(tok) {
 		// Say what is wrong without echoing any of the value.
-		return "", &TokenError{v1alpha1.ReasonTokenMalformed, fmt.Sprintf(
+		return nil, &TokenError{v1alpha1.ReasonTokenMalformed, fmt.Sprintf(
 			"the value under key %q of Secret %s/%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', like glrt-…): check for a trailing newline or a pasted label",
 			ref.KeyOrDefault(), rs.Namespace, ref.Name)}
 	}
-	return string(tok), nil
+	return &RunnerToken{Value: tok, SecretRef: v1alpha1.SecretKeyRef{Name: ref.Name, Key: ref.KeyOrDefault()}}, nil
 }
 
 // Release implements TokenSource: a token the team brought stays theirs.
-func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet) error { return nil }
+func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet, string) error { return nil }
+
+// readSecretKey reads one key of a Secret straight from the API server (the
+// controller caches no Secrets), as a TokenError when it is not there.
+func readSecretKey(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (string, error) {
+	sec := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &TokenError{v1alpha1.ReasonTokenSecretNotFound, fmt.Sprintf(
+				"Secret %s/%s named by %s does not exist: create it with %s under key %q",
+				namespace, ref.Name, field, what, ref.KeyOrDefault())}
+		}
+		return "", fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+	}
+	v, ok := sec.Data[ref.KeyOrDefault()]
+	if !ok || len(v) == 0 {
+		return "", &TokenError{v1alpha1.ReasonTokenKeyMissing, fmt.Sprintf(
+			"Secret %s/%s has no key %q (%s.key): put %s there",
+			namespace, ref.Name, ref.KeyOrDefault(), field, what)}
+	}
+	return string(v), nil
+}
+
+// Tokens picks the source each RunnerSet asks for.
+type Tokens struct {
+	Secret SecretTokens
+	GitLab *GitLabTokens
+}
+
+// Token implements TokenSource.
+func (t Tokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (*RunnerToken, error) {
+	if rs.Spec.GitLab.Runner != nil {
+		return t.GitLab.Token(ctx, rs, url)
+	}
+	return t.Secret.Token(ctx, rs, url)
+}
+
+// Release implements TokenSource. A RunnerSet whose spec switched from a
+// created runner to a stored token still has its created runner released.
+func (t Tokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url string) error {
+	if rs.Spec.GitLab.Runner != nil || rs.Status.RunnerID != 0 {
+		return t.GitLab.Release(ctx, rs, url)
+	}
+	return t.Secret.Release(ctx, rs, url)
+}
+
+// authErrorRecheck is how often a RunnerSet whose GitLab token was refused
+// tries again without any change: seldom enough to be no retry storm, often
+// enough to notice a scope granted in GitLab.
+const authErrorRecheck = 10 * time.Minute
 
 func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.Duration, error) {
-	tok, err := r.Tokens.Token(ctx, s.rs)
-	if te, ok := err.(*TokenError); ok {
-		s.rs.SetCondition(v1alpha1.ConditionTokenReady, metav1.ConditionFalse, te.Reason, te.Message)
-		return false, 0, nil // the Secret watch brings us back
-	}
-	if err != nil {
+	tok, err := r.Tokens.Token(ctx, s.rs, gitlabURL(s.rs, s.class))
+	var te *TokenError
+	switch {
+	case errors.As(err, &te):
+		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, te.Reason, te.Message)
+		var recheck time.Duration
+		if strings.HasPrefix(te.Reason, "GitLab") {
+			recheck = authErrorRecheck
+		}
+		return false, recheck, nil // Secret and spec watches bring us back sooner
+	case err != nil:
+		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonGitLabUnavailable,
+			fmt.Sprintf("%v; retrying with backoff", err))
 		return false, 0, err
 	}
 	s.token = tok
-	s.rs.SetCondition(v1alpha1.ConditionTokenReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, "the runner token is present")
-	return true, 0, nil
+	if tok.RunnerID != 0 {
+		s.rs.Status.RunnerID = tok.RunnerID
+	}
+	msg := "the runner token is present"
+	if tok.RunnerID != 0 {
+		msg = fmt.Sprintf("runner %d exists in GitLab and its token is in Secret %s", tok.RunnerID, tok.SecretRef.Name)
+	}
+	s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionTrue, v1alpha1.ReasonReconciled, msg)
+	var renew time.Duration
+	if !tok.RenewAt.IsZero() {
+		renew = max(time.Until(tok.RenewAt), time.Second)
+	}
+	return true, renew, nil
+}
+
+// gitlabURL is the GitLab instance of rs: its own, its class's, or gitlab.com.
+func gitlabURL(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) string {
+	switch {
+	case rs.Spec.GitLab.URL != "":
+		return rs.Spec.GitLab.URL
+	case class != nil && class.Spec.GitLabURL != "":
+		return class.Spec.GitLabURL
+	}
+	return "https://gitlab.com"
 }

@@ -24,7 +24,23 @@ func TestAdmissionRefusesBadRunnerSetsNamingTheField(t *testing.T) {
 	}{
 		{"no tags", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = nil }, []string{"spec.tags"}},
 		{"tag with a comma", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"a,b"} }, []string{"spec.tags[0]", "list each tag as its own item"}},
-		{"no token source", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.TokenSecretRef = nil }, []string{"spec.gitlab", "tokenSecretRef is required"}},
+		{"no token source", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.TokenSecretRef = nil }, []string{"spec.gitlab", "exactly one of tokenSecretRef"}},
+		{"two token sources", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeInstance, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}
+		}, []string{"spec.gitlab", "exactly one of tokenSecretRef"}},
+		{"group runner without a group", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.TokenSecretRef = nil
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeGroup, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}
+		}, []string{"spec.gitlab.runner", "runner.type group needs runner.groupID"}},
+		{"instance runner with a project", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.TokenSecretRef = nil
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeInstance, ProjectID: ptr.To[int64](7), APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}
+		}, []string{"spec.gitlab.runner", "an instance runner takes neither groupID nor projectID"}},
+		{"maximum timeout below GitLab's minimum", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.TokenSecretRef = nil
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeGroup, GroupID: ptr.To[int64](7),
+				APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}, MaximumTimeout: &metav1.Duration{Duration: 5 * 60e9}}
+		}, []string{"spec.gitlab.runner.maximumTimeout", "at least 10m"}},
 		{"ftp gitlab url", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.URL = "ftp://gitlab" }, []string{"spec.gitlab.url", "http(s) URL"}},
 		{"shutdown timeout too short", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 10e9}

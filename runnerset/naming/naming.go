@@ -66,3 +66,7 @@ func Join(parts ...string) string {
 	head := strings.TrimRight(full[:MaxLength-len(suffix)-1], "-.")
 	return head + "-" + suffix
 }
+
+// RunnerToken is the Secret holding the token of a runner the controller
+// created in GitLab.
+func (r Runner) RunnerToken() string { return Join(r.Name, "runner-token") }

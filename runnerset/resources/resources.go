@@ -156,10 +156,9 @@ func ConfigHash(configTOML []byte, token string) string {
 // exit) and waits for it to exit, whatever the image's STOPSIGNAL says, and the
 // grace period is the RunnerSet's shutdown timeout. A new manager starts and
 // becomes ready before an old one is asked to drain.
-func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deployment {
+func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alpha1.SecretKeyRef) *appsv1.Deployment {
 	n := naming.For(rs.Namespace, rs.Name)
 	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
-	tokenRef := rs.Spec.GitLab.TokenSecretRef
 	selector := SelectorLabels(rs, "manager")
 	podLabels := Labels(rs, "manager")
 

@@ -13,6 +13,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
+var tokenRef = v1alpha1.SecretKeyRef{Name: "build-token", Key: "tok"}
+
 func rs() *v1alpha1.RunnerSet {
 	return &v1alpha1.RunnerSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"},
@@ -27,7 +29,7 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 	r := rs()
 	r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 90 * time.Minute}
 	r.Spec.Managers.Replicas = ptr.To[int32](3)
-	d := Deployment(r, "gitlab-runner:v19.4.0", "abc")
+	d := Deployment(r, "gitlab-runner:v19.4.0", "abc", tokenRef)
 	pod := d.Spec.Template.Spec
 	if got := *pod.TerminationGracePeriodSeconds; got != 5400 {
 		t.Errorf("terminationGracePeriodSeconds = %d, want 5400 (the shutdown timeout)", got)
@@ -48,7 +50,7 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 }
 
 func TestTheTokenReachesOnlyTheInitContainerThroughItsSecret(t *testing.T) {
-	d := Deployment(rs(), "img", "h")
+	d := Deployment(rs(), "img", "h", tokenRef)
 	init := d.Spec.Template.Spec.InitContainers[0]
 	ref := init.Env[0].ValueFrom.SecretKeyRef
 	if ref.Name != "build-token" || ref.Key != "tok" {
@@ -66,7 +68,7 @@ func TestTheTokenReachesOnlyTheInitContainerThroughItsSecret(t *testing.T) {
 }
 
 func TestManagerContainersAreLockedDown(t *testing.T) {
-	d := Deployment(rs(), "img", "h")
+	d := Deployment(rs(), "img", "h", tokenRef)
 	pod := d.Spec.Template.Spec
 	if !*pod.SecurityContext.RunAsNonRoot {
 		t.Error("manager may run as root")
@@ -126,9 +128,9 @@ func TestJobServiceAccountCarriesOnlyTheIdentityAsked(t *testing.T) {
 }
 
 func TestSpecHashChangesWithTheSpecOnly(t *testing.T) {
-	a := Deployment(rs(), "img", "h1")
-	b := Deployment(rs(), "img", "h1")
-	c := Deployment(rs(), "img", "h2")
+	a := Deployment(rs(), "img", "h1", tokenRef)
+	b := Deployment(rs(), "img", "h1", tokenRef)
+	c := Deployment(rs(), "img", "h2", tokenRef)
 	if SpecHash(a) == "" || SpecHash(a) != SpecHash(b) {
 		t.Errorf("equal specs, hashes %q %q", SpecHash(a), SpecHash(b))
 	}
@@ -155,7 +157,7 @@ func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
 		JobServiceAccount(r), ManagerServiceAccount(r), ManagerRole(r), ManagerRoleBinding(r),
-		ConfigMap(r, nil), Deployment(r, "i", "h"), PodDisruptionBudget(r),
+		ConfigMap(r, nil), Deployment(r, "i", "h", tokenRef), PodDisruptionBudget(r),
 	} {
 		if o.GetLabels()[LabelManagedBy] != ManagedBy || o.GetLabels()[LabelRunnerSet] != "build" {
 			t.Errorf("%T labels %v", o, o.GetLabels())

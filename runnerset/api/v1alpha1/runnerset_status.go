@@ -14,8 +14,9 @@ const (
 	ConditionReady = "Ready"
 	// ConditionClassAccepted: the RunnerClass exists and its policy allows the spec.
 	ConditionClassAccepted = "ClassAccepted"
-	// ConditionTokenReady: the runner's authentication token is present and well formed.
-	ConditionTokenReady = "TokenReady"
+	// ConditionRunnerRegistered: the runner exists in GitLab and its
+	// authentication token is present and well formed.
+	ConditionRunnerRegistered = "RunnerRegistered"
 	// ConditionCapacityReady: the tag's own NodePool, node class or ComputeClass exists.
 	ConditionCapacityReady = "CapacityReady"
 	// ConditionIdentityReady: the job and manager ServiceAccounts and RBAC exist.
@@ -30,7 +31,7 @@ const (
 // they are reconciled.
 var DependentConditions = []string{
 	ConditionClassAccepted,
-	ConditionTokenReady,
+	ConditionRunnerRegistered,
 	ConditionCapacityReady,
 	ConditionIdentityReady,
 	ConditionConfigReady,
@@ -48,6 +49,13 @@ const (
 	ReasonTokenSecretNotFound   = "TokenSecretNotFound"
 	ReasonTokenKeyMissing       = "TokenKeyMissing"
 	ReasonTokenMalformed        = "TokenMalformed"
+	ReasonRegistrationToken     = "RegistrationTokenRefused"
+	ReasonAPITokenMissing       = "APITokenMissing"
+	ReasonGitLabUnauthorized    = "GitLabUnauthorized"
+	ReasonGitLabForbidden       = "GitLabForbidden"
+	ReasonGitLabNotFound        = "GitLabNotFound"
+	ReasonGitLabRejected        = "GitLabRejected"
+	ReasonGitLabUnavailable     = "GitLabUnavailable"
 	ReasonRenderFailed          = "RenderFailed"
 	ReasonCapacityRejected      = "CapacityRejected"
 	ReasonLimitsBelowOneJob     = "LimitsBelowOneJob"

@@ -53,7 +53,7 @@ type RunnerSetSpec struct {
 }
 
 // GitLabSpec says how the runner authenticates with GitLab.
-// +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef)",message="gitlab.tokenSecretRef is required: name a Secret in this namespace whose key holds the runner's glrt- authentication token"
+// +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef) != has(self.runner)",message="gitlab takes exactly one of tokenSecretRef (an existing glrt- token) or runner (runnerfleet creates the runner through the GitLab API)"
 type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
 	// +kubebuilder:validation:MaxLength=2048
@@ -65,6 +65,76 @@ type GitLabSpec struct {
 	// existing runner authentication token (glrt-…).
 	// +optional
 	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+
+	// Runner has the controller create the runner through the GitLab API,
+	// rotate its token before it expires and delete it with the RunnerSet.
+	// +optional
+	Runner *RunnerRegistration `json:"runner,omitempty"`
+}
+
+// RunnerType is the scope of a GitLab runner.
+// +kubebuilder:validation:Enum=instance;group;project
+type RunnerType string
+
+const (
+	RunnerTypeInstance RunnerType = "instance"
+	RunnerTypeGroup    RunnerType = "group"
+	RunnerTypeProject  RunnerType = "project"
+)
+
+// RunnerRegistration describes a runner the controller creates in GitLab
+// (POST /user/runners). Its tags are spec.tags; runUntagged is spec.runUntagged.
+// +kubebuilder:validation:XValidation:rule="self.type != 'group' || has(self.groupID)",message="runner.type group needs runner.groupID"
+// +kubebuilder:validation:XValidation:rule="self.type != 'project' || has(self.projectID)",message="runner.type project needs runner.projectID"
+// +kubebuilder:validation:XValidation:rule="self.type != 'instance' || (!has(self.groupID) && !has(self.projectID))",message="an instance runner takes neither groupID nor projectID"
+type RunnerRegistration struct {
+	// Type is instance (needs an administrator's token), group or project.
+	// +required
+	Type RunnerType `json:"type"`
+
+	// GroupID of a group runner.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	GroupID *int64 `json:"groupID,omitempty"`
+
+	// ProjectID of a project runner.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ProjectID *int64 `json:"projectID,omitempty"`
+
+	// APITokenSecretRef names a Secret holding a GitLab access token with the
+	// create_runner scope, and manage_runner to rotate and delete the runner.
+	// +required
+	APITokenSecretRef SecretKeyRef `json:"apiTokenSecretRef"`
+
+	// Description shown in GitLab; runnerfleet appends its marker to it.
+	// +kubebuilder:validation:MaxLength=200
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// MaintenanceNote shown in GitLab.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	MaintenanceNote string `json:"maintenanceNote,omitempty"`
+
+	// Locked keeps a project runner from being used by other projects.
+	// +optional
+	Locked bool `json:"locked,omitempty"`
+
+	// Paused creates the runner paused: it takes no jobs.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Protected runs only jobs of protected branches and tags (ref_protected).
+	// +optional
+	Protected bool `json:"protected,omitempty"`
+
+	// MaximumTimeout caps the timeout of jobs this runner runs; GitLab needs
+	// at least 10m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="runner.maximumTimeout must be at least 10m (GitLab's minimum)"
+	// +optional
+	MaximumTimeout *metav1.Duration `json:"maximumTimeout,omitempty"`
 }
 
 // SecretKeyRef names one key of a Secret in the RunnerSet's namespace.
@@ -273,7 +343,7 @@ type RunnerSetStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// RunnerID is the runner's ID in GitLab, once known.
+	// RunnerID is the runner's ID in GitLab, once known (spec.gitlab.runner).
 	// +optional
 	RunnerID int64 `json:"runnerID,omitempty"`
 

@@ -1,0 +1,300 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+)
+
+// Keys of the Secret holding a created runner's token.
+const (
+	keyToken     = "token"
+	keyRunnerID  = "runner-id"
+	keyExpiresAt = "token-expires-at"
+	keyObtained  = "token-obtained-at"
+	keyURL       = "gitlab-url"
+)
+
+// GitLabTokens creates the runner of a RunnerSet in GitLab, keeps its token
+// in a Secret the RunnerSet owns, rotates it before it expires and deletes
+// the runner with the RunnerSet.
+//
+// The controller may stop between creating a runner and storing its token.
+// Every runner it creates carries a marker with the RunnerSet's UID in its
+// description, and before creating one it looks for runners with that
+// marker: the oldest is adopted (its token reset), any other deleted. So a
+// RunnerSet never has two runners, and none is left behind.
+//
+// Only the controller renews tokens: config.toml carries no
+// token_expires_at, so gitlab-runner never renews on its own and two
+// managers never race to renew the same token.
+type GitLabTokens struct {
+	Client    client.Client // writes the token Secret
+	APIReader client.Reader // reads Secrets, which the controller does not cache
+	Recorder  events.EventRecorder
+	// NewGitLab returns a client for the GitLab at url acting with token pat.
+	NewGitLab func(url, pat string) (gitlab.Client, error)
+	Now       func() time.Time
+}
+
+// Marker ties a GitLab runner to the RunnerSet with uid.
+func Marker(uid string) string { return "[runnerfleet " + uid + "]" }
+
+func scopeOf(r *v1alpha1.RunnerRegistration) gitlab.Scope {
+	s := gitlab.Scope{Type: string(r.Type)}
+	if r.GroupID != nil {
+		s.GroupID = *r.GroupID
+	}
+	if r.ProjectID != nil {
+		s.ProjectID = *r.ProjectID
+	}
+	return s
+}
+
+func (g *GitLabTokens) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+// api returns a GitLab client acting with the RunnerSet's API token.
+func (g *GitLabTokens) api(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (gitlab.Client, error) {
+	reg := rs.Spec.GitLab.Runner
+	if reg == nil {
+		return nil, &TokenError{v1alpha1.ReasonAPITokenMissing, "spec.gitlab.runner is not set: nothing to talk to GitLab about"}
+	}
+	pat, err := readSecretKey(ctx, g.APIReader, rs.Namespace, reg.APITokenSecretRef, "spec.gitlab.runner.apiTokenSecretRef",
+		"a GitLab access token with the create_runner and manage_runner scopes")
+	var te *TokenError
+	if errors.As(err, &te) {
+		te.Reason = v1alpha1.ReasonAPITokenMissing
+		return nil, te
+	}
+	if err != nil {
+		return nil, err
+	}
+	return g.NewGitLab(url, pat)
+}
+
+// Token implements TokenSource.
+func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (*RunnerToken, error) {
+	reg := rs.Spec.GitLab.Runner
+	names := naming.For(rs.Namespace, rs.Name)
+	ref := v1alpha1.SecretKeyRef{Name: names.RunnerToken(), Key: keyToken}
+	api, err := g.api(ctx, rs, url)
+	if err != nil {
+		return nil, err
+	}
+
+	sec := &corev1.Secret{}
+	err = g.APIReader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: ref.Name}, sec)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+	}
+	if err == nil && len(sec.Data[keyToken]) > 0 {
+		id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64)
+		obtained, _ := time.Parse(time.RFC3339, string(sec.Data[keyObtained]))
+		expires, _ := time.Parse(time.RFC3339, string(sec.Data[keyExpiresAt]))
+		renewAt := renewTime(obtained, expires)
+		if id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
+			return &RunnerToken{Value: string(sec.Data[keyToken]), SecretRef: ref, RunnerID: id, RenewAt: renewAt}, nil
+		}
+		if id != 0 {
+			tok, err := api.ResetToken(ctx, id)
+			switch {
+			case err == nil:
+				log.FromContext(ctx).Info("Rotated runner token before it expires", "runnerID", id, "expiredAt", expires)
+				g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "TokenRotated", "RotateToken",
+					"rotated the token of runner %d, which expired at %s; managers roll to the new one", id, expires.Format(time.RFC3339))
+				return g.store(ctx, rs, url, tok)
+			case gitlab.StatusOf(err) == http.StatusNotFound:
+				// Deleted in GitLab behind our back: make a new one below.
+				log.FromContext(ctx).Info("Runner is gone from GitLab; creating a new one", "runnerID", id)
+			default:
+				return nil, g.explain(rs, err)
+			}
+		}
+	}
+
+	// No usable token: adopt what an earlier attempt left, or create.
+	marker := Marker(string(rs.UID))
+	ids, err := api.FindRunners(ctx, scopeOf(reg), marker)
+	if err != nil {
+		return nil, g.explain(rs, err)
+	}
+	var tok *gitlab.Token
+	if len(ids) > 0 {
+		for _, extra := range ids[1:] {
+			if err := api.DeleteRunner(ctx, extra); err != nil {
+				return nil, g.explain(rs, err)
+			}
+			log.FromContext(ctx).Info("Deleted a duplicate runner an earlier attempt left", "runnerID", extra)
+		}
+		if tok, err = api.ResetToken(ctx, ids[0]); err != nil {
+			return nil, g.explain(rs, err)
+		}
+		log.FromContext(ctx).Info("Adopted the runner an earlier attempt created", "runnerID", ids[0])
+	} else {
+		desc := reg.Description
+		if desc == "" {
+			desc = rs.Namespace + "/" + rs.Name
+		}
+		opts := gitlab.CreateOptions{
+			Scope:           scopeOf(reg),
+			Description:     desc + " " + marker,
+			MaintenanceNote: reg.MaintenanceNote,
+			Tags:            rs.Spec.Tags,
+			RunUntagged:     rs.Spec.RunUntagged,
+			Locked:          reg.Locked,
+			Paused:          reg.Paused,
+			Protected:       reg.Protected,
+		}
+		if reg.MaximumTimeout != nil {
+			opts.MaximumTimeout = reg.MaximumTimeout.Duration
+		}
+		if tok, err = api.CreateRunner(ctx, opts); err != nil {
+			return nil, g.explain(rs, err)
+		}
+		log.FromContext(ctx).Info("Created runner in GitLab", "runnerID", tok.RunnerID, "type", reg.Type)
+		g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "RunnerCreated", "CreateRunner", "created %s runner %d in GitLab", reg.Type, tok.RunnerID)
+	}
+	return g.store(ctx, rs, url, tok)
+}
+
+// renewTime is when a token obtained at obtained and expiring at expires is
+// rotated: two thirds into its life, or a day before it ends when its start
+// is unknown. Zero when it never expires.
+func renewTime(obtained, expires time.Time) time.Time {
+	switch {
+	case expires.IsZero():
+		return time.Time{}
+	case obtained.IsZero() || !obtained.Before(expires):
+		return expires.Add(-24 * time.Hour)
+	}
+	return obtained.Add(expires.Sub(obtained) * 2 / 3)
+}
+
+// store writes the token Secret, owned by the RunnerSet.
+func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
+	now := g.now().UTC()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).RunnerToken()}}
+	_, err := controllerutil.CreateOrUpdate(ctx, g.Client, sec, func() error {
+		sec.Labels = resources.Labels(rs, "runner-token")
+		sec.Type = corev1.SecretTypeOpaque
+		sec.Data = map[string][]byte{
+			keyToken:    []byte(tok.Value),
+			keyRunnerID: []byte(strconv.FormatInt(tok.RunnerID, 10)),
+			keyObtained: []byte(now.Format(time.RFC3339)),
+			keyURL:      []byte(url),
+		}
+		if !tok.ExpiresAt.IsZero() {
+			sec.Data[keyExpiresAt] = []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		return controllerutil.SetControllerReference(rs, sec, g.Client.Scheme())
+	})
+	if err != nil {
+		// The runner exists; the next pass finds it by its marker.
+		return nil, fmt.Errorf("storing the token of runner %d: %w", tok.RunnerID, err)
+	}
+	return &RunnerToken{
+		Value:     tok.Value,
+		SecretRef: v1alpha1.SecretKeyRef{Name: sec.Name, Key: keyToken},
+		RunnerID:  tok.RunnerID,
+		RenewAt:   renewTime(now, tok.ExpiresAt),
+	}, nil
+}
+
+// Release implements TokenSource: it deletes the runner, and any other runner
+// carrying the RunnerSet's marker, then the token Secret.
+func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url string) error {
+	name := naming.For(rs.Namespace, rs.Name).RunnerToken()
+	sec := &corev1.Secret{}
+	err := g.APIReader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, sec)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("getting Secret %s: %w", name, err)
+	}
+	if u := string(sec.Data[keyURL]); u != "" {
+		url = u // the instance the runner was created in
+	}
+	if rs.Spec.GitLab.Runner == nil {
+		return fmt.Errorf("runner %d was created by runnerfleet but spec.gitlab.runner is gone: restore it so the runner can be deleted", rs.Status.RunnerID)
+	}
+	api, err := g.api(ctx, rs, url)
+	if err != nil {
+		return err
+	}
+	ids, err := api.FindRunners(ctx, scopeOf(rs.Spec.GitLab.Runner), Marker(string(rs.UID)))
+	if err != nil {
+		return g.explain(rs, err)
+	}
+	if id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64); id != 0 {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		if err := api.DeleteRunner(ctx, id); err != nil { // 404 counts as deleted
+			return g.explain(rs, err)
+		}
+		log.FromContext(ctx).Info("Deleted runner from GitLab", "runnerID", id)
+	}
+	if sec.Name != "" {
+		if err := g.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting Secret %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// explain turns a GitLab error into a TokenError that says what to fix, or
+// keeps it an error to retry with backoff when GitLab may answer later.
+func (g *GitLabTokens) explain(rs *v1alpha1.RunnerSet, err error) error {
+	var ge *gitlab.Error
+	if !errors.As(err, &ge) || ge.Retryable() {
+		return err
+	}
+	reg := rs.Spec.GitLab.Runner
+	secret := fmt.Sprintf("Secret %s/%s key %q (spec.gitlab.runner.apiTokenSecretRef)", rs.Namespace, reg.APITokenSecretRef.Name, reg.APITokenSecretRef.KeyOrDefault())
+	switch ge.Status {
+	case http.StatusUnauthorized:
+		return &TokenError{v1alpha1.ReasonGitLabUnauthorized, fmt.Sprintf(
+			"%s: GitLab refused the access token in %s as wrong, revoked or expired; store a valid token there", ge.Op, secret)}
+	case http.StatusForbidden:
+		if reg.Type == v1alpha1.RunnerTypeInstance {
+			return &TokenError{v1alpha1.ReasonGitLabForbidden, fmt.Sprintf(
+				"%s: GitLab forbade it (%s); an instance runner needs an administrator's token with the create_runner and manage_runner scopes in %s, or use runner.type group or project",
+				ge.Op, ge.Message, secret)}
+		}
+		return &TokenError{v1alpha1.ReasonGitLabForbidden, fmt.Sprintf(
+			"%s: GitLab forbade it (%s); the token in %s needs the create_runner and manage_runner scopes and the Maintainer or Owner role in the %s",
+			ge.Op, ge.Message, secret, reg.Type)}
+	case http.StatusNotFound:
+		field, id := "groupID", reg.GroupID
+		if reg.Type == v1alpha1.RunnerTypeProject {
+			field, id = "projectID", reg.ProjectID
+		}
+		what := "the runner"
+		if id != nil {
+			what = fmt.Sprintf("%s %d", reg.Type, *id)
+		}
+		return &TokenError{v1alpha1.ReasonGitLabNotFound, fmt.Sprintf(
+			"%s: GitLab does not know %s (%s); check spec.gitlab.runner.%s and that the token in %s can see it",
+			ge.Op, what, ge.Message, field, secret)}
+	}
+	return &TokenError{v1alpha1.ReasonGitLabRejected, fmt.Sprintf("%s: GitLab refused it (%d: %s); fix spec.gitlab.runner", ge.Op, ge.Status, ge.Message)}
+}

@@ -1,0 +1,226 @@
+// Package gitlab is runnerfleet's narrow view of the GitLab REST API: create a
+// runner, reset its authentication token, find the runners an earlier attempt
+// left, delete one. It wraps gitlab.com/gitlab-org/api/client-go and turns
+// its errors into ones that say what to fix.
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+)
+
+// Client is what runnerfleet asks of GitLab.
+type Client interface {
+	// CreateRunner creates a runner (POST /user/runners).
+	CreateRunner(ctx context.Context, o CreateOptions) (*Token, error)
+	// ResetToken gives the runner a new authentication token; the old one
+	// stops working (POST /runners/:id/reset_authentication_token).
+	ResetToken(ctx context.Context, id int64) (*Token, error)
+	// DeleteRunner deletes a runner; one that is already gone counts as deleted.
+	DeleteRunner(ctx context.Context, id int64) error
+	// FindRunners lists the IDs of the runners in scope whose description
+	// carries marker, oldest first.
+	FindRunners(ctx context.Context, s Scope, marker string) ([]int64, error)
+}
+
+// Scope is where a runner lives.
+type Scope struct {
+	Type      string // instance, group or project
+	GroupID   int64
+	ProjectID int64
+}
+
+// CreateOptions describe a new runner.
+type CreateOptions struct {
+	Scope
+	Description     string
+	MaintenanceNote string
+	Tags            []string
+	RunUntagged     bool
+	Locked          bool
+	Paused          bool
+	Protected       bool
+	MaximumTimeout  time.Duration
+}
+
+// Token is a runner's ID and authentication token.
+type Token struct {
+	RunnerID  int64
+	Value     string // never logged
+	ExpiresAt time.Time
+}
+
+// Error is a GitLab API failure with the HTTP status it came with (0 when
+// the request got no answer).
+type Error struct {
+	Op      string
+	Status  int
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("%s: no answer from GitLab: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("%s: GitLab answered %d %s: %s", e.Op, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether trying again later may succeed: no answer, 429
+// or a server error.
+func (e *Error) Retryable() bool {
+	return e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// StatusOf returns the HTTP status of a GitLab error, 0 for anything else.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Options tune the client.
+type Options struct {
+	// Timeout bounds one HTTP request; default 30s.
+	Timeout time.Duration
+	// Retries of 429 and 5xx within one call, with client-go's backoff;
+	// default 2. The controller's own backoff handles longer outages.
+	Retries int
+}
+
+// New returns a Client for the GitLab instance at baseURL (https://gitlab.example.com)
+// acting with the access token pat.
+func New(baseURL, pat string, o Options) (Client, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Retries == 0 {
+		o.Retries = 2
+	}
+	c, err := gl.NewClient(pat,
+		gl.WithBaseURL(strings.TrimSuffix(baseURL, "/")+"/api/v4"),
+		gl.WithHTTPClient(&http.Client{Timeout: o.Timeout}),
+		gl.WithCustomRetryMax(o.Retries),
+		gl.WithCustomRetryWaitMinMax(200*time.Millisecond, 2*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("creating GitLab client for %s: %w", baseURL, err)
+	}
+	return &client{c: c}, nil
+}
+
+type client struct{ c *gl.Client }
+
+func wrap(op string, resp *gl.Response, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &Error{Op: op, Err: err}
+	var er *gl.ErrorResponse
+	switch {
+	case errors.As(err, &er) && er.Response != nil:
+		e.Status, e.Message = er.Response.StatusCode, er.Message
+	case resp != nil && resp.Response != nil:
+		e.Status, e.Message = resp.StatusCode, err.Error()
+	}
+	return e
+}
+
+func runnerType(t string) string { return t + "_type" }
+
+func (c *client) CreateRunner(ctx context.Context, o CreateOptions) (*Token, error) {
+	opts := &gl.CreateUserRunnerOptions{
+		RunnerType:  gl.Ptr(runnerType(o.Type)),
+		Description: gl.Ptr(o.Description),
+		Paused:      gl.Ptr(o.Paused),
+		Locked:      gl.Ptr(o.Locked),
+		RunUntagged: gl.Ptr(o.RunUntagged),
+		TagList:     gl.Ptr(o.Tags),
+		AccessLevel: gl.Ptr("not_protected"),
+	}
+	if o.Protected {
+		opts.AccessLevel = gl.Ptr("ref_protected")
+	}
+	if o.GroupID != 0 {
+		opts.GroupID = gl.Ptr(o.GroupID)
+	}
+	if o.ProjectID != 0 {
+		opts.ProjectID = gl.Ptr(o.ProjectID)
+	}
+	if o.MaintenanceNote != "" {
+		opts.MaintenanceNote = gl.Ptr(o.MaintenanceNote)
+	}
+	if o.MaximumTimeout > 0 {
+		opts.MaximumTimeout = gl.Ptr(int64(o.MaximumTimeout.Seconds()))
+	}
+	r, resp, err := c.c.Users.CreateUserRunner(opts, gl.WithContext(ctx))
+	if err != nil {
+		return nil, wrap("creating runner", resp, err)
+	}
+	return &Token{RunnerID: r.ID, Value: r.Token, ExpiresAt: deref(r.TokenExpiresAt)}, nil
+}
+
+func (c *client) ResetToken(ctx context.Context, id int64) (*Token, error) {
+	t, resp, err := c.c.Runners.ResetRunnerAuthenticationToken(id, gl.WithContext(ctx))
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("resetting the token of runner %d", id), resp, err)
+	}
+	return &Token{RunnerID: id, Value: deref(t.Token), ExpiresAt: deref(t.TokenExpiresAt)}, nil
+}
+
+func (c *client) DeleteRunner(ctx context.Context, id int64) error {
+	resp, err := c.c.Runners.DeleteRegisteredRunnerByID(id, gl.WithContext(ctx))
+	if err = wrap(fmt.Sprintf("deleting runner %d", id), resp, err); StatusOf(err) == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+func (c *client) FindRunners(ctx context.Context, s Scope, marker string) ([]int64, error) {
+	var ids []int64
+	typ := gl.Ptr(runnerType(s.Type))
+	for page := int64(1); page != 0; {
+		list := gl.ListOptions{Page: page, PerPage: 100}
+		var (
+			rs   []*gl.Runner
+			resp *gl.Response
+			err  error
+		)
+		switch s.Type {
+		case "group":
+			rs, resp, err = c.c.Runners.ListGroupsRunners(s.GroupID, &gl.ListGroupsRunnersOptions{ListOptions: list, Type: typ}, gl.WithContext(ctx))
+		case "project":
+			rs, resp, err = c.c.Runners.ListProjectRunners(s.ProjectID, &gl.ListProjectRunnersOptions{ListOptions: list, Type: typ}, gl.WithContext(ctx))
+		default:
+			rs, resp, err = c.c.Runners.ListAllRunners(&gl.ListRunnersOptions{ListOptions: list, Type: typ}, gl.WithContext(ctx))
+		}
+		if err != nil {
+			return nil, wrap("listing runners", resp, err)
+		}
+		for _, r := range rs {
+			if strings.Contains(r.Description, marker) {
+				ids = append(ids, r.ID)
+			}
+		}
+		page = resp.NextPage
+	}
+	return ids, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
