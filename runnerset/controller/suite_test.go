@@ -18,14 +18,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
@@ -74,41 +77,76 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The manager talks through a counting transport with the rate limits
-	// the controller binary uses, so that benchmarks measure what production does.
-	mgrConfig := rest.CopyConfig(env.Config)
-	mgrConfig.QPS, mgrConfig.Burst = controller.DefaultQPS, controller.DefaultBurst
-	mgrConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
-	mapper, err := apiutil.NewDynamicRESTMapper(env.Config, must2(rest.HTTPClientFor(env.Config)))
-	if err != nil {
+	if err := startManager(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
-		Scheme:  env.Scheme,
-		Cache:   controller.CacheOptions(env.Scheme, mapper),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer stopManager()
 	go func() {
 		_ = testenv.SimulateDeployments(ctx, k8s, func(d *appsv1.Deployment) bool {
 			return strings.HasPrefix(d.Namespace, manualPrefix)
 		})
 	}()
 	return m.Run()
+}
+
+var (
+	managerMu   sync.Mutex
+	stopCurrent func()
+)
+
+// startManager starts the controller manager. The manager talks through a
+// counting transport with the rate limits the controller binary uses, so
+// that benchmarks measure what production does.
+func startManager() error {
+	managerMu.Lock()
+	defer managerMu.Unlock()
+	mgrConfig := rest.CopyConfig(env.Config)
+	mgrConfig.QPS, mgrConfig.Burst = controller.DefaultQPS, controller.DefaultBurst
+	mgrConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
+	mapper, err := apiutil.NewDynamicRESTMapper(env.Config, must2(rest.HTTPClientFor(env.Config)))
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
+		Scheme:  env.Scheme,
+		Cache:   controller.CacheOptions(env.Scheme, mapper),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Each restart registers the same controller name anew.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
+		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
+			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
+		}))
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	stopCurrent = func() { cancel(); <-done }
+	return nil
+}
+
+// stopManager stops the controller manager as a crash would: whatever it
+// was doing is cut off.
+func stopManager() {
+	managerMu.Lock()
+	defer managerMu.Unlock()
+	if stopCurrent != nil {
+		stopCurrent()
+		stopCurrent = nil
+	}
 }
 
 // writes counts the controller's mutating API requests.
