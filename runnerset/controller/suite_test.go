@@ -220,10 +220,16 @@ func runnerSet(ns, name, class string) *v1alpha1.RunnerSet {
 	}
 }
 
-// eventually polls cond until it returns nil or the deadline passes.
+// eventually polls cond until it returns nil or 30 s pass.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+// eventuallyWithin polls cond until it returns nil or d passes.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = cond(); err == nil {
@@ -231,7 +237,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s: still not true after 30s: %v", what, err)
+	t.Fatalf("%s: still not true after %s: %v", what, d, err)
 }
 
 func must2[T any](v T, err error) T {
