@@ -1,0 +1,137 @@
+// Package providers is what runnerfleet's VM fleet operations (fleet rotate,
+// fleet gc, the drain agent) need of a cloud, behind narrow interfaces. Each
+// cloud has a subpackage (gcp: cloud.google.com/go/compute, aws:
+// aws-sdk-go-v2) and, beside it, a loopback test server that speaks the
+// cloud's wire protocol, so the real SDK clients are what the tests drive.
+package providers
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is wrapped by errors about instances or images that do not exist.
+var ErrNotFound = errors.New("not found")
+
+// State is an instance's lifecycle state, the same words for every cloud.
+type State string
+
+const (
+	StateProvisioning State = "provisioning" // GCE PROVISIONING/STAGING, EC2 pending
+	StateRunning      State = "running"
+	StateStopping     State = "stopping" // GCE STOPPING/SUSPENDING, EC2 stopping/shutting-down
+	StateStopped      State = "stopped"  // GCE TERMINATED/SUSPENDED, EC2 stopped
+	StateTerminated   State = "terminated"
+)
+
+// Instance is a VM as fleet operations see it.
+type Instance struct {
+	// Name is unique within the project (GCE) or account and region (EC2,
+	// its Name tag).
+	Name string
+	// ID is the cloud's own ID (GCE's numeric id, EC2's i-…).
+	ID   string
+	Zone string
+	// Image the instance booted from (GCE source image of its boot disk, EC2 AMI ID).
+	Image string
+	// Labels are GCE labels or EC2 tags.
+	Labels    map[string]string
+	State     State
+	CreatedAt time.Time
+}
+
+// InstanceSpec describes an instance to create.
+type InstanceSpec struct {
+	Name        string
+	Zone        string
+	MachineType string // GCE machine type (n2d-standard-4) or EC2 instance type (c7i.xlarge)
+	Image       string // GCE image self link or name, EC2 AMI ID
+	Labels      map[string]string
+	// Metadata is GCE instance metadata (startup-script, …); on EC2 the
+	// "user-data" key becomes the instance's user data.
+	Metadata map[string]string
+	Spot     bool
+}
+
+// Image is a machine image.
+type Image struct {
+	ID        string
+	Name      string
+	Family    string // GCE image family; EC2: the "family" tag
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
+// DrainPhase is where a manager VM's drain agent is.
+type DrainPhase string
+
+const (
+	DrainNone     DrainPhase = ""         // no drain requested, or the agent has not seen it yet
+	DrainDraining DrainPhase = "draining" // the runner got its graceful stop and finishes its jobs
+	DrainDone     DrainPhase = "done"     // the runner exited: the VM may go
+)
+
+// DrainState is what the drain agent reports.
+type DrainState struct {
+	Phase     DrainPhase
+	JobsLeft  int
+	UpdatedAt time.Time
+}
+
+// Compute is what fleet operations need of a cloud: instances, the drain
+// handshake with their agents, and images.
+type Compute interface {
+	// ListInstances lists the instances, in every zone the provider covers,
+	// that carry all of labels.
+	ListInstances(ctx context.Context, labels map[string]string) ([]Instance, error)
+	// CreateInstance creates an instance and waits until the cloud reports
+	// the operation done.
+	CreateInstance(ctx context.Context, spec InstanceSpec) (Instance, error)
+	// DeleteInstance deletes an instance and waits for it; one that does not
+	// exist counts as deleted.
+	DeleteInstance(ctx context.Context, zone, name string) error
+	// RequestDrain asks the instance's drain agent to stop its runner
+	// gracefully: GCE instance metadata runnerfleet-drain=true, EC2 tag
+	// runnerfleet:drain=true.
+	RequestDrain(ctx context.Context, zone, name string) error
+	// DrainState reads what the instance's drain agent reported: GCE guest
+	// attributes under runnerfleet/, EC2 tags runnerfleet:drain-*.
+	DrainState(ctx context.Context, zone, name string) (DrainState, error)
+	// ListImages lists the images of a family, newest first.
+	ListImages(ctx context.Context, family string) ([]Image, error)
+	// DeleteImage deletes an image; one that does not exist counts as deleted.
+	DeleteImage(ctx context.Context, name string) error
+}
+
+// SpotRequests is EC2's extra: spot requests can outlive their instances.
+type SpotRequests interface {
+	// ListOrphanSpotRequests lists open or active spot instance requests that
+	// have no running instance.
+	ListOrphanSpotRequests(ctx context.Context) ([]string, error)
+	// CancelSpotRequests cancels spot instance requests.
+	CancelSpotRequests(ctx context.Context, ids []string) error
+}
+
+// Self is the drain agent's view of the instance it runs on.
+type Self interface {
+	// WaitDrainRequest blocks until a drain is requested for this instance
+	// (GCE: metadata wait-for-change; EC2: instance tags through IMDSv2,
+	// polled) or ctx ends.
+	WaitDrainRequest(ctx context.Context) error
+	// Report publishes the agent's state where Compute.DrainState reads it.
+	Report(ctx context.Context, s DrainState) error
+}
+
+// Metadata keys, label and tag names of the drain handshake.
+const (
+	GCEDrainKey          = "runnerfleet-drain"       // instance metadata, "true" to drain
+	GCEGuestNamespace    = "runnerfleet"             // guest attributes namespace
+	GCEGuestPhaseKey     = "drain-phase"             // guest attribute runnerfleet/drain-phase
+	GCEGuestJobsLeftKey  = "drain-jobs-left"         // guest attribute runnerfleet/drain-jobs-left
+	GCEGuestUpdatedAtKey = "drain-updated-at"        // RFC 3339
+	EC2DrainTag          = "runnerfleet:drain"       // "true" to drain
+	EC2PhaseTag          = "runnerfleet:drain-phase" // written by the agent
+	EC2JobsLeftTag       = "runnerfleet:drain-jobs-left"
+	EC2UpdatedAtTag      = "runnerfleet:drain-updated-at"
+)
