@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,6 +133,9 @@ func wrap(op string, resp *gl.Response, err error) error {
 		e.Status, e.Message = er.Response.StatusCode, er.Message
 	case resp != nil && resp.Response != nil:
 		e.Status, e.Message = resp.StatusCode, err.Error()
+	case errors.Is(err, gl.ErrNotFound):
+		// client-go answers every 404 with this sentinel.
+		e.Status, e.Message = http.StatusNotFound, "404 Not Found"
 	}
 	return e
 }
@@ -214,6 +218,7 @@ func (c *client) FindRunners(ctx context.Context, s Scope, marker string) ([]int
 		}
 		page = resp.NextPage
 	}
+	slices.Sort(ids) // oldest first
 	return ids, nil
 }
 

@@ -865,7 +865,7 @@ func (s *Server) listLocked(q *params, in func(*Runner) bool) reply {
 		next = strconv.FormatInt(page+1, 10)
 	}
 	if page > 1 {
-		prev = strconv.FormatInt(min(page-1, totalPages), 10)
+		prev = strconv.FormatInt(page-1, 10)
 	}
 	h.Set("X-Next-Page", next)
 	h.Set("X-Prev-Page", prev)
