@@ -95,7 +95,8 @@ type Options struct {
 	// Timeout bounds one HTTP request; default 30s.
 	Timeout time.Duration
 	// Retries of 429 and 5xx within one call, with client-go's backoff;
-	// default 2. The controller's own backoff handles longer outages.
+	// default 2, negative for none. The controller's own backoff handles
+	// longer outages.
 	Retries int
 }
 
@@ -105,8 +106,11 @@ func New(baseURL, pat string, o Options) (Client, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
-	if o.Retries == 0 {
+	switch {
+	case o.Retries == 0:
 		o.Retries = 2
+	case o.Retries < 0:
+		o.Retries = 0
 	}
 	c, err := gl.NewClient(pat,
 		gl.WithBaseURL(strings.TrimSuffix(baseURL, "/")+"/api/v4"),
