@@ -1,0 +1,20 @@
+package vmfleet
+
+import "fmt"
+
+// Windows shared runner managers follow GitLab.com's conventions.
+const (
+	// WindowsGroup is the manager group of the Windows shared runners.
+	WindowsGroup = "windows-shared-runners-manager"
+	// WindowsPrefix is the short prefix of their VMs and metrics.
+	WindowsPrefix = "wsrm"
+	// WindowsPrometheusJob scrapes their runners and windows_exporter.
+	WindowsPrometheusJob = "shared-runners-windows"
+	// WindowsConcurrent is each manager's default concurrent.
+	WindowsConcurrent = 400
+	// WindowsExporterPort is windows_exporter's default port.
+	WindowsExporterPort = 9182
+)
+
+// WindowsManagerName is the name of the n-th Windows manager.
+func WindowsManagerName(n int) string { return fmt.Sprintf("%s-%d", WindowsGroup, n) }
