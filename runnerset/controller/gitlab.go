@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,6 +32,7 @@ const (
 	keyExpiresAt = "token-expires-at"
 	keyObtained  = "token-obtained-at"
 	keyURL       = "gitlab-url"
+	keySettings  = "settings-hash"
 )
 
 // GitLabTokens creates the runner of a RunnerSet in GitLab, keeps its token
@@ -114,6 +118,18 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		expires, _ := time.Parse(time.RFC3339, string(sec.Data[keyExpiresAt]))
 		renewAt := renewTime(obtained, expires)
 		if id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
+			// Tags and settings changed in the spec reach GitLab.
+			if want := settingsHash(rs); string(sec.Data[keySettings]) != want {
+				if err := api.UpdateRunner(ctx, id, settings(rs)); err != nil && gitlab.StatusOf(err) != http.StatusNotFound {
+					return nil, g.explain(rs, err)
+				}
+				patch := client.MergeFrom(sec.DeepCopy())
+				sec.Data[keySettings] = []byte(want)
+				if err := g.Client.Patch(ctx, sec, patch); err != nil {
+					return nil, fmt.Errorf("recording the settings of runner %d: %w", id, err)
+				}
+				log.FromContext(ctx).Info("Updated runner settings in GitLab", "runnerID", id)
+			}
 			return &RunnerToken{Value: string(sec.Data[keyToken]), SecretRef: ref, RunnerID: id, RenewAt: renewAt}, nil
 		}
 		if id != 0 {
@@ -150,32 +166,48 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		if tok, err = api.ResetToken(ctx, ids[0]); err != nil {
 			return nil, g.explain(rs, err)
 		}
+		if err := api.UpdateRunner(ctx, ids[0], settings(rs)); err != nil {
+			return nil, g.explain(rs, err)
+		}
 		log.FromContext(ctx).Info("Adopted the runner an earlier attempt created", "runnerID", ids[0])
 	} else {
-		desc := reg.Description
-		if desc == "" {
-			desc = rs.Namespace + "/" + rs.Name
-		}
-		opts := gitlab.CreateOptions{
-			Scope:           scopeOf(reg),
-			Description:     desc + " " + marker,
-			MaintenanceNote: reg.MaintenanceNote,
-			Tags:            rs.Spec.Tags,
-			RunUntagged:     rs.Spec.RunUntagged,
-			Locked:          reg.Locked,
-			Paused:          reg.Paused,
-			Protected:       reg.Protected,
-		}
-		if reg.MaximumTimeout != nil {
-			opts.MaximumTimeout = reg.MaximumTimeout.Duration
-		}
-		if tok, err = api.CreateRunner(ctx, opts); err != nil {
+		if tok, err = api.CreateRunner(ctx, settings(rs)); err != nil {
 			return nil, g.explain(rs, err)
 		}
 		log.FromContext(ctx).Info("Created runner in GitLab", "runnerID", tok.RunnerID, "type", reg.Type)
 		g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "RunnerCreated", "CreateRunner", "created %s runner %d in GitLab", reg.Type, tok.RunnerID)
 	}
 	return g.store(ctx, rs, url, tok)
+}
+
+// settings are the runner's settings in GitLab as rs asks for them.
+func settings(rs *v1alpha1.RunnerSet) gitlab.CreateOptions {
+	reg := rs.Spec.GitLab.Runner
+	desc := reg.Description
+	if desc == "" {
+		desc = rs.Namespace + "/" + rs.Name
+	}
+	o := gitlab.CreateOptions{
+		Scope:           scopeOf(reg),
+		Description:     desc + " " + Marker(string(rs.UID)),
+		MaintenanceNote: reg.MaintenanceNote,
+		Tags:            rs.Spec.Tags,
+		RunUntagged:     rs.Spec.RunUntagged,
+		Locked:          reg.Locked,
+		Paused:          reg.Paused,
+		Protected:       reg.Protected,
+	}
+	if reg.MaximumTimeout != nil {
+		o.MaximumTimeout = reg.MaximumTimeout.Duration
+	}
+	return o
+}
+
+// settingsHash identifies settings(rs), to tell when GitLab needs an update.
+func settingsHash(rs *v1alpha1.RunnerSet) string {
+	b, _ := json.Marshal(settings(rs))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // renewTime is when a token obtained at obtained and expiring at expires is
@@ -203,6 +235,7 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 			keyRunnerID: []byte(strconv.FormatInt(tok.RunnerID, 10)),
 			keyObtained: []byte(now.Format(time.RFC3339)),
 			keyURL:      []byte(url),
+			keySettings: []byte(settingsHash(rs)),
 		}
 		if !tok.ExpiresAt.IsZero() {
 			sec.Data[keyExpiresAt] = []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))

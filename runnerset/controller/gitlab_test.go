@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,6 +110,34 @@ func TestACreatedRunnerLivesAndDiesWithItsRunnerSet(t *testing.T) {
 	}
 	assertNoLeak(t, ns, tok)
 
+	// A tag change reaches GitLab; the runner and its token stay.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		cur.Spec.Tags = []string{"team-a", "docker", "arm64"}
+		return k8s.Update(ctx, cur)
+	}))
+	eventually(t, "tags updated in GitLab", func() error {
+		r := runnersOf(srv, string(cur.UID))
+		if len(r) != 1 || strings.Join(r[0].Tags, ",") != "team-a,docker,arm64" || r[0].TokenResets != 0 {
+			return fmt.Errorf("%+v", r)
+		}
+		return nil
+	})
+
+	// The runner cannot move to another group, nor become a stored token.
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+	moved := cur.DeepCopy()
+	moved.Spec.GitLab.Runner.GroupID = ptr.To[int64](43)
+	if err := k8s.Update(ctx, moved); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("moving the runner to another group: %v", err)
+	}
+	switched := cur.DeepCopy()
+	switched.Spec.GitLab.Runner, switched.Spec.GitLab.TokenSecretRef = nil, &v1alpha1.SecretKeyRef{Name: "x"}
+	if err := k8s.Update(ctx, switched); err == nil || !strings.Contains(err.Error(), "orphan a runner") {
+		t.Errorf("switching to a stored token: %v", err)
+	}
+
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
 	must(t, k8s.Delete(ctx, cur))
 	eventually(t, "runner deleted from GitLab and RunnerSet gone", func() error {
 		if n := len(runnersOf(srv, string(cur.UID))); n != 0 {
@@ -362,6 +391,9 @@ func TestPropertyGitLabRunnersMatchRunnerSetsThroughCrashes(t *testing.T) {
 			mine := runnersOf(srv, string(rs.UID))
 			if len(mine) != 1 {
 				return fmt.Errorf("%s has %d runners in GitLab", rs.Name, len(mine))
+			}
+			if !slices.Equal(mine[0].Tags, rs.Spec.Tags) {
+				return fmt.Errorf("%s: GitLab has tags %v, the spec %v", rs.Name, mine[0].Tags, rs.Spec.Tags)
 			}
 			tok, err := storedToken(t, ns, rs.Name)
 			if err != nil || !srv.ValidToken(tok) || tok != mine[0].Token {

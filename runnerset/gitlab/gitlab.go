@@ -23,6 +23,8 @@ type Client interface {
 	// ResetToken gives the runner a new authentication token; the old one
 	// stops working (POST /runners/:id/reset_authentication_token).
 	ResetToken(ctx context.Context, id int64) (*Token, error)
+	// UpdateRunner sets a runner's settings to o (its scope is not changed).
+	UpdateRunner(ctx context.Context, id int64, o CreateOptions) error
 	// DeleteRunner deletes a runner; one that is already gone counts as deleted.
 	DeleteRunner(ctx context.Context, id int64) error
 	// FindRunners lists the IDs of the runners in scope whose description
@@ -154,10 +156,7 @@ func (c *client) CreateRunner(ctx context.Context, o CreateOptions) (*Token, err
 		Locked:      gl.Ptr(o.Locked),
 		RunUntagged: gl.Ptr(o.RunUntagged),
 		TagList:     gl.Ptr(o.Tags),
-		AccessLevel: gl.Ptr("not_protected"),
-	}
-	if o.Protected {
-		opts.AccessLevel = gl.Ptr("ref_protected")
+		AccessLevel: gl.Ptr(accessLevel(o.Protected)),
 	}
 	if o.GroupID != 0 {
 		opts.GroupID = gl.Ptr(o.GroupID)
@@ -176,6 +175,30 @@ func (c *client) CreateRunner(ctx context.Context, o CreateOptions) (*Token, err
 		return nil, wrap("creating runner", resp, err)
 	}
 	return &Token{RunnerID: r.ID, Value: r.Token, ExpiresAt: deref(r.TokenExpiresAt)}, nil
+}
+
+func (c *client) UpdateRunner(ctx context.Context, id int64, o CreateOptions) error {
+	opts := &gl.UpdateRunnerDetailsOptions{
+		Description:     gl.Ptr(o.Description),
+		Paused:          gl.Ptr(o.Paused),
+		TagList:         gl.Ptr(o.Tags),
+		RunUntagged:     gl.Ptr(o.RunUntagged),
+		Locked:          gl.Ptr(o.Locked),
+		AccessLevel:     gl.Ptr(accessLevel(o.Protected)),
+		MaintenanceNote: gl.Ptr(o.MaintenanceNote),
+	}
+	if o.MaximumTimeout > 0 {
+		opts.MaximumTimeout = gl.Ptr(int64(o.MaximumTimeout.Seconds()))
+	}
+	_, resp, err := c.c.Runners.UpdateRunnerDetails(id, opts, gl.WithContext(ctx))
+	return wrap(fmt.Sprintf("updating runner %d", id), resp, err)
+}
+
+func accessLevel(protected bool) string {
+	if protected {
+		return "ref_protected"
+	}
+	return "not_protected"
 }
 
 func (c *client) ResetToken(ctx context.Context, id int64) (*Token, error) {

@@ -54,6 +54,7 @@ type RunnerSetSpec struct {
 
 // GitLabSpec says how the runner authenticates with GitLab.
 // +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef) != has(self.runner)",message="gitlab takes exactly one of tokenSecretRef (an existing glrt- token) or runner (runnerfleet creates the runner through the GitLab API)"
+// +kubebuilder:validation:XValidation:rule="has(self.runner) == has(oldSelf.runner)",message="switching between tokenSecretRef and runner would orphan a runner in GitLab: create a new RunnerSet instead"
 type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
 	// +kubebuilder:validation:MaxLength=2048
@@ -87,6 +88,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type != 'group' || has(self.groupID)",message="runner.type group needs runner.groupID"
 // +kubebuilder:validation:XValidation:rule="self.type != 'project' || has(self.projectID)",message="runner.type project needs runner.projectID"
 // +kubebuilder:validation:XValidation:rule="self.type != 'instance' || (!has(self.groupID) && !has(self.projectID))",message="an instance runner takes neither groupID nor projectID"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type && has(self.groupID) == has(oldSelf.groupID) && (!has(self.groupID) || self.groupID == oldSelf.groupID) && has(self.projectID) == has(oldSelf.projectID) && (!has(self.projectID) || self.projectID == oldSelf.projectID)",message="runner.type, groupID and projectID are immutable: a runner cannot move between scopes; create a new RunnerSet instead"
 type RunnerRegistration struct {
 	// Type is instance (needs an administrator's token), group or project.
 	// +required

@@ -560,10 +560,12 @@ func (s *Server) route(r *http.Request) reply {
 		switch m {
 		case http.MethodGet:
 			return s.withParams(r, func(q *params) reply { return s.getRunner(q, id) })
+		case http.MethodPut:
+			return s.withParams(r, func(q *params) reply { return s.updateRunner(q, id) })
 		case http.MethodDelete:
 			return s.withParams(r, func(q *params) reply { return s.deleteRunner(q, id) })
 		}
-		return notAllowed(http.MethodGet, http.MethodDelete)
+		return notAllowed(http.MethodGet, http.MethodPut, http.MethodDelete)
 	case len(seg) == 3 && seg[0] == "runners" && seg[2] == "reset_authentication_token":
 		id, bad := pathID(seg[1])
 		if bad != nil {
@@ -908,6 +910,57 @@ func (s *Server) getRunner(q *params, id int64) reply {
 	}
 	if !s.canReadLocked(u, r) {
 		return noAccess
+	}
+	return reply{status: http.StatusOK, runner: id, body: s.detailsJSON(r)}
+}
+
+// updateRunner is PUT /runners/:id (UpdateRunnerDetails): only the fields
+// sent change.
+func (s *Server) updateRunner(q *params, id int64) reply {
+	u, bad := s.authLocked(q, ScopeAPI, ScopeManageRunner)
+	if bad != nil {
+		return *bad
+	}
+	r := s.runners[id]
+	if r == nil {
+		return runnerNotFound
+	}
+	if !s.canManageLocked(u, r) {
+		return noAccess
+	}
+	v := &validation{}
+	if d, ok := v.str(q, "description"); ok {
+		r.Description = d
+	}
+	if b, ok := v.bool(q, "paused"); ok {
+		r.Paused = b
+	}
+	if b, ok := v.bool(q, "locked"); ok {
+		r.Locked = b
+	}
+	if b, ok := v.bool(q, "run_untagged"); ok {
+		r.RunUntagged = b
+	}
+	if t, ok := v.strs(q, "tag_list"); ok {
+		r.Tags = t
+	}
+	if a, ok := v.str(q, "access_level"); ok {
+		if a != NotProtected && a != RefProtected {
+			v.fail("access_level does not have a valid value")
+		}
+		r.AccessLevel = a
+	}
+	if t, ok := v.int(q, "maximum_timeout"); ok {
+		if t < 600 {
+			return msg(http.StatusBadRequest, "400 Bad request - Maximum timeout needs to be at least 10 minutes")
+		}
+		r.MaximumTimeout = t
+	}
+	if n, ok := v.str(q, "maintenance_note"); ok {
+		r.MaintenanceNote = n
+	}
+	if bad := v.reply(); bad != nil {
+		return *bad
 	}
 	return reply{status: http.StatusOK, runner: id, body: s.detailsJSON(r)}
 }
