@@ -4,6 +4,8 @@
 //	fleet up     --stack local   a local control plane, the controller, the example RunnerSet
 //	fleet status --stack local   RunnerSets, control-plane processes, kubeconfig
 //	fleet down   --stack local   stop everything
+//	fleet rotate                 blue/green rotation of a VM manager group, no job lost
+//	fleet gc                     orphaned autoscaled VMs, spot requests and old images
 //
 // Only the local stack exists until the Pulumi program lands; every stack
 // goes through openStack (stack.go), so that it can take the others.
@@ -27,6 +29,8 @@ Usage:
   fleet up     [--stack local] [--state-dir DIR] [--timeout 3m] [--example FILE]
   fleet status [--stack local] [--state-dir DIR]
   fleet down   [--stack local] [--state-dir DIR] [--purge]
+  fleet rotate --provider gce|ec2 --group G --image I --zone Z --machine-type T [--drain-timeout 2h] [--webhook URL]
+  fleet gc     --provider gce|ec2 [--image-family F --keep 3] [--apply]
 
 Run fleet <command> -h for the flags of one command.
 `
@@ -110,6 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return s.Down(ctx, o)
+	case "rotate":
+		return rotate(ctx, args, stdout, stderr)
+	case "gc":
+		return gc(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,398 @@
+//go:build linux
+
+package vmfleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runnerfleet/runnerfleet/providers"
+	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
+	"github.com/runnerfleet/runnerfleet/providers/aws/ec2test"
+	"github.com/runnerfleet/runnerfleet/provisioning/drainagent"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+)
+
+// The test binary doubles as a stand-in gitlab-runner: with RF_STANDIN set
+// it runs jobs of the lengths in RF_JOBS (milliseconds), serves
+// gitlab_runner_jobs on RF_METRICS, and on SIGQUIT stops taking jobs,
+// finishes the running ones and exits; each finished job leaves a file.
+func TestMain(m *testing.M) {
+	if os.Getenv("RF_STANDIN") == "1" {
+		standIn()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func standIn() {
+	dir := os.Getenv("RF_DIR")
+	var running atomic.Int64
+	var wg sync.WaitGroup
+	for i, ms := range strings.Split(os.Getenv("RF_JOBS"), ",") {
+		d, _ := strconv.Atoi(ms)
+		running.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(d) * time.Millisecond)
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("job-%d.finished", i)), nil, 0o644)
+			running.Add(-1)
+		}()
+	}
+	ln, err := net.Listen("tcp", os.Getenv("RF_METRICS"))
+	if err != nil {
+		os.Exit(3)
+	}
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "# TYPE gitlab_runner_jobs gauge\ngitlab_runner_jobs{runner=\"x\",state=\"running\"} %d\n", running.Load())
+		}))
+	}()
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
+	<-quit
+	_ = os.WriteFile(filepath.Join(dir, "quit"), []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
+	wg.Wait() // graceful: every running job finishes
+	_ = os.WriteFile(filepath.Join(dir, "exited"), []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
+	os.Exit(0)
+}
+
+// manager is an old-color VM: an instance in the EC2 fake, a stand-in
+// runner holding jobs, and the real drain agent talking to the VM's IMDS.
+type manager struct {
+	name string
+	dir  string
+	jobs []int
+	cmd  *exec.Cmd
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startManager(t *testing.T, ctx context.Context, srv *ec2test.Server, name, color string, gen int, jobs []int) *manager {
+	t.Helper()
+	id := srv.AddInstance(ec2test.Instance{
+		ImageID: "ami-old", InstanceType: "c7i.xlarge", Zone: "us-east-1a", State: "running", MetadataTags: true,
+		Tags: map[string]string{"Name": name, vmfleet.LabelGroup: "wsrm", vmfleet.LabelColor: color,
+			vmfleet.LabelGeneration: strconv.Itoa(gen), vmfleet.LabelRole: vmfleet.RoleManager},
+	})
+	m := &manager{name: name, dir: t.TempDir(), jobs: jobs}
+	metrics := freeAddr(t)
+	var ms []string
+	for _, j := range jobs {
+		ms = append(ms, strconv.Itoa(j))
+	}
+	m.cmd = exec.Command(os.Args[0], "run")
+	m.cmd.Env = append(os.Environ(), "RF_STANDIN=1", "RF_DIR="+m.dir, "RF_JOBS="+strings.Join(ms, ","), "RF_METRICS="+metrics)
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _, _ = m.cmd.Process.Wait() })
+	go func() { _, _ = m.cmd.Process.Wait() }() // reap, as init would
+	self, err := rfaws.NewSelf(ctx, srv.Config(), rfaws.SelfOptions{IMDSEndpoint: srv.IMDSFor(id).URL(), PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := drainagent.NewRunnerControl(drainagent.RunnerOptions{PID: m.cmd.Process.Pid}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &drainagent.Agent{Self: self, Runner: runner, Jobs: &drainagent.MetricsJobCounter{URL: "http://" + metrics + "/metrics"},
+		Interval: 200 * time.Millisecond, Poll: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	go func() { _ = agent.Run(ctx) }()
+	return m
+}
+
+func (m *manager) finished() int {
+	n := 0
+	for i := range m.jobs {
+		if _, err := os.Stat(filepath.Join(m.dir, fmt.Sprintf("job-%d.finished", i))); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// at reads the time the stand-in wrote into file (quit, exited).
+func (m *manager) at(t *testing.T, file string) time.Time {
+	b, err := os.ReadFile(filepath.Join(m.dir, file))
+	if err != nil {
+		t.Fatalf("%s: no %s: %v", m.name, file, err)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, string(b))
+	return at
+}
+
+func compute(srv *ec2test.Server) *rfaws.Compute {
+	c := rfaws.New(srv.Config())
+	c.WaitMinDelay, c.WaitMaxDelay = 50*time.Millisecond, 200*time.Millisecond
+	return c
+}
+
+func instancesByTag(srv *ec2test.Server, key, value string) []ec2test.Instance {
+	var out []ec2test.Instance
+	for _, in := range srv.Instances() {
+		if in.Tags[key] == value && in.State != "terminated" && in.State != "shutting-down" {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// newImage registers the image the new color boots from.
+func newImage(srv *ec2test.Server) string {
+	for _, im := range srv.Images() {
+		if im.Name == "wsrm-new" {
+			return im.ID
+		}
+	}
+	return srv.AddImage(ec2test.Image{Name: "wsrm-new", CreationDate: time.Now(), Tags: map[string]string{"family": "wsrm-managers"}})
+}
+
+func rotation(srv *ec2test.Server, notify func(context.Context, vmfleet.Report), progress io.Writer) *vmfleet.Rotation {
+	return &vmfleet.Rotation{
+		Compute: compute(srv), Group: "wsrm", Prefix: "wsrm",
+		Template: providers.InstanceSpec{Zone: "us-east-1a", MachineType: "c7i.xlarge", Image: newImage(srv)},
+		Poll:     100 * time.Millisecond, HealthTimeout: 30 * time.Second, DrainTimeout: 60 * time.Second,
+		Progress: progress, Notify: notify,
+	}
+}
+
+// Four managers hold jobs of different lengths. The rotation drains them all
+// at once: no job is lost, no VM is deleted before its jobs are done, and
+// every old runner is asked to stop before any of them has finished (so the
+// rotation takes about the longest job, not the sum).
+func TestRotationLosesNoJobAndDrainsAllOldManagersAtOnce(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	srv.SetLatency(100*time.Millisecond, 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Every manager still runs a job when the drain comes (the new color
+	// takes a moment to come up first).
+	jobs := [][]int{{3000}, {2500, 2800}, {4000, 2500}, {2600}}
+	var olds []*manager
+	for i, j := range jobs {
+		olds = append(olds, startManager(t, ctx, srv, fmt.Sprintf("wsrm-blue-%d", i+1), "blue", 1, j))
+	}
+	var reports []vmfleet.Report
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep vmfleet.Report
+		_ = json.NewDecoder(r.Body).Decode(&rep)
+		reports = append(reports, rep)
+	}))
+	defer hook.Close()
+	var progress strings.Builder
+	start := time.Now()
+	rep, err := rotation(srv, vmfleet.Webhook(hook.URL, &progress), &progress).Run(ctx)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Logf("rotation of 4 managers with jobs of 2.5–4 s (17.4 s of jobs in all) took %s\n%s", took.Round(10*time.Millisecond), progress.String())
+
+	for _, m := range olds {
+		if n := m.finished(); n != len(m.jobs) {
+			t.Errorf("%s finished %d of %d jobs: a job was lost", m.name, n, len(m.jobs))
+		}
+	}
+	// Every old runner got its graceful stop before any of them had exited:
+	// the drains ran side by side, not one after the other.
+	var lastQuit, firstExit time.Time
+	for _, m := range olds {
+		if q := m.at(t, "quit"); q.After(lastQuit) {
+			lastQuit = q
+		}
+		if e := m.at(t, "exited"); firstExit.IsZero() || e.Before(firstExit) {
+			firstExit = e
+		}
+	}
+	if !lastQuit.Before(firstExit) {
+		t.Errorf("drains were sequential: the last SIGQUIT came at %s, after a runner exited at %s", lastQuit, firstExit)
+	}
+	if got := instancesByTag(srv, vmfleet.LabelColor, "blue"); len(got) != 0 {
+		t.Errorf("old VMs left: %v", got)
+	}
+	green := instancesByTag(srv, vmfleet.LabelColor, "green")
+	if len(green) != 4 {
+		t.Fatalf("%d new VMs, want 4", len(green))
+	}
+	for _, g := range green {
+		if g.ImageID != newImage(srv) || g.Tags[vmfleet.LabelGeneration] != "2" || g.PublicIP != "" {
+			t.Errorf("new VM %+v", g)
+		}
+	}
+	if rep.Result != "succeeded" || len(rep.Deleted) != 4 || len(reports) != 1 || reports[0].Result != "succeeded" {
+		t.Errorf("report %+v, webhook got %+v", rep, reports)
+	}
+}
+
+func TestANewColorThatNeverBecomesHealthyLeavesTheOldServing(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	srv.AddInstance(ec2test.Instance{ImageID: "ami-old", Zone: "us-east-1a", State: "running",
+		Tags: map[string]string{"Name": "wsrm-blue-1", vmfleet.LabelGroup: "wsrm", vmfleet.LabelColor: "blue", vmfleet.LabelGeneration: "1"}})
+	r := rotation(srv, nil, io.Discard)
+	r.HealthTimeout = 500 * time.Millisecond
+	r.Healthy = func(context.Context, providers.Instance) error { return errors.New("runner never contacted GitLab") }
+	_, err := r.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "never became healthy") || !strings.Contains(err.Error(), "keep serving") {
+		t.Fatalf("error %v", err)
+	}
+	if srv.Calls("CreateTags") > 1 { // the new VM's tags come with RunInstances; no drain tag may be set
+		for _, req := range srv.Requests("CreateTags") {
+			if req.Get("Tag.1.Key") == providers.EC2DrainTag {
+				t.Error("an old VM was asked to drain although the new color is not healthy")
+			}
+		}
+	}
+	if len(instancesByTag(srv, vmfleet.LabelColor, "blue")) != 1 {
+		t.Error("the old color was touched")
+	}
+}
+
+func TestATimeoutIsReportedAndNothingStillRunningJobsIsDeleted(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	slow := startManager(t, ctx, srv, "wsrm-blue-1", "blue", 1, []int{60_000})
+	var got vmfleet.Report
+	r := rotation(srv, func(_ context.Context, rep vmfleet.Report) { got = rep }, io.Discard)
+	r.DrainTimeout = time.Second
+	_, err := r.Run(ctx)
+	if !errors.Is(err, vmfleet.ErrTimeout) || !strings.Contains(err.Error(), "wsrm-blue-1 still run 1 jobs") {
+		t.Fatalf("error %v", err)
+	}
+	if got.Result != "timeout" || len(got.Waiting) != 1 {
+		t.Errorf("notified %+v", got)
+	}
+	if len(instancesByTag(srv, "Name", "wsrm-blue-1")) != 1 || slow.finished() != 0 {
+		t.Error("a VM still running a job was deleted")
+	}
+}
+
+func TestAnInterruptedRotationResumesWhereItStopped(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	agents, stopAgents := context.WithCancel(context.Background())
+	defer stopAgents()
+	for i := range 2 {
+		startManager(t, agents, srv, fmt.Sprintf("wsrm-blue-%d", i+1), "blue", 1, []int{1500})
+	}
+	first, cut := context.WithCancel(context.Background())
+	var progress strings.Builder
+	r := rotation(srv, nil, &progress)
+	go func() { // cut the rotation off while the old color drains
+		for !strings.Contains(progress.String(), "Asked 2 old blue VMs to drain") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cut()
+	}()
+	if _, err := r.Run(first); err == nil {
+		t.Fatal("the interrupted rotation reported success")
+	}
+	created := srv.Calls("RunInstances")
+	progress.Reset()
+	rep, err := rotation(srv, nil, &progress).Run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if srv.Calls("RunInstances") != created || !strings.Contains(progress.String(), "Resuming") {
+		t.Errorf("the rerun created VMs again or did not resume:\n%s", progress.String())
+	}
+	if len(instancesByTag(srv, vmfleet.LabelColor, "green")) != 2 || len(instancesByTag(srv, vmfleet.LabelColor, "blue")) != 0 || rep.Result != "succeeded" {
+		t.Errorf("after resuming: %+v", rep)
+	}
+}
+
+func TestRotatingAGroupThatDoesNotExistSaysSo(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	_, err := rotation(srv, nil, io.Discard).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "group wsrm does not exist") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestGCFindsOrphansAndDeletesOnlyWithApply(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	old := time.Now().Add(-3 * time.Hour)
+	vm := func(name, manager string, launched time.Time) {
+		srv.AddInstance(ec2test.Instance{ImageID: "ami-runner", Zone: "us-east-1a", State: "running", LaunchTime: launched,
+			Tags: map[string]string{"Name": name, "runnerfleet-autoscaled": "true", vmfleet.LabelManager: manager}})
+	}
+	vm("runner-a1", "manager-alive", old)
+	vm("runner-g1", "manager-gone", old)
+	vm("runner-g2", "manager-gone", time.Now()) // young: the manager may have just made it
+	srv.AddInstance(ec2test.Instance{ImageID: "ami-runner", Zone: "us-east-1a", State: "running", LaunchTime: old,
+		Tags: map[string]string{"Name": "runner-x7k2-manager-gone-1700000000-0", "runnerfleet-autoscaled": "true"}})
+	for i, day := range []int{1, 2, 3, 4} {
+		srv.AddImage(ec2test.Image{Name: fmt.Sprintf("wsrm-%d", i), CreationDate: time.Now().AddDate(0, 0, -day), Tags: map[string]string{"family": "wsrm"}})
+	}
+	srv.AddSpotRequest(ec2test.SpotRequest{State: "open", Type: "one-time", Zone: "us-east-1a"})
+
+	gc := func(apply bool) vmfleet.Plan {
+		var out strings.Builder
+		plan, err := (&vmfleet.GC{
+			Compute: compute(srv), Autoscaled: map[string]string{"runnerfleet-autoscaled": "true"},
+			NamePattern: regexp.MustCompile(`^runner-[a-z0-9]+-(.+)-\d+-\d+$`),
+			Managers: func(context.Context) (map[string]bool, error) {
+				return map[string]bool{"manager-alive": true}, nil
+			},
+			ImageFamilies: []string{"wsrm"}, Keep: 2, Apply: apply, Progress: &out,
+		}).Run(context.Background())
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		t.Log(out.String())
+		return plan
+	}
+	dry := gc(false)
+	if strings.Join(dry.VMs, ",") != "runner-g1,runner-x7k2-manager-gone-1700000000-0" || len(dry.SpotRequests) != 1 || len(dry.Images) != 2 {
+		t.Fatalf("plan %+v", dry)
+	}
+	if len(instancesByTag(srv, "runnerfleet-autoscaled", "true")) != 4 || len(srv.Images()) != 4 {
+		t.Fatal("a dry run deleted something")
+	}
+	gc(true)
+	if left := instancesByTag(srv, "runnerfleet-autoscaled", "true"); len(left) != 2 {
+		t.Errorf("after --apply %d autoscaled VMs left, want the live manager's and the young one", len(left))
+	}
+	if len(srv.Images()) != 2 {
+		t.Errorf("%d images left, want the newest 2", len(srv.Images()))
+	}
+	for _, sr := range srv.SpotRequests() {
+		if sr.State != "cancelled" {
+			t.Errorf("spot request %s is %s", sr.ID, sr.State)
+		}
+	}
+}
