@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -57,6 +58,10 @@ type Compute struct {
 	images    *compute.ImagesClient
 	zoneOps   *compute.ZoneOperationsClient
 	globalOps *compute.GlobalOperationsClient
+
+	// lists counts list calls in progress, including those abandoned by
+	// untilDone; Close waits for them.
+	lists sync.WaitGroup
 
 	// opPollMin and opPollMax pace operations.wait calls that return
 	// before the operation is DONE (the API's wait is best effort).
@@ -100,8 +105,11 @@ func New(ctx context.Context, project string, zones []string, opts ...option.Cli
 	return c, nil
 }
 
-// Close closes the API clients.
+// Close closes the API clients. It first waits for list calls abandoned
+// when their context ended: they end with their HTTP request, which the SDK
+// sends without the context, and the clients may not close under them.
 func (c *Compute) Close() error {
+	c.lists.Wait()
 	var errs []error
 	if c.instances != nil {
 		errs = append(errs, c.instances.Close())
@@ -140,6 +148,14 @@ func labelFilter(labels map[string]string) string {
 // labels, by zone and name. The labels are filtered by the API and checked
 // again here.
 func (c *Compute) ListInstances(ctx context.Context, labels map[string]string) ([]providers.Instance, error) {
+	out, err := untilDone(ctx, &c.lists, func() ([]providers.Instance, error) { return c.listInstances(ctx, labels) })
+	if err != nil {
+		return nil, wrap(err, "listing instances in project %s", c.project)
+	}
+	return out, nil
+}
+
+func (c *Compute) listInstances(ctx context.Context, labels map[string]string) ([]providers.Instance, error) {
 	req := &computepb.AggregatedListInstancesRequest{Project: c.project}
 	if len(labels) > 0 {
 		req.Filter = proto.String(labelFilter(labels))
@@ -152,7 +168,7 @@ func (c *Compute) ListInstances(ctx context.Context, labels map[string]string) (
 			break
 		}
 		if err != nil {
-			return nil, wrap(err, "listing instances in project %s", c.project)
+			return nil, err
 		}
 		zone, ok := strings.CutPrefix(pair.Key, "zones/")
 		if !ok || (c.zones != nil && !c.zones[zone]) {
@@ -172,6 +188,30 @@ func (c *Compute) ListInstances(ctx context.Context, labels map[string]string) (
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// untilDone runs fn but returns when ctx ends: the REST clients' paged
+// list calls (aggregatedList, list) send their HTTP requests without the
+// call's context, so a hung page would otherwise outlive any deadline. The
+// abandoned call ends with its HTTP request; wg counts it until then.
+func untilDone[T any](ctx context.Context, wg *sync.WaitGroup, fn func() ([]T, error)) ([]T, error) {
+	type result struct {
+		v   []T
+		err error
+	}
+	ch := make(chan result, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func hasLabels(have, want map[string]string) bool {
@@ -420,6 +460,14 @@ func (c *Compute) DrainState(ctx context.Context, zone, name string) (providers.
 // filters by family but refuses a filter together with a sort order, so
 // the sort is done here.
 func (c *Compute) ListImages(ctx context.Context, family string) ([]providers.Image, error) {
+	out, err := untilDone(ctx, &c.lists, func() ([]providers.Image, error) { return c.listImages(ctx, family) })
+	if err != nil {
+		return nil, wrap(err, "listing images of family %s in project %s", family, c.project)
+	}
+	return out, nil
+}
+
+func (c *Compute) listImages(ctx context.Context, family string) ([]providers.Image, error) {
 	it := c.images.List(ctx, &computepb.ListImagesRequest{
 		Project: c.project,
 		Filter:  proto.String("family = " + strconv.Quote(family)),
@@ -431,7 +479,7 @@ func (c *Compute) ListImages(ctx context.Context, family string) ([]providers.Im
 			break
 		}
 		if err != nil {
-			return nil, wrap(err, "listing images of family %s in project %s", family, c.project)
+			return nil, err
 		}
 		if img.GetFamily() != family {
 			continue

@@ -513,7 +513,7 @@ func TestDeleteInstance(t *testing.T) {
 
 func TestDeleteInstanceWaitsWhileTheVMIsStopping(t *testing.T) {
 	ctx := testCtx(t)
-	c, srv := newCompute(t, gcetest.WithOperationLatency(300*time.Millisecond))
+	c, srv := newCompute(t, gcetest.WithOperationLatency(500*time.Millisecond))
 	srv.AddInstance(gcetest.Instance{Name: "wsrm-3", Zone: zoneB})
 	done := make(chan error, 1)
 	go func() { done <- c.DeleteInstance(ctx, zoneB, "wsrm-3") }()
@@ -824,5 +824,49 @@ func TestDeleteImage(t *testing.T) {
 func TestNewRequiresAProject(t *testing.T) {
 	if _, err := gcp.New(context.Background(), "", nil); err == nil {
 		t.Fatal("New with no project: want an error")
+	}
+}
+
+// The SDK's paged list calls do not put the context on their HTTP
+// requests; the lists still return when the context ends.
+func TestListsReturnWhenTheContextEndsDuringAHungPage(t *testing.T) {
+	tests := []struct {
+		name    string
+		pattern string
+		list    func(ctx context.Context, c *gcp.Compute) error
+	}{
+		{"ListInstances", "/aggregated/instances", func(ctx context.Context, c *gcp.Compute) error {
+			_, err := c.ListInstances(ctx, map[string]string{"role": "manager"})
+			return err
+		}},
+		{"ListImages", "/global/images", func(ctx context.Context, c *gcp.Compute) error {
+			_, err := c.ListImages(ctx, "runner")
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, srv := newCompute(t)
+			srv.DelayNext("GET", tt.pattern, 1500*time.Millisecond, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := tt.list(ctx, c)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("err = %v, want context.DeadlineExceeded", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("returned after %v, want about 200ms", d)
+			}
+			// Close waits for the abandoned page rather than close the
+			// client under it.
+			start = time.Now()
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if d := time.Since(start); d < 500*time.Millisecond {
+				t.Errorf("Close returned after %v, before the abandoned page", d)
+			}
+		})
 	}
 }

@@ -92,7 +92,7 @@ func httpCode(err error) int {
 }
 
 func TestInsertStartsAnOperationThatBecomesDoneAndAnInstanceThatBecomesRunning(t *testing.T) {
-	c := newClients(t, gcetest.WithOperationLatency(400*time.Millisecond))
+	c := newClients(t, gcetest.WithOperationLatency(time.Second))
 	op, err := c.insert(t, "vm-1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +107,8 @@ func TestInsertStartsAnOperationThatBecomesDoneAndAnInstanceThatBecomesRunning(t
 	if in.Status != gcetest.StatusProvisioning {
 		t.Errorf("instance starts %s, want PROVISIONING", in.Status)
 	}
-	// Half way: RUNNING operation, STAGING instance.
-	time.Sleep(250 * time.Millisecond)
+	// Past half way: RUNNING operation, STAGING instance.
+	time.Sleep(600 * time.Millisecond)
 	got, err := c.zops.Get(c.ctx, &computepb.GetZoneOperationRequest{Project: c.proj, Zone: zone, Operation: op.Name()})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +148,32 @@ func TestInsertStartsAnOperationThatBecomesDoneAndAnInstanceThatBecomesRunning(t
 	c.srv.SetOperationLatency(0)
 	if err := op2.Wait(c.ctx); err != nil || !op2.Done() {
 		t.Errorf("Operation.Wait: %v done %v", err, op2.Done())
+	}
+}
+
+func TestInsertWithTheSameRequestIDIsTheSameOperation(t *testing.T) {
+	c := newClients(t)
+	req := func() (*compute.Operation, error) {
+		return c.inst.Insert(c.ctx, &computepb.InsertInstanceRequest{
+			Project: c.proj, Zone: zone, RequestId: proto.String("8d5e7a2c-1f3b-4c6d-9e0f-112233445566"),
+			InstanceResource: &computepb.Instance{
+				Name:              proto.String("vm-1"),
+				MachineType:       proto.String("zones/" + zone + "/machineTypes/e2-small"),
+				Disks:             []*computepb.AttachedDisk{{Boot: proto.Bool(true), InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String("projects/debian-cloud/global/images/family/debian-12")}}},
+				NetworkInterfaces: []*computepb.NetworkInterface{{}},
+			},
+		})
+	}
+	op1, err := req()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op2, err := req()
+	if err != nil {
+		t.Fatalf("retried insert: %v, want the same operation, not a conflict", err)
+	}
+	if op1.Name() != op2.Name() {
+		t.Errorf("operations %s and %s, want one", op1.Name(), op2.Name())
 	}
 }
 
