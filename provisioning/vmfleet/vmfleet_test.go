@@ -28,6 +28,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/providers"
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
 	"github.com/runnerfleet/runnerfleet/providers/aws/ec2test"
+	"github.com/runnerfleet/runnerfleet/providers/gcp"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcetest"
 	"github.com/runnerfleet/runnerfleet/provisioning/drainagent"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
@@ -102,6 +104,16 @@ func startManager(t *testing.T, ctx context.Context, srv *ec2test.Server, name, 
 		Tags: map[string]string{"Name": name, vmfleet.LabelGroup: "wsrm", vmfleet.LabelColor: color,
 			vmfleet.LabelGeneration: strconv.Itoa(gen), vmfleet.LabelRole: vmfleet.RoleManager},
 	})
+	self, err := rfaws.NewSelf(ctx, srv.Config(), rfaws.SelfOptions{IMDSEndpoint: srv.IMDSFor(id).URL(), PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runManager(t, ctx, self, name, jobs)
+}
+
+// runManager starts the stand-in runner and the real drain agent of a VM.
+func runManager(t *testing.T, ctx context.Context, self providers.Self, name string, jobs []int) *manager {
+	t.Helper()
 	m := &manager{name: name, dir: t.TempDir(), jobs: jobs}
 	metrics := freeAddr(t)
 	var ms []string
@@ -115,10 +127,6 @@ func startManager(t *testing.T, ctx context.Context, srv *ec2test.Server, name, 
 	}
 	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _, _ = m.cmd.Process.Wait() })
 	go func() { _, _ = m.cmd.Process.Wait() }() // reap, as init would
-	self, err := rfaws.NewSelf(ctx, srv.Config(), rfaws.SelfOptions{IMDSEndpoint: srv.IMDSFor(id).URL(), PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	runner, err := drainagent.NewRunnerControl(drainagent.RunnerOptions{PID: m.cmd.Process.Pid}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -394,5 +402,59 @@ func TestGCFindsOrphansAndDeletesOnlyWithApply(t *testing.T) {
 		if sr.State != "cancelled" {
 			t.Errorf("spot request %s is %s", sr.ID, sr.State)
 		}
+	}
+}
+
+// The same rotation on GCE: the drain request is instance metadata that
+// wakes each VM's metadata long poll; agents report through guest attributes.
+func TestRotationOnGCELosesNoJob(t *testing.T) {
+	srv := gcetest.New(gcetest.WithOperationLatency(50 * time.Millisecond))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const zone = "us-east1-b"
+	var olds []*manager
+	for i, jobs := range [][]int{{2500}, {3000, 2600}, {2700}} {
+		name := fmt.Sprintf("wsrm-blue-%d", i+1)
+		srv.AddInstance(gcetest.Instance{Name: name, Zone: zone, MachineType: "n2d-standard-4", SourceImage: "wsrm-old",
+			Labels:   map[string]string{vmfleet.LabelGroup: "wsrm", vmfleet.LabelColor: "blue", vmfleet.LabelGeneration: "1", vmfleet.LabelRole: vmfleet.RoleManager},
+			Metadata: map[string]string{"enable-guest-attributes": "TRUE"}})
+		self := &gcp.Self{BaseURL: srv.MetadataServerFor(zone, name).BaseURL()}
+		olds = append(olds, runManager(t, ctx, self, name, jobs))
+	}
+	srv.AddImage(gcetest.Image{Name: "wsrm-new", Family: "wsrm"})
+	c, err := gcp.New(ctx, "test-project", []string{zone}, srv.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	start := time.Now()
+	rep, err := (&vmfleet.Rotation{
+		Compute: c, Group: "wsrm", Prefix: "wsrm", Poll: 100 * time.Millisecond, DrainTimeout: time.Minute, Progress: &progress,
+		Template: providers.InstanceSpec{Zone: zone, MachineType: "n2d-standard-4", Image: "wsrm-new"},
+	}).Run(ctx)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Logf("GCE rotation of 3 managers with jobs of 2.5–3 s took %s", time.Since(start).Round(10*time.Millisecond))
+	for _, m := range olds {
+		if n := m.finished(); n != len(m.jobs) {
+			t.Errorf("%s finished %d of %d jobs", m.name, n, len(m.jobs))
+		}
+	}
+	var green, blue int
+	for _, in := range srv.Instances() {
+		switch in.Labels[vmfleet.LabelColor] {
+		case "green":
+			green++
+			if in.ExternalIP {
+				t.Errorf("new manager %s has an external IP", in.Name)
+			}
+		case "blue":
+			blue++
+		}
+	}
+	if green != 3 || blue != 0 || len(rep.Deleted) != 3 {
+		t.Errorf("green %d, blue %d, report %+v", green, blue, rep)
 	}
 }
