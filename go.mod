@@ -13,6 +13,7 @@ require (
 	github.com/aws/karpenter-provider-aws v1.15.0
 	github.com/aws/smithy-go v1.28.2
 	github.com/googleapis/gax-go/v2 v2.27.0
+	github.com/gorhill/cronexpr v0.0.0-20180427100037-88b0669f7d75
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.1
 	gitlab.com/gitlab-org/api/client-go v1.46.0

@@ -8,6 +8,7 @@ package runnerconfig
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -48,7 +49,80 @@ type Runner struct {
 	OutputLimit        int         `toml:"output_limit,omitempty"`
 	Environment        []string    `toml:"environment,omitempty"`
 	Kubernetes         *Kubernetes `toml:"kubernetes,omitempty"`
+	Docker             *Docker     `toml:"docker,omitempty"`
+	Machine            *Machine    `toml:"machine,omitempty"`
+	Autoscaler         *Autoscaler `toml:"autoscaler,omitempty"`
 	Cache              *Cache      `toml:"cache,omitempty"`
+}
+
+// Docker is [runners.docker]: the containers of jobs on autoscaled VMs.
+type Docker struct {
+	Image      string   `toml:"image"`
+	Privileged bool     `toml:"privileged"`
+	Volumes    []string `toml:"volumes,omitempty"`
+	ShmSize    int64    `toml:"shm_size,omitempty"`
+	PullPolicy []string `toml:"pull_policy,omitempty"`
+}
+
+// Machine is [runners.machine], the docker+machine autoscaler. gitlab-runner
+// reads these keys by their Go field names.
+type Machine struct {
+	IdleCount      int                  `toml:"IdleCount"`
+	IdleTime       int                  `toml:"IdleTime"` // seconds
+	MaxBuilds      int                  `toml:"MaxBuilds,omitempty"`
+	MaxGrowthRate  int                  `toml:"MaxGrowthRate,omitempty"`
+	MachineDriver  string               `toml:"MachineDriver"`
+	MachineName    string               `toml:"MachineName"`
+	MachineOptions []string             `toml:"MachineOptions"`
+	Autoscaling    []MachineAutoscaling `toml:"autoscaling,omitempty"`
+}
+
+// MachineAutoscaling is one [[runners.machine.autoscaling]] period.
+type MachineAutoscaling struct {
+	Periods   []string `toml:"Periods"`
+	Timezone  string   `toml:"Timezone,omitempty"`
+	IdleCount int      `toml:"IdleCount"`
+	IdleTime  int      `toml:"IdleTime"`
+}
+
+// Autoscaler is [runners.autoscaler], the docker-autoscaler executor with a
+// fleeting plugin.
+type Autoscaler struct {
+	Plugin              string             `toml:"plugin"`
+	CapacityPerInstance int                `toml:"capacity_per_instance"`
+	MaxUseCount         int                `toml:"max_use_count,omitempty"`
+	MaxInstances        int                `toml:"max_instances"`
+	PluginConfig        map[string]string  `toml:"plugin_config,omitempty"`
+	ConnectorConfig     *ConnectorConfig   `toml:"connector_config,omitempty"`
+	Policy              []AutoscalerPolicy `toml:"policy,omitempty"`
+}
+
+// ConnectorConfig is how the manager reaches the instances.
+type ConnectorConfig struct {
+	Username             string `toml:"username,omitempty"`
+	UseExternalAddr      bool   `toml:"use_external_addr"`
+	UseStaticCredentials bool   `toml:"use_static_credentials,omitempty"`
+}
+
+// AutoscalerPolicy is one [[runners.autoscaler.policy]] period.
+type AutoscalerPolicy struct {
+	Periods   []string `toml:"periods"`
+	Timezone  string   `toml:"timezone,omitempty"`
+	IdleCount int      `toml:"idle_count"`
+	IdleTime  Duration `toml:"idle_time"`
+}
+
+// Duration is written the way gitlab-runner reads durations: "20m0s".
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
 }
 
 // Kubernetes is [runners.kubernetes], the kubernetes executor.
