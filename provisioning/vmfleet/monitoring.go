@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 )
 
 // Ports the Windows managers serve metrics on.
@@ -12,47 +12,20 @@ const (
 	RunnerMetricsPort = 9252 // gitlab-runner's listen_address
 )
 
-// ScrapeConfig is one Prometheus scrape_configs entry.
-type ScrapeConfig struct {
-	JobName        string          `json:"job_name"`
-	ScrapeInterval string          `json:"scrape_interval,omitempty"`
-	GCESDConfigs   []GCESDConfig   `json:"gce_sd_configs,omitempty"`
-	RelabelConfigs []RelabelConfig `json:"relabel_configs,omitempty"`
-}
-
-// GCESDConfig finds scrape targets among GCE instances.
-type GCESDConfig struct {
-	Project         string `json:"project"`
-	Zone            string `json:"zone"`
-	Filter          string `json:"filter,omitempty"`
-	Port            int    `json:"port"`
-	RefreshInterval string `json:"refresh_interval,omitempty"`
-}
-
-// RelabelConfig is a Prometheus relabelling step.
-type RelabelConfig struct {
-	SourceLabels []string `json:"source_labels,omitempty"`
-	Separator    string   `json:"separator,omitempty"`
-	Regex        string   `json:"regex,omitempty"`
-	TargetLabel  string   `json:"target_label,omitempty"`
-	Replacement  string   `json:"replacement,omitempty"`
-	Action       string   `json:"action,omitempty"`
-}
-
 // WindowsScrapeConfig scrapes the Windows shared runner managers of project
 // in zones as the job shared-runners-windows: gitlab-runner's metrics and
 // windows_exporter's, found through GCE service discovery by their group
 // label. Each target is labelled with its manager (instance), its color and
 // the exporter it came from.
-func WindowsScrapeConfig(project string, zones []string) ScrapeConfig {
-	sc := ScrapeConfig{JobName: WindowsPrometheusJob, ScrapeInterval: "30s"}
+func WindowsScrapeConfig(project string, zones []string) prometheus.ScrapeConfig {
+	sc := prometheus.ScrapeConfig{JobName: WindowsPrometheusJob, ScrapeInterval: "30s"}
 	filter := fmt.Sprintf(`labels.%s = "%s"`, LabelGroup, WindowsGroup)
 	for _, z := range zones {
 		for _, port := range []int{RunnerMetricsPort, WindowsExporterPort} {
-			sc.GCESDConfigs = append(sc.GCESDConfigs, GCESDConfig{Project: project, Zone: z, Filter: filter, Port: port, RefreshInterval: "60s"})
+			sc.GCESDConfigs = append(sc.GCESDConfigs, prometheus.GCESDConfig{Project: project, Zone: z, Filter: filter, Port: port, RefreshInterval: "60s"})
 		}
 	}
-	sc.RelabelConfigs = []RelabelConfig{
+	sc.RelabelConfigs = []prometheus.RelabelConfig{
 		// Terminated and stopping VMs serve nothing.
 		{SourceLabels: []string{"__meta_gce_instance_status"}, Regex: "RUNNING", Action: "keep"},
 		{SourceLabels: []string{"__meta_gce_instance_name"}, TargetLabel: "instance"},
@@ -92,13 +65,4 @@ func WindowsAlertRules() string {
     annotations:
       summary: "{{ $labels.instance }} has run at its concurrent limit (%[3]d) for 15 minutes: jobs queue"
 `, WindowsPrefix, job, WindowsConcurrent)
-}
-
-// Render renders scrape configs as a prometheus.yml that loads ruleFiles.
-func Render(ruleFiles []string, scrapes ...ScrapeConfig) ([]byte, error) {
-	return yaml.Marshal(map[string]any{
-		"global":         map[string]any{"scrape_interval": "30s", "evaluation_interval": "30s"},
-		"rule_files":     ruleFiles,
-		"scrape_configs": scrapes,
-	})
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 )
 
 // promtool comes from Debian's prometheus package, which .ci/run installs.
@@ -28,7 +30,11 @@ func TestWindowsScrapeConfigAndRulesPassPromtool(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(WindowsAlertRules()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Render([]string{rules}, WindowsScrapeConfig("ci-project", []string{"us-east1-b", "us-east1-c"}))
+	cfg, err := prometheus.Render(prometheus.Config{
+		Global:        prometheus.Global{ScrapeInterval: "30s"},
+		RuleFiles:     []string{rules},
+		ScrapeConfigs: []prometheus.ScrapeConfig{WindowsScrapeConfig("ci-project", []string{"us-east1-b", "us-east1-c"})},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

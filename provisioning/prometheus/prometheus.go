@@ -1,0 +1,96 @@
+// Package prometheus holds the parts of Prometheus's configuration runnerfleet
+// writes, as typed structs rendered to YAML, and a wrapper of promtool for
+// the tests that check every file before it ships.
+package prometheus
+
+import (
+	"sigs.k8s.io/yaml"
+)
+
+// Config is a prometheus.yml.
+type Config struct {
+	Global        Global         `json:"global"`
+	RuleFiles     []string       `json:"rule_files,omitempty"`
+	ScrapeConfigs []ScrapeConfig `json:"scrape_configs"`
+}
+
+// Global settings.
+type Global struct {
+	ScrapeInterval     string            `json:"scrape_interval,omitempty"`
+	EvaluationInterval string            `json:"evaluation_interval,omitempty"`
+	ExternalLabels     map[string]string `json:"external_labels,omitempty"`
+}
+
+// ScrapeConfig is one scrape_configs entry.
+type ScrapeConfig struct {
+	JobName             string              `json:"job_name"`
+	ScrapeInterval      string              `json:"scrape_interval,omitempty"`
+	MetricsPath         string              `json:"metrics_path,omitempty"`
+	HonorLabels         bool                `json:"honor_labels,omitempty"`
+	Params              map[string][]string `json:"params,omitempty"`
+	StaticConfigs       []StaticConfig      `json:"static_configs,omitempty"`
+	GCESDConfigs        []GCESDConfig       `json:"gce_sd_configs,omitempty"`
+	KubernetesSDConfigs []KubernetesSD      `json:"kubernetes_sd_configs,omitempty"`
+	RelabelConfigs      []RelabelConfig     `json:"relabel_configs,omitempty"`
+}
+
+// StaticConfig lists fixed targets.
+type StaticConfig struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// GCESDConfig finds targets among GCE instances.
+type GCESDConfig struct {
+	Project         string `json:"project"`
+	Zone            string `json:"zone"`
+	Filter          string `json:"filter,omitempty"`
+	Port            int    `json:"port"`
+	RefreshInterval string `json:"refresh_interval,omitempty"`
+}
+
+// KubernetesSD finds targets among Kubernetes objects.
+type KubernetesSD struct {
+	Role       string      `json:"role"`
+	Namespaces *Namespaces `json:"namespaces,omitempty"`
+}
+
+// Namespaces limits Kubernetes discovery.
+type Namespaces struct {
+	Names []string `json:"names"`
+}
+
+// RelabelConfig is a relabelling step.
+type RelabelConfig struct {
+	SourceLabels []string `json:"source_labels,omitempty"`
+	Separator    string   `json:"separator,omitempty"`
+	Regex        string   `json:"regex,omitempty"`
+	TargetLabel  string   `json:"target_label,omitempty"`
+	Replacement  string   `json:"replacement,omitempty"`
+	Action       string   `json:"action,omitempty"`
+}
+
+// RuleFile is a rule file.
+type RuleFile struct {
+	Groups []RuleGroup `json:"groups"`
+}
+
+// RuleGroup is a group of rules evaluated together.
+type RuleGroup struct {
+	Name     string `json:"name"`
+	Interval string `json:"interval,omitempty"`
+	Rules    []Rule `json:"rules"`
+}
+
+// Rule is a recording rule (Record) or an alerting rule (Alert).
+type Rule struct {
+	Record      string            `json:"record,omitempty"`
+	Alert       string            `json:"alert,omitempty"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Render encodes any of the above as YAML.
+func Render(v any) ([]byte, error) { return yaml.Marshal(v) }
