@@ -23,15 +23,15 @@ type Global struct {
 
 // ScrapeConfig is one scrape_configs entry.
 type ScrapeConfig struct {
-	JobName             string              `json:"job_name"`
-	ScrapeInterval      string              `json:"scrape_interval,omitempty"`
-	MetricsPath         string              `json:"metrics_path,omitempty"`
-	HonorLabels         bool                `json:"honor_labels,omitempty"`
-	Params              map[string][]string `json:"params,omitempty"`
-	StaticConfigs       []StaticConfig      `json:"static_configs,omitempty"`
-	GCESDConfigs        []GCESDConfig       `json:"gce_sd_configs,omitempty"`
-	KubernetesSDConfigs []KubernetesSD      `json:"kubernetes_sd_configs,omitempty"`
-	RelabelConfigs      []RelabelConfig     `json:"relabel_configs,omitempty"`
+	JobName        string              `json:"job_name"`
+	ScrapeInterval string              `json:"scrape_interval,omitempty"`
+	MetricsPath    string              `json:"metrics_path,omitempty"`
+	HonorLabels    bool                `json:"honor_labels,omitempty"`
+	Params         map[string][]string `json:"params,omitempty"`
+	StaticConfigs  []StaticConfig      `json:"static_configs,omitempty"`
+	GCESDConfigs   []GCESDConfig       `json:"gce_sd_configs,omitempty"`
+	DNSSDConfigs   []DNSSDConfig       `json:"dns_sd_configs,omitempty"`
+	RelabelConfigs []RelabelConfig     `json:"relabel_configs,omitempty"`
 }
 
 // StaticConfig lists fixed targets.
@@ -49,15 +49,12 @@ type GCESDConfig struct {
 	RefreshInterval string `json:"refresh_interval,omitempty"`
 }
 
-// KubernetesSD finds targets among Kubernetes objects.
-type KubernetesSD struct {
-	Role       string      `json:"role"`
-	Namespaces *Namespaces `json:"namespaces,omitempty"`
-}
-
-// Namespaces limits Kubernetes discovery.
-type Namespaces struct {
-	Names []string `json:"names"`
+// DNSSDConfig finds targets by DNS, for example the SRV records of a
+// Kubernetes headless Service (_metrics._tcp.<service>.<namespace>.svc.cluster.local).
+type DNSSDConfig struct {
+	Names           []string `json:"names"`
+	Type            string   `json:"type,omitempty"`
+	RefreshInterval string   `json:"refresh_interval,omitempty"`
 }
 
 // RelabelConfig is a relabelling step.

@@ -147,13 +147,14 @@ func (g ManagerGroup) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ManagerName is the name of the n-th manager of the group; its VMs carry
-// it in their runnerfleet-manager label, which fleet gc reads.
-func (g ManagerGroup) ManagerName(n int) string { return fmt.Sprintf("%s-%s-%d", g.Fleet, g.Name, n) }
+// ManagerName names the group's manager: its Helm release, Deployment and
+// headless Service, and the runnerfleet-manager label of its VMs, which fleet
+// gc and the OrphanedVMs alert read. Its replicas share it.
+func (g ManagerGroup) ManagerName() string { return g.Fleet + "-" + g.Name }
 
-// Config is the config.toml of manager n of the group. The token is
+// Config is the config.toml of the group's managers. The token is
 // runnerconfig.TokenPlaceholder.
-func (g ManagerGroup) Config(n int) (runnerconfig.Config, error) {
+func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 	if err := g.Validate(); err != nil {
 		return runnerconfig.Config{}, err
 	}
@@ -165,7 +166,7 @@ func (g ManagerGroup) Config(n int) (runnerconfig.Config, error) {
 	if jobImage == "" {
 		jobImage = "alpine:3.22"
 	}
-	manager := g.ManagerName(n)
+	manager := g.ManagerName()
 	r := runnerconfig.Runner{
 		Name:               manager,
 		URL:                g.GitLabURL,

@@ -29,7 +29,7 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	autoscaler.Executor, autoscaler.InstanceGroup = ExecutorDockerAutoscaler, "ci-prod-runners"
 	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler} {
 		t.Run(name, func(t *testing.T) {
-			c, err := g.Config(1)
+			c, err := g.Config()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,14 +45,14 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 }
 
 func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
-	c, err := production().Config(2)
+	c, err := production().Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := c.Runners[0]
 	opts := strings.Join(r.Machine.MachineOptions, " ")
 	for _, want := range []string{"google-use-internal-ip-only=true", "google-preemptible=true", "google-zone=us-east1-c",
-		"google-machine-type=n2d-standard-2", "google-label=runnerfleet-manager:production-shared-gce-2", "google-tags=ci-runner"} {
+		"google-machine-type=n2d-standard-2", "google-label=runnerfleet-manager:production-shared-gce", "google-tags=ci-runner"} {
 		if !strings.Contains(opts, want) {
 			t.Errorf("MachineOptions lack %s: %v", want, r.Machine.MachineOptions)
 		}
@@ -83,7 +83,7 @@ func TestBadGroupsAreRefusedNamingTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := production()
 			tc.mutate(&g)
-			_, err := g.Config(1)
+			_, err := g.Config()
 			if err == nil {
 				t.Fatal("accepted")
 			}

@@ -1,0 +1,109 @@
+package sharedfleet
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+)
+
+func fleets() (Fleet, Fleet) {
+	staging := production()
+	staging.Fleet, staging.MaxVMs, staging.IdleCount = "staging", 10, 2
+	staging.Periods[0].IdleCount = 1
+	return Fleet{Name: "production", Groups: []ManagerGroup{production()}, VMQuota: 500},
+		Fleet{Name: "staging", Groups: []ManagerGroup{staging}}
+}
+
+func render(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := prometheus.Render(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEveryPrometheusFilePassesPromtool(t *testing.T) {
+	prod, staging := fleets()
+	dir := t.TempDir()
+	files := prometheus.Files{
+		"central.yml": render(t, CentralConfig(prod, staging)),
+	}
+	for _, f := range []Fleet{prod, staging} {
+		files[f.Name+".yml"] = render(t, f.PrometheusConfig(f.Name+".recording.yml", f.Name+".alerts.yml"))
+		files[f.Name+".recording.yml"] = render(t, f.RecordingRules())
+		files[f.Name+".alerts.yml"] = render(t, f.AlertRules())
+	}
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []string{"production.yml", "staging.yml", "central.yml"} {
+		out, err := prometheus.Promtool(dir, "check", "config", cfg)
+		if err != nil || !strings.Contains(out, "SUCCESS") {
+			t.Errorf("%s: %v\n%s", cfg, err, out)
+		}
+	}
+	out, err := prometheus.Promtool(dir, "check", "rules", "production.recording.yml", "production.alerts.yml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(files["production.yml"]), `labels.runnerfleet-fleet = "production"`) ||
+		!strings.Contains(string(files["central.yml"]), "prometheus.staging.svc:9090") {
+		t.Errorf("discovery or federation targets missing:\n%s\n%s", files["production.yml"], files["central.yml"])
+	}
+}
+
+func TestFleetAlertsFireWhenTheyShould(t *testing.T) {
+	prod, _ := fleets()
+	dir := t.TempDir()
+	files := prometheus.Files{
+		"recording.yml": render(t, prod.RecordingRules()),
+		"alerts.yml":    render(t, prod.AlertRules()),
+		"alerts.test.yml": []byte(`rule_files: [recording.yml, alerts.yml]
+evaluation_interval: 1m
+tests:
+- interval: 1m
+  input_series:
+  # A manager that stopped answering.
+  - series: 'up{job="runner-managers", instance="10-4-0-7.production-shared-gce.production.svc.cluster.local:9252", manager="production-shared-gce-1"}'
+    values: '1 1 0 0 0 0 0 0 0 0'
+  # VMs of a manager that no longer exists, and of one that does.
+  - series: 'up{job="autoscaled-vms", instance="runner-a", manager="production-shared-gce-9"}'
+    values: '1x60'
+  - series: 'up{job="autoscaled-vms", instance="runner-b", manager="production-shared-gce-1"}'
+    values: '1x60'
+  # A manager pod deleted 3h10m before the test starts, still stopping.
+  - series: 'kube_pod_deletion_timestamp{namespace="production", pod="shared-gce-0"}'
+    values: '-11400x60'
+  alert_rule_test:
+  - eval_time: 3m
+    alertname: RunnerManagerDown
+    exp_alerts: []
+  - eval_time: 8m
+    alertname: RunnerManagerDown
+    exp_alerts:
+    - exp_labels: {severity: page, job: runner-managers, instance: "10-4-0-7.production-shared-gce.production.svc.cluster.local:9252", manager: production-shared-gce-1}
+      exp_annotations: {summary: "Runner manager production-shared-gce-1 (10-4-0-7.production-shared-gce.production.svc.cluster.local:9252) of fleet production is down"}
+  - eval_time: 40m
+    alertname: OrphanedVMs
+    exp_alerts:
+    - exp_labels: {severity: warning, manager: production-shared-gce-9}
+      exp_annotations: {summary: "1 VMs of manager production-shared-gce-9, which no longer runs: run fleet gc"}
+  - eval_time: 15m
+    alertname: RunnerDrainStuck
+    exp_alerts:
+    - exp_labels: {severity: page, namespace: production, pod: shared-gce-0}
+      exp_annotations: {summary: "Manager shared-gce-0 has drained for over 3h with jobs left"}
+  - eval_time: 15m
+    alertname: VMCountNearQuota
+    exp_alerts: []
+`),
+	}
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := prometheus.Promtool(dir, "test", "rules", "alerts.test.yml"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
