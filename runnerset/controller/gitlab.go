@@ -117,7 +117,22 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		obtained, _ := time.Parse(time.RFC3339, string(sec.Data[keyObtained]))
 		expires, _ := time.Parse(time.RFC3339, string(sec.Data[keyExpiresAt]))
 		renewAt := renewTime(obtained, expires)
+		valid := true
 		if id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
+			// A token GitLab no longer accepts (the runner was deleted or its
+			// token reset outside runnerfleet) is replaced below.
+			ok, err := api.VerifyToken(ctx, string(sec.Data[keyToken]))
+			if err != nil {
+				return nil, g.explain(rs, err)
+			}
+			valid = ok
+			if !ok {
+				log.FromContext(ctx).Info("GitLab no longer accepts the stored runner token; replacing it", "runnerID", id)
+				g.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "TokenRejected", "VerifyToken",
+					"GitLab no longer accepts the token of runner %d; runnerfleet replaces it", id)
+			}
+		}
+		if valid && id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
 			// Tags and settings changed in the spec reach GitLab.
 			if want := settingsHash(rs); string(sec.Data[keySettings]) != want {
 				if err := api.UpdateRunner(ctx, id, settings(rs)); err != nil && gitlab.StatusOf(err) != http.StatusNotFound {
@@ -136,9 +151,9 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 			tok, err := api.ResetToken(ctx, id)
 			switch {
 			case err == nil:
-				log.FromContext(ctx).Info("Rotated runner token before it expires", "runnerID", id, "expiredAt", expires)
+				log.FromContext(ctx).Info("Rotated runner token", "runnerID", id, "expiresAt", expires)
 				g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "TokenRotated", "RotateToken",
-					"rotated the token of runner %d, which expired at %s; managers roll to the new one", id, expires.Format(time.RFC3339))
+					"rotated the token of runner %d; managers roll to the new one", id)
 				return g.store(ctx, rs, url, tok)
 			case gitlab.StatusOf(err) == http.StatusNotFound:
 				// Deleted in GitLab behind our back: make a new one below.

@@ -418,3 +418,40 @@ func pick(rnd *rand.Rand, set map[string]bool) string {
 	slices.Sort(keys)
 	return keys[rnd.IntN(len(keys))]
 }
+
+func TestATokenResetOutsideRunnerfleetIsReplaced(t *testing.T) {
+	srv := gitlabServer(t)
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, patName, pat)
+	rs := createdRunnerSet(srv, ns, "reset", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	stale, err := storedToken(t, ns, "reset")
+	must(t, err)
+
+	// Someone resets the token in GitLab's UI: the stored one stops working.
+	api, err := gitlab.New(srv.URL(), pat, gitlab.Options{})
+	must(t, err)
+	_, err = api.ResetToken(ctx, cur.Status.RunnerID)
+	must(t, err)
+	if srv.ValidToken(stale) {
+		t.Fatal("the fake still accepts the old token")
+	}
+	// Any change brings the RunnerSet back to the controller.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+		cur.Spec.Tags = append(cur.Spec.Tags, "nudge")
+		return k8s.Update(ctx, cur)
+	}))
+	eventually(t, "a working token stored again", func() error {
+		tok, err := storedToken(t, ns, "reset")
+		if err != nil || tok == stale || !srv.ValidToken(tok) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if n := len(runnersOf(srv, string(cur.UID))); n != 1 {
+		t.Errorf("%d runners after replacing the token", n)
+	}
+}

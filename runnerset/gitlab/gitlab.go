@@ -23,6 +23,9 @@ type Client interface {
 	// ResetToken gives the runner a new authentication token; the old one
 	// stops working (POST /runners/:id/reset_authentication_token).
 	ResetToken(ctx context.Context, id int64) (*Token, error)
+	// VerifyToken reports whether GitLab accepts a runner authentication
+	// token (POST /runners/verify): false when it answers 403.
+	VerifyToken(ctx context.Context, token string) (bool, error)
 	// UpdateRunner sets a runner's settings to o (its scope is not changed).
 	UpdateRunner(ctx context.Context, id int64, o CreateOptions) error
 	// DeleteRunner deletes a runner; one that is already gone counts as deleted.
@@ -175,6 +178,15 @@ func (c *client) CreateRunner(ctx context.Context, o CreateOptions) (*Token, err
 		return nil, wrap("creating runner", resp, err)
 	}
 	return &Token{RunnerID: r.ID, Value: r.Token, ExpiresAt: deref(r.TokenExpiresAt)}, nil
+}
+
+func (c *client) VerifyToken(ctx context.Context, token string) (bool, error) {
+	resp, err := c.c.Runners.VerifyRegisteredRunner(&gl.VerifyRegisteredRunnerOptions{Token: gl.Ptr(token)}, gl.WithContext(ctx))
+	err = wrap("verifying a runner token", resp, err)
+	if StatusOf(err) == http.StatusForbidden {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (c *client) UpdateRunner(ctx context.Context, id int64, o CreateOptions) error {
