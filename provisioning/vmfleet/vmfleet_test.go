@@ -458,3 +458,53 @@ func TestRotationOnGCELosesNoJob(t *testing.T) {
 		t.Errorf("green %d, blue %d, report %+v", green, blue, rep)
 	}
 }
+
+// A cloud API error mid-way leaves a state a rerun continues from, and
+// nothing that runs jobs is deleted.
+func TestACloudErrorMidwayIsResumedByARerun(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	for i := range 2 {
+		srv.AddInstance(ec2test.Instance{ImageID: "ami-old", Zone: "us-east-1a", State: "running", Tags: map[string]string{
+			"Name": fmt.Sprintf("wsrm-blue-%d", i+1), vmfleet.LabelGroup: "wsrm", vmfleet.LabelColor: "blue", vmfleet.LabelGeneration: "1",
+			providers.EC2PhaseTag: string(providers.DrainDone), providers.EC2JobsLeftTag: "0",
+		}})
+	}
+	newImage(srv)
+	// The first new VM is made; creating the second fails past the SDK's retries.
+	failSecond := writerFunc(func(line string) {
+		if strings.Contains(line, "Creating wsrm-green-2") {
+			srv.FailNext("RunInstances", "InternalError", 500, 3)
+		}
+	})
+	_, err := rotation(srv, nil, failSecond).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "rerun to continue") {
+		t.Fatalf("error %v", err)
+	}
+	if n := len(instancesByTag(srv, vmfleet.LabelColor, "blue")); n != 2 {
+		t.Fatalf("%d old VMs left after the failed run, want both: nothing may be drained before the new color is up", n)
+	}
+	for _, req := range srv.Requests("CreateTags") {
+		for k, v := range req {
+			if strings.HasPrefix(k, "Tag.") && strings.HasSuffix(k, ".Key") && len(v) > 0 && v[0] == providers.EC2DrainTag {
+				t.Fatal("an old VM was asked to drain before the new color was complete")
+			}
+		}
+	}
+	var progress strings.Builder
+	rep, err := rotation(srv, nil, &progress).Run(context.Background())
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, progress.String())
+	}
+	if len(instancesByTag(srv, vmfleet.LabelColor, "green")) != 2 || len(instancesByTag(srv, vmfleet.LabelColor, "blue")) != 0 || len(rep.Created) != 1 {
+		t.Errorf("after the rerun: %+v\n%s", rep, progress.String())
+	}
+}
+
+// writerFunc calls f with each write.
+type writerFunc func(string)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(string(p))
+	return len(p), nil
+}
