@@ -62,8 +62,11 @@ type ManagerGroup struct {
 	Periods   []Period `json:"periods,omitempty"`
 	// InstanceGroup is the managed instance group of docker-autoscaler.
 	InstanceGroup string `json:"instanceGroup,omitempty"`
-	CacheBucket   string `json:"cacheBucket,omitempty"`
-	JobImage      string `json:"jobImage,omitempty"`
+	// Windows managers run Windows VMs through docker-autoscaler (WinRM)
+	// and default to vmfleet.WindowsConcurrent jobs.
+	Windows     bool   `json:"windows,omitempty"`
+	CacheBucket string `json:"cacheBucket,omitempty"`
+	JobImage    string `json:"jobImage,omitempty"`
 }
 
 var (
@@ -89,6 +92,9 @@ func (g ManagerGroup) Validate() error {
 	}
 	switch g.Executor {
 	case "", ExecutorDockerMachine:
+		if g.Windows {
+			bad("executor", "Windows managers need docker-autoscaler: docker+machine has no Windows VMs")
+		}
 	case ExecutorDockerAutoscaler:
 		if g.InstanceGroup == "" {
 			bad("instanceGroup", "docker-autoscaler needs the managed instance group its VMs come from")
@@ -159,7 +165,11 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 		return runnerconfig.Config{}, err
 	}
 	concurrent := g.Concurrent
-	if concurrent == 0 {
+	switch {
+	case concurrent != 0:
+	case g.Windows:
+		concurrent = vmfleet.WindowsConcurrent
+	default:
 		concurrent = DefaultConcurrent
 	}
 	jobImage := g.JobImage
@@ -222,13 +232,16 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 			MaxUseCount:         g.MaxBuilds,
 			MaxInstances:        g.MaxVMs,
 			PluginConfig:        map[string]string{"name": g.InstanceGroup, "project": g.Project, "zone": g.Zone},
-			ConnectorConfig:     &runnerconfig.ConnectorConfig{Username: "runner", UseExternalAddr: false},
+			ConnectorConfig:     &runnerconfig.ConnectorConfig{OS: "linux", Protocol: "ssh", Username: "runner", UseExternalAddr: false},
 			Policy:              []runnerconfig.AutoscalerPolicy{{Periods: []string{"* * * * *"}, IdleCount: g.IdleCount, IdleTime: runnerconfig.Duration(g.IdleTime)}},
 		}
 		for _, p := range g.Periods {
 			a.Policy = append(a.Policy, runnerconfig.AutoscalerPolicy{
 				Periods: p.Periods, Timezone: p.Timezone, IdleCount: p.IdleCount, IdleTime: runnerconfig.Duration(p.IdleTime),
 			})
+		}
+		if g.Windows {
+			a.ConnectorConfig.OS, a.ConnectorConfig.Protocol, a.ConnectorConfig.Username = "windows", "winrm", "gitlab-runner"
 		}
 		r.Autoscaler = a
 	}

@@ -27,7 +27,9 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	}
 	autoscaler := production()
 	autoscaler.Executor, autoscaler.InstanceGroup = ExecutorDockerAutoscaler, "ci-prod-runners"
-	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler} {
+	windows := autoscaler
+	windows.Name, windows.Windows, windows.InstanceGroup = "windows", true, "ci-prod-windows"
+	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler, "windows": windows} {
 		t.Run(name, func(t *testing.T) {
 			c, err := g.Config()
 			if err != nil {
@@ -103,5 +105,22 @@ func TestMachineTypesThatExistAreAccepted(t *testing.T) {
 		if err := g.Validate(); err != nil {
 			t.Errorf("%s: %v", mt, err)
 		}
+	}
+}
+
+func TestWindowsManagersAreWinRMAutoscalersWith400Jobs(t *testing.T) {
+	g := production()
+	g.Windows = true
+	if err := g.Validate(); err == nil || !strings.Contains(err.Error(), "Windows managers need docker-autoscaler") {
+		t.Fatalf("windows on docker+machine: %v", err)
+	}
+	g.Executor, g.InstanceGroup = ExecutorDockerAutoscaler, "wsrm-vms"
+	c, err := g.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Runners[0].Autoscaler.ConnectorConfig
+	if c.Concurrent != 400 || cc.OS != "windows" || cc.Protocol != "winrm" {
+		t.Errorf("concurrent %d, connector %+v", c.Concurrent, cc)
 	}
 }

@@ -99,6 +99,8 @@ type Autoscaler struct {
 
 // ConnectorConfig is how the manager reaches the instances.
 type ConnectorConfig struct {
+	OS                   string `toml:"os,omitempty"`       // linux or windows
+	Protocol             string `toml:"protocol,omitempty"` // ssh or winrm
 	Username             string `toml:"username,omitempty"`
 	UseExternalAddr      bool   `toml:"use_external_addr"`
 	UseStaticCredentials bool   `toml:"use_static_credentials,omitempty"`
