@@ -1,0 +1,110 @@
+package sharedfleet
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// Scaling bounds the manager replicas of a group. Managers scale on the jobs
+// they run with KEDA's Prometheus scaler, reading the fleet's own
+// Prometheus: no metrics adapter to run and register as the cluster's single
+// external-metrics API (which an HPA would need), scale-to-a-floor and
+// per-group queries in one object, and KEDA drives a plain HPA underneath.
+type Scaling struct {
+	MinManagers int32 `json:"minManagers"`
+	MaxManagers int32 `json:"maxManagers"`
+	// TargetUtilization of concurrent per manager before another is added; default 0.7.
+	TargetUtilization float64 `json:"targetUtilization,omitempty"`
+}
+
+func (g ManagerGroup) labels() map[string]string {
+	return map[string]string{LabelManagerPod: g.ManagerName(), "app.kubernetes.io/managed-by": "runnerfleet"}
+}
+
+// MetricsService is the manager's headless Service: its SRV records
+// (_metrics._tcp.<manager>.<fleet>.svc) are how the fleet's Prometheus finds
+// every replica.
+func (g ManagerGroup) MetricsService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{LabelManagerPod: g.ManagerName()},
+			Ports:     []corev1.ServicePort{{Name: "metrics", Port: 9252, TargetPort: intstr.FromInt32(9252), Protocol: corev1.ProtocolTCP}},
+			// Draining managers keep being scraped while they finish their jobs.
+			PublishNotReadyAddresses: true,
+		},
+	}
+}
+
+// PodDisruptionBudget keeps the group's floor of managers through node
+// drains: an evicted manager drains its jobs, but the floor keeps taking new ones.
+func (g ManagerGroup) PodDisruptionBudget(s Scaling) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(max(s.MinManagers, 1))),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelManagerPod: g.ManagerName()}},
+		},
+	}
+}
+
+// ScaledObject scales the manager Deployment (deployment) on the jobs its
+// replicas run: one replica per TargetUtilization × concurrent running jobs.
+// Scaling down removes a replica gracefully — it drains for up to its grace
+// period — so scale-down waits out a long stabilization window.
+func (g ManagerGroup) ScaledObject(deployment string, s Scaling) (*unstructured.Unstructured, error) {
+	if s.MinManagers < 1 || s.MaxManagers < s.MinManagers {
+		return nil, fmt.Errorf("%s: minManagers must be at least 1 and maxManagers at least minManagers (got %d and %d)", g.key("scaling"), s.MinManagers, s.MaxManagers)
+	}
+	util := s.TargetUtilization
+	if util == 0 {
+		util = 0.7
+	}
+	if util <= 0 || util > 1 {
+		return nil, fmt.Errorf("%s: targetUtilization %.2f must be in (0, 1]", g.key("scaling.targetUtilization"), util)
+	}
+	concurrent := g.Concurrent
+	if concurrent == 0 {
+		concurrent = DefaultConcurrent
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "keda.sh/v1alpha1",
+		"kind":       "ScaledObject",
+		"metadata": map[string]any{
+			"name": g.ManagerName(), "namespace": g.Fleet,
+			"labels": map[string]any{LabelManagerPod: g.ManagerName(), "app.kubernetes.io/managed-by": "runnerfleet"},
+		},
+		"spec": map[string]any{
+			"scaleTargetRef":  map[string]any{"name": deployment},
+			"minReplicaCount": int64(s.MinManagers),
+			"maxReplicaCount": int64(s.MaxManagers),
+			"pollingInterval": int64(30),
+			"advanced": map[string]any{
+				"horizontalPodAutoscalerConfig": map[string]any{
+					"behavior": map[string]any{
+						"scaleDown": map[string]any{
+							"stabilizationWindowSeconds": int64(1800),
+							"policies":                   []any{map[string]any{"type": "Pods", "value": int64(1), "periodSeconds": int64(600)}},
+						},
+					},
+				},
+			},
+			"triggers": []any{map[string]any{
+				"type": "prometheus",
+				"metadata": map[string]any{
+					"serverAddress": fmt.Sprintf("http://prometheus.%s.svc:%d", g.Fleet, PrometheusPort),
+					"query":         fmt.Sprintf(`sum(gitlab_runner_jobs{job="runner-managers", manager=%q})`, g.ManagerName()),
+					"threshold":     fmt.Sprintf("%d", int(float64(concurrent)*util)),
+				},
+			}},
+		},
+	}}
+	return u, nil
+}
