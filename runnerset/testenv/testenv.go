@@ -94,6 +94,9 @@ func Start(opts ...Option) (*Env, error) {
 	}
 	cfg, err := e.Start()
 	if err != nil {
+		// Start may fail after the control plane came up (a CRD the API
+		// server refuses): stop what runs, or it outlives the test.
+		_ = e.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
