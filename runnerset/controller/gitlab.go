@@ -240,6 +240,10 @@ func renewTime(obtained, expires time.Time) time.Time {
 
 // store writes the token Secret, owned by the RunnerSet.
 func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
+	if !tokenFormat.MatchString(tok.Value) {
+		// The init container substitutes it into config.toml with sed.
+		return nil, fmt.Errorf("GitLab returned a token for runner %d that is not 8 to 512 letters, digits, '.', '_' or '-'; refusing to pass it to the managers", tok.RunnerID)
+	}
 	now := g.now().UTC()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).RunnerToken()}}
 	_, err := controllerutil.CreateOrUpdate(ctx, g.Client, sec, func() error {
