@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,11 +161,9 @@ func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
 	}
 	first := hash()
 
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
-		cur.Spec.Managers.Concurrent = 25
-		return k8s.Update(ctx, cur)
-	}))
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.Managers.Concurrent = 25
+	})
 	eventually(t, "config.toml has concurrent = 25 and the pod template rolled", func() error {
 		cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
 		if !strings.Contains(cm.Data[resources.ConfigKey], "concurrent = 25") {
@@ -399,11 +396,9 @@ func TestNotReadyOnANewConfigUntilItIsRolledOut(t *testing.T) {
 	cur := waitReady(t, rs)
 	oldHash := cur.Status.ConfigHash
 
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
-		cur.Spec.Managers.Concurrent = 30
-		return k8s.Update(ctx, cur)
-	}))
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.Managers.Concurrent = 30
+	})
 	eventually(t, "status on the new config", func() error {
 		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
 		if cur.Status.ConfigHash == oldHash || cur.Status.ObservedGeneration != cur.Generation {

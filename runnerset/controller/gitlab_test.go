@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -111,11 +110,9 @@ func TestACreatedRunnerLivesAndDiesWithItsRunnerSet(t *testing.T) {
 	assertNoLeak(t, ns, tok)
 
 	// A tag change reaches GitLab; the runner and its token stay.
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
-		cur.Spec.Tags = []string{"team-a", "docker", "arm64"}
-		return k8s.Update(ctx, cur)
-	}))
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.Tags = []string{"team-a", "docker", "arm64"}
+	})
 	eventually(t, "tags updated in GitLab", func() error {
 		r := runnersOf(srv, string(cur.UID))
 		if len(r) != 1 || strings.Join(r[0].Tags, ",") != "team-a,docker,arm64" || r[0].TokenResets != 0 {
@@ -439,11 +436,9 @@ func TestATokenResetOutsideRunnerfleetIsReplaced(t *testing.T) {
 		t.Fatal("the fake still accepts the old token")
 	}
 	// Any change brings the RunnerSet back to the controller.
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
-		cur.Spec.Tags = append(cur.Spec.Tags, "nudge")
-		return k8s.Update(ctx, cur)
-	}))
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.Tags = append(r.Spec.Tags, "nudge")
+	})
 	eventually(t, "a working token stored again", func() error {
 		tok, err := storedToken(t, ns, "reset")
 		if err != nil || tok == stale || !srv.ValidToken(tok) {

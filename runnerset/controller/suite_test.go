@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -238,6 +239,19 @@ func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() er
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: still not true after %s: %v", what, d, err)
+}
+
+// update re-reads rs, applies change and writes it, retrying when the
+// controller wrote in between.
+func update(t *testing.T, rs *v1alpha1.RunnerSet, change func(*v1alpha1.RunnerSet)) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rs), rs); err != nil {
+			return err
+		}
+		change(rs)
+		return k8s.Update(context.Background(), rs)
+	}))
 }
 
 func must2[T any](v T, err error) T {
