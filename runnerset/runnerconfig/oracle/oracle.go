@@ -13,17 +13,15 @@
 package oracle
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runnerfleet/runnerfleet/internal/gomod"
 	"go/ast"
 	"go/build"
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -233,9 +231,9 @@ func Load(ctx context.Context) (*Schema, error) {
 		return loaded, nil
 	}
 	if loadedDir == "" {
-		dir, err := download(ctx, GitLabRunnerModule, GitLabRunnerVersion)
+		dir, err := gomod.Download(ctx, GitLabRunnerModule, GitLabRunnerVersion)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("oracle: %w", err)
 		}
 		loadedDir = dir
 	}
@@ -245,49 +243,6 @@ func Load(ctx context.Context) (*Schema, error) {
 	}
 	loaded = s
 	return s, nil
-}
-
-// download runs `go mod download -json module@version` outside any module and
-// returns the module's source directory.
-func download(ctx context.Context, module, version string) (string, error) {
-	target := module + "@" + version
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("oracle: downloading %s: go command not found: %w", target, err)
-	}
-	tmp, err := os.MkdirTemp("", "runnerfleet-oracle-")
-	if err != nil {
-		return "", fmt.Errorf("oracle: downloading %s: %w", target, err)
-	}
-	defer os.RemoveAll(tmp)
-
-	cmd := exec.CommandContext(ctx, goBin, "mod", "download", "-json", target)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-
-	var out struct {
-		Dir   string
-		Error string
-	}
-	if jsonErr := json.Unmarshal(stdout.Bytes(), &out); jsonErr != nil {
-		if runErr == nil {
-			runErr = jsonErr
-		}
-		return "", fmt.Errorf("oracle: go mod download %s: %w: %s", target, runErr, strings.TrimSpace(stderr.String()))
-	}
-	if out.Error != "" {
-		return "", fmt.Errorf("oracle: go mod download %s: %s", target, out.Error)
-	}
-	if runErr != nil {
-		return "", fmt.Errorf("oracle: go mod download %s: %w: %s", target, runErr, strings.TrimSpace(stderr.String()))
-	}
-	if out.Dir == "" {
-		return "", fmt.Errorf("oracle: go mod download %s: no Dir in its output", target)
-	}
-	return out.Dir, nil
 }
 
 // LoadDir parses the config structs from gitlab-runner's source in dir, the

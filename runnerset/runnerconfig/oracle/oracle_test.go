@@ -2,7 +2,6 @@ package oracle
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -708,21 +707,6 @@ func TestLoadDirReportsSourceItCannotParse(t *testing.T) {
 	_, err := LoadDir(dir)
 	if err == nil || !strings.Contains(err.Error(), "parsing package gitlab.com/gitlab-org/gitlab-runner/broken") {
 		t.Fatalf("LoadDir = %v, want a parse error naming the broken package", err)
-	}
-}
-
-func TestDownloadHonoursContextCancellation(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := download(ctx, GitLabRunnerModule, GitLabRunnerVersion)
-	if err == nil {
-		t.Fatal("download with a cancelled context succeeded")
-	}
-	if !strings.Contains(err.Error(), GitLabRunnerModule+"@"+GitLabRunnerVersion) {
-		t.Errorf("error does not name the module: %v", err)
-	}
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("error does not wrap context.Canceled: %v", err)
 	}
 }
 
