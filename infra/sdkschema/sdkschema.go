@@ -30,6 +30,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
+	"github.com/runnerfleet/runnerfleet/internal/suggest"
 )
 
 // Module is one provider's Go SDK.
@@ -193,7 +194,7 @@ func checkObject(t *Type, v resource.PropertyValue, path string, errs *[]string)
 	for _, k := range keys {
 		ft, ok := t.Fields[k]
 		if !ok {
-			*errs = append(*errs, fmt.Sprintf("%s.%s: unknown input of %s%s", path, k, t.Name, suggest(k, t.Fields)))
+			*errs = append(*errs, fmt.Sprintf("%s.%s: unknown input of %s%s", path, k, t.Name, suggestion(k, t.Fields)))
 			continue
 		}
 		check(ft, obj[resource.PropertyKey(k)], path+"."+k, errs)
@@ -260,37 +261,15 @@ func unwrap(v resource.PropertyValue) (resource.PropertyValue, bool) {
 	}
 }
 
-func suggest(k string, fields map[string]*Type) string {
-	best, bestD := "", 3
+func suggestion(k string, fields map[string]*Type) string {
+	known := make([]string, 0, len(fields))
 	for f := range fields {
-		if d := distance(strings.ToLower(k), strings.ToLower(f)); d < bestD || (d == bestD && f < best) {
-			best, bestD = f, d
-		}
+		known = append(known, f)
 	}
-	if best == "" {
-		return ""
+	if s := suggest.Closest(k, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
 	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // loader parses the SDK's Go packages on demand.

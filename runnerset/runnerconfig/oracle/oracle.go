@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
+	"github.com/runnerfleet/runnerfleet/internal/suggest"
 	"go/ast"
 	"go/build"
 	"go/parser"
@@ -1229,43 +1230,13 @@ func (c *checker) unknown(p string, t *Type, key string) {
 	c.problems = append(c.problems, &Problem{Path: p, Message: msg})
 }
 
-// closest returns the known key nearest to key by edit distance (ignoring
-// case), if it is near enough to be a plausible typo.
+// closest returns the field key nearest to key, if it is a plausible typo.
 func closest(key string, fields []*Field) string {
-	best, bestDist := "", -1
-	lk := strings.ToLower(key)
-	for _, f := range fields {
-		d := editDistance(lk, strings.ToLower(f.Key))
-		if bestDist < 0 || d < bestDist || (d == bestDist && f.Key < best) {
-			best, bestDist = f.Key, d
-		}
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.Key
 	}
-	limit := max(2, min(len(key), len(best))/3)
-	if bestDist < 0 || bestDist > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, by bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Closest(key, keys)
 }
 
 func arrayItems(v any) ([]any, bool) {
