@@ -31,6 +31,7 @@ const Project = "runnerfleet"
 // SchemaPackages are the SDK packages whose resources the program registers;
 // a resource of a token outside them fails the run as unknown.
 var SchemaPackages = []string{
+	"aws:.", "gcp:.", "kubernetes:.",
 	"aws:ec2", "aws:eks", "aws:iam", "aws:sqs", "aws:cloudwatch", "aws:s3",
 	"gcp:compute", "gcp:container", "gcp:serviceaccount", "gcp:projects", "gcp:storage",
 	"kubernetes:helm/v3", "kubernetes:core/v1", "kubernetes:apps/v1", "kubernetes:rbac/v1",
@@ -106,7 +107,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.URN = fmt.Sprintf("urn:pulumi:%s::%s::%s::%s", "test", Project, args.TypeToken, args.Name)
 	}
 	var problems []string
-	if args.Custom && !strings.HasPrefix(args.TypeToken, "pulumi:providers:") && !customResource(args.TypeToken) {
+	if args.Custom && !customResource(args.TypeToken) {
 		problems = m.schema.Check(args.TypeToken, args.Inputs)
 	}
 	m.mu.Lock()

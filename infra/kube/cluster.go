@@ -1,0 +1,67 @@
+// Package kube declares runnerfleet's Kubernetes objects through the
+// Kubernetes provider: the runnerset-controller, the RunnerClass and the
+// teams' RunnerSets, on whatever cluster a platform (local, eks, gke) hands
+// it.
+package kube
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// Cluster is what a platform (infra/aws, infra/gcp, or the local control
+// plane) hands to the Kubernetes part of the program.
+type Cluster struct {
+	// Provider is the Kubernetes provider pointed at the cluster.
+	Provider pulumi.ProviderResource
+	// Class carries the platform's part of the RunnerClass: the capacity
+	// provider and its settings, and the identity patterns of the
+	// identities the platform creates. The program adds defaults and policy.
+	Class v1alpha1.RunnerClassSpec
+	// Identities are the cloud identities created for teams, by
+	// "<namespace>/<runnerset>": an IAM role ARN or a Google service account
+	// email.
+	Identities map[string]pulumi.StringOutput
+	// Cache is the job cache bucket; nil on the local platform.
+	Cache *Cache
+	// DependsOn must exist before runnerfleet's objects (node groups, the
+	// Karpenter release).
+	DependsOn []pulumi.Resource
+	// InCluster is true when the controller runs in the cluster as a
+	// Deployment (eks, gke); on the local platform it runs as a process
+	// beside the control plane, since kwok's pods run no code.
+	InCluster bool
+}
+
+// Cache is the job cache bucket.
+type Cache struct {
+	Type   v1alpha1.CacheType
+	Bucket pulumi.StringOutput
+	Region string
+}
+
+// IdentityKey is the key of a team in Cluster.Identities.
+func IdentityKey(namespace, runnerSet string) string { return namespace + "/" + runnerSet }
+
+// Provider is an explicit Kubernetes provider.
+type Provider struct {
+	pulumi.ProviderResourceState
+}
+
+// NewProvider declares a Kubernetes provider for the cluster of kubeconfig
+// (the file's content, not its path), with server-side apply so that
+// fields other managers own (the controller's status, Karpenter's
+// defaults) are left alone.
+func NewProvider(ctx *pulumi.Context, name string, kubeconfig pulumi.StringInput, opts ...pulumi.ResourceOption) (*Provider, error) {
+	var p Provider
+	err := pulumix.Register(ctx, "pulumi:providers:kubernetes", name, pulumi.Map{
+		"kubeconfig":            kubeconfig,
+		"enableServerSideApply": pulumi.Bool(true),
+	}, &p, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}

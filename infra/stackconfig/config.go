@@ -1,0 +1,338 @@
+package stackconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// Key is the stack config key the whole fleet is read from
+// (runnerfleet:fleet in Pulumi.<stack>.yaml).
+const Key = "fleet"
+
+// Root is the path every message names keys from.
+var Root = field.NewPath("runnerfleet:fleet")
+
+// Platform says where the fleet runs.
+type Platform string
+
+const (
+	// PlatformLocal is the local control plane (fleet up --stack local).
+	PlatformLocal Platform = "local"
+	// PlatformEKS is Amazon EKS with Karpenter.
+	PlatformEKS Platform = "eks"
+	// PlatformGKE is Google GKE with ComputeClasses.
+	PlatformGKE Platform = "gke"
+)
+
+// Fleet is the whole stack config.
+type Fleet struct {
+	// Platform is local, eks or gke.
+	Platform Platform `json:"platform"`
+	// ClusterName names the cluster and prefixes every cloud name derived
+	// from it (IAM roles, node pools); default runnerfleet-<stack>.
+	ClusterName string `json:"clusterName,omitempty"`
+	// GitLabURL is the GitLab instance the runners serve.
+	GitLabURL string `json:"gitlabURL"`
+
+	Local *Local `json:"local,omitempty"`
+	AWS   *AWS   `json:"aws,omitempty"`
+	GCP   *GCP   `json:"gcp,omitempty"`
+
+	// Capacity is the fleet-wide capacity policy of the RunnerClass.
+	Capacity Capacity `json:"capacity,omitempty"`
+	// Identity lists the cloud identities teams may use, beyond the ones
+	// this program creates for them.
+	Identity v1alpha1.IdentityPolicy `json:"identity,omitempty"`
+	// Cache is the job cache bucket.
+	Cache Cache `json:"cache,omitempty"`
+	// Controller is the runnerset-controller deployment.
+	Controller Controller `json:"controller,omitempty"`
+	// Defaults are the RunnerClass defaults.
+	Defaults Defaults `json:"defaults,omitempty"`
+	// Teams get a namespace, a RunnerSet, and (in the cloud) an identity.
+	Teams []Team `json:"teams,omitempty"`
+}
+
+// Local is the local control plane.
+type Local struct {
+	// Kubeconfig is the path of the local control plane's kubeconfig; fleet
+	// up sets it. Default: $KUBECONFIG.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// Capacity is the fleet-wide capacity policy.
+type Capacity struct {
+	// AllowOnDemand lets teams ask for on-demand capacity; without it all job
+	// capacity is spot.
+	AllowOnDemand bool `json:"allowOnDemand,omitempty"`
+	// MaxConcurrency caps managers × concurrent of any one RunnerSet.
+	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
+	// AllowPrivileged lets teams run privileged job containers.
+	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+}
+
+// Cache is the job cache bucket (S3 on EKS, GCS on GKE).
+type Cache struct {
+	// ExpireDays deletes cache objects older than this; default 14.
+	ExpireDays int `json:"expireDays,omitempty"`
+}
+
+// Controller is the runnerset-controller deployment.
+type Controller struct {
+	// Image is the controller image; required on eks and gke.
+	Image string `json:"image,omitempty"`
+	// Replicas, with leader election; default 2.
+	Replicas int32 `json:"replicas,omitempty"`
+	// Namespace, default runnerfleet-system.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Defaults are the RunnerClass defaults teams inherit.
+type Defaults struct {
+	ManagerImage string `json:"managerImage,omitempty"`
+	HelperImage  string `json:"helperImage,omitempty"`
+	JobImage     string `json:"jobImage,omitempty"`
+}
+
+// Team is one team's runner: a namespace and a RunnerSet in it.
+type Team struct {
+	// Namespace is the team's namespace, created if missing.
+	Namespace string `json:"namespace"`
+	// Name is the RunnerSet's name.
+	Name string `json:"name"`
+	// Tags are the runner's tags (the RunnerSet's spec.tags).
+	Tags []string `json:"tags"`
+	// TokenConfigKey names the stack config secret holding the team's
+	// runner token (glrt-…): pulumi config set --secret <key> glrt-…
+	// The program writes it into a Secret; it is encrypted in the state.
+	TokenConfigKey string `json:"tokenConfigKey,omitempty"`
+	// TokenSecretRef uses a Secret that already exists in the namespace.
+	TokenSecretRef *v1alpha1.SecretKeyRef `json:"tokenSecretRef,omitempty"`
+	// Runner has the controller create the runner through the GitLab API;
+	// APITokenConfigKey then names the config secret with the API token.
+	Runner            *v1alpha1.RunnerRegistration `json:"runner,omitempty"`
+	APITokenConfigKey string                       `json:"apiTokenConfigKey,omitempty"`
+
+	Managers v1alpha1.ManagerSpec  `json:"managers,omitempty"`
+	Jobs     TeamJobs              `json:"jobs,omitempty"`
+	Capacity v1alpha1.CapacitySpec `json:"capacity,omitempty"`
+
+	// Identity creates a cloud identity (IAM role or Google service
+	// account) that the team's job pods run as; default true on eks and gke.
+	Identity *bool `json:"identity,omitempty"`
+}
+
+// TeamJobs are the job pod settings of a team; the identity is the
+// program's to set.
+type TeamJobs struct {
+	Image      string                `json:"image,omitempty"`
+	Privileged bool                  `json:"privileged,omitempty"`
+	Resources  v1alpha1.JobResources `json:"resources,omitempty"`
+}
+
+// WantsIdentity reports whether the team gets a cloud identity.
+func (t Team) WantsIdentity(p Platform) bool {
+	if p == PlatformLocal {
+		return false
+	}
+	return t.Identity == nil || *t.Identity
+}
+
+// Decode reads the fleet from the stack config's JSON and validates it for
+// the stack, returning every problem at once.
+func Decode(raw []byte, stack string) (*Fleet, error) {
+	var f Fleet
+	if errs := Strict(raw, &f, Root); len(errs) > 0 {
+		return nil, asError(errs)
+	}
+	f.setDefaults(stack)
+	if errs := f.Validate(); len(errs) > 0 {
+		return nil, asError(errs)
+	}
+	return &f, nil
+}
+
+// Error lists every problem of a stack config.
+type Error struct{ List field.ErrorList }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the stack config has %d problem(s); nothing was created:", len(e.List))
+	for _, x := range e.List {
+		b.WriteString("\n  - ")
+		b.WriteString(x.Error())
+	}
+	return b.String()
+}
+
+func asError(errs field.ErrorList) error { return &Error{List: errs} }
+
+func (f *Fleet) setDefaults(stack string) {
+	if f.ClusterName == "" {
+		f.ClusterName = "runnerfleet-" + stack
+	}
+	if f.Cache.ExpireDays == 0 {
+		f.Cache.ExpireDays = 14
+	}
+	if f.Controller.Replicas == 0 {
+		f.Controller.Replicas = 2
+	}
+	if f.Controller.Namespace == "" {
+		f.Controller.Namespace = "runnerfleet-system"
+	}
+	if f.AWS != nil {
+		f.AWS.setDefaults()
+	}
+	if f.GCP != nil {
+		f.GCP.setDefaults()
+	}
+}
+
+var clusterName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
+
+// Validate checks the whole fleet.
+func (f *Fleet) Validate() field.ErrorList {
+	var errs field.ErrorList
+	p := Root
+	switch f.Platform {
+	case PlatformLocal:
+		if f.AWS != nil || f.GCP != nil {
+			errs = append(errs, field.Forbidden(p.Child("platform"), "platform local takes no aws or gcp section; remove them or set platform to eks or gke"))
+		}
+	case PlatformEKS:
+		if f.AWS == nil {
+			errs = append(errs, field.Required(p.Child("aws"), "platform eks needs an aws section with at least region and zones"))
+		} else {
+			errs = append(errs, f.AWS.Validate(p.Child("aws"))...)
+		}
+		if f.GCP != nil {
+			errs = append(errs, field.Forbidden(p.Child("gcp"), "platform eks takes no gcp section"))
+		}
+	case PlatformGKE:
+		if f.GCP == nil {
+			errs = append(errs, field.Required(p.Child("gcp"), "platform gke needs a gcp section with at least project and region"))
+		} else {
+			errs = append(errs, f.GCP.Validate(p.Child("gcp"))...)
+		}
+		if f.AWS != nil {
+			errs = append(errs, field.Forbidden(p.Child("aws"), "platform gke takes no aws section"))
+		}
+	case "":
+		errs = append(errs, field.Required(p.Child("platform"), "set platform to local, eks or gke"))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("platform"), f.Platform, []Platform{PlatformLocal, PlatformEKS, PlatformGKE}))
+	}
+	if !clusterName.MatchString(f.ClusterName) {
+		errs = append(errs, field.Invalid(p.Child("clusterName"), f.ClusterName, "lower-case letters, digits and '-', starting with a letter, at most 40 characters (it prefixes IAM role and node pool names)"))
+	}
+	if !strings.HasPrefix(f.GitLabURL, "https://") && !strings.HasPrefix(f.GitLabURL, "http://") {
+		errs = append(errs, field.Invalid(p.Child("gitlabURL"), f.GitLabURL, "the GitLab instance's URL, for example https://gitlab.example.com"))
+	}
+	if f.Cache.ExpireDays < 1 || f.Cache.ExpireDays > 3650 {
+		errs = append(errs, field.Invalid(p.Child("cache", "expireDays"), f.Cache.ExpireDays, "between 1 and 3650 days: cache objects must expire"))
+	}
+	if f.Platform != PlatformLocal && f.Platform != "" && f.Controller.Image == "" {
+		errs = append(errs, field.Required(p.Child("controller", "image"), "the runnerset-controller image to deploy, for example registry.example.com/runnerfleet/runnerset-controller:v0.1.0"))
+	}
+	if f.Controller.Replicas < 1 || f.Controller.Replicas > 5 {
+		errs = append(errs, field.Invalid(p.Child("controller", "replicas"), f.Controller.Replicas, "between 1 and 5 (one leader, the others stand by)"))
+	}
+	for _, m := range validation.IsDNS1123Label(f.Controller.Namespace) {
+		errs = append(errs, field.Invalid(p.Child("controller", "namespace"), f.Controller.Namespace, m))
+	}
+	errs = append(errs, validatePatterns(p.Child("identity", "awsRoleARNPatterns"), f.Identity.AWSRoleARNPatterns, "arn:", "arn:aws:iam::123456789012:role/ci-{namespace}-*")...)
+	errs = append(errs, validatePatterns(p.Child("identity", "gcpServiceAccountPatterns"), f.Identity.GCPServiceAccountPatterns, "", "ci-{namespace}@my-project.iam.gserviceaccount.com")...)
+
+	seen := map[string]int{}
+	tags := map[string]int{}
+	for i, t := range f.Teams {
+		tp := p.Child("teams").Index(i)
+		errs = append(errs, t.validate(tp, f)...)
+		key := t.Namespace + "/" + t.Name
+		if j, ok := seen[key]; ok {
+			errs = append(errs, field.Duplicate(tp, fmt.Sprintf("%s: the same RunnerSet as teams[%d]; give it another name or namespace", key, j)))
+		}
+		seen[key] = i
+		for _, tag := range t.Tags {
+			if j, ok := tags[tag]; ok && j != i {
+				errs = append(errs, field.Duplicate(tp.Child("tags"), fmt.Sprintf("tag %q is also teams[%d]'s: a tag must lead to one team's runner", tag, j)))
+			}
+			tags[tag] = i
+		}
+	}
+	return errs
+}
+
+func validatePatterns(p *field.Path, patterns []string, prefix, example string) field.ErrorList {
+	var errs field.ErrorList
+	for i, pat := range patterns {
+		if !strings.Contains(pat, "{namespace}") {
+			errs = append(errs, field.Invalid(p.Index(i), pat, "every identity pattern must contain {namespace}, so that a team can only use its own identities; for example "+example))
+		}
+		if prefix != "" && !strings.HasPrefix(pat, prefix) {
+			errs = append(errs, field.Invalid(p.Index(i), pat, "must start with "+prefix+", for example "+example))
+		}
+	}
+	return errs
+}
+
+var configKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+func (t Team) validate(p *field.Path, f *Fleet) field.ErrorList {
+	var errs field.ErrorList
+	for _, m := range validation.IsDNS1123Label(t.Namespace) {
+		errs = append(errs, field.Invalid(p.Child("namespace"), t.Namespace, m))
+	}
+	for _, m := range validation.IsDNS1123Label(t.Name) {
+		errs = append(errs, field.Invalid(p.Child("name"), t.Name, m))
+	}
+	if len(t.Tags) == 0 {
+		errs = append(errs, field.Required(p.Child("tags"), "at least one tag: jobs choose this runner by tag"))
+	}
+	sources := 0
+	if t.TokenConfigKey != "" {
+		sources++
+		if !configKey.MatchString(t.TokenConfigKey) {
+			errs = append(errs, field.Invalid(p.Child("tokenConfigKey"), t.TokenConfigKey, "a config key name such as teamABuildToken (letters, digits, '-' and '_'), set with pulumi config set --secret"))
+		}
+	}
+	if t.TokenSecretRef != nil {
+		sources++
+	}
+	if t.Runner != nil {
+		sources++
+		if t.APITokenConfigKey == "" && t.Runner.APITokenSecretRef.Name == "" {
+			errs = append(errs, field.Required(p.Child("apiTokenConfigKey"), "runner creates the runner through the GitLab API: name the config secret holding an API token with create_runner scope"))
+		}
+	} else if t.APITokenConfigKey != "" {
+		errs = append(errs, field.Forbidden(p.Child("apiTokenConfigKey"), "only with runner; remove it or add a runner section"))
+	}
+	if sources != 1 {
+		errs = append(errs, field.Invalid(p, sources, "give exactly one of tokenConfigKey (a runner token in a config secret), tokenSecretRef (an existing Secret) or runner (created through the GitLab API)"))
+	}
+	for i, ct := range t.Capacity.CapacityTypes {
+		if ct == v1alpha1.CapacityTypeOnDemand && !f.Capacity.AllowOnDemand {
+			errs = append(errs, field.Forbidden(p.Child("capacity", "capacityTypes").Index(i), "on-demand capacity is not allowed in this stack; remove it, or set capacity.allowOnDemand: true at the top of the fleet"))
+		}
+	}
+	if t.Jobs.Privileged && !f.Capacity.AllowPrivileged {
+		errs = append(errs, field.Forbidden(p.Child("jobs", "privileged"), "privileged jobs are not allowed in this stack; remove it, or set capacity.allowPrivileged: true"))
+	}
+	if t.Identity != nil && *t.Identity && f.Platform == PlatformLocal {
+		errs = append(errs, field.Forbidden(p.Child("identity"), "the local stack has no cloud identities; remove it"))
+	}
+	return errs
+}
+
+// JSON returns the fleet as JSON, for exports and tests.
+func (f *Fleet) JSON() string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}

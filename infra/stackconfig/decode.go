@@ -1,0 +1,177 @@
+// Package stackconfig decodes and validates the runnerfleet stack config
+// (the runnerfleet:fleet key of stacks/Pulumi.<stack>.yaml) before the
+// program declares any resource. Every problem is reported at once, each
+// naming its key and the fix.
+package stackconfig
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/runnerfleet/runnerfleet/internal/suggest"
+)
+
+// Strict decodes raw JSON into out, refusing keys out's type does not have.
+// Unlike json.Decoder.DisallowUnknownFields, which stops at the first unknown
+// key and does not say where it is, every unknown key is reported with its
+// path and the keys allowed there.
+func Strict(raw []byte, out any, root *field.Path) field.ErrorList {
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}
+	}
+	errs := unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
+	if len(errs) > 0 {
+		return errs
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		var te *json.UnmarshalTypeError
+		if ok := asTypeError(err, &te); ok {
+			p := root
+			if te.Field != "" {
+				p = pathOf(root, te.Field)
+			}
+			return field.ErrorList{field.TypeInvalid(p, te.Value, fmt.Sprintf("want %s", kindName(te.Type)))}
+		}
+		return field.ErrorList{field.Invalid(root, "", err.Error())}
+	}
+	return nil
+}
+
+func asTypeError(err error, te **json.UnmarshalTypeError) bool {
+	t, ok := err.(*json.UnmarshalTypeError)
+	if ok {
+		*te = t
+	}
+	return ok
+}
+
+func pathOf(root *field.Path, dotted string) *field.Path {
+	p := root
+	for _, part := range strings.Split(dotted, ".") {
+		p = p.Child(part)
+	}
+	return p
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+
+func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	// Types that decode themselves (durations, quantities) are theirs to judge.
+	if reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return nil
+	}
+	var errs field.ErrorList
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil // the decoder reports the type
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				known := make([]string, 0, len(fields))
+				for f := range fields {
+					known = append(known, f)
+				}
+				sort.Strings(known)
+				msg := "unknown key; remove it"
+				if s := suggest.Closest(k, known); s != "" {
+					msg = fmt.Sprintf("unknown key; did you mean %q?", s)
+				}
+				errs = append(errs, field.Forbidden(p.Child(k), fmt.Sprintf("%s (the keys allowed here are: %s)", msg, strings.Join(known, ", "))))
+				continue
+			}
+			errs = append(errs, unknownKeys(obj[k], ft, p.Child(k))...)
+		}
+	case reflect.Slice, reflect.Array:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil
+		}
+		for i, e := range arr {
+			errs = append(errs, unknownKeys(e, t.Elem(), p.Index(i))...)
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for k, e := range obj {
+			errs = append(errs, unknownKeys(e, t.Elem(), p.Key(k))...)
+		}
+	}
+	return errs
+}
+
+// jsonFields returns a struct's JSON keys and their types, flattening
+// embedded structs the way encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" && opts == "" {
+			continue
+		}
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					out[k] = v
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
