@@ -47,6 +47,34 @@ func (r Runner) Capacity() string { return Join("rf", r.Namespace, r.Name) }
 // account) a platform creates for this RunnerSet's jobs in cluster.
 func (r Runner) IAMRole(cluster string) string { return Join(cluster, r.Namespace, r.Name, "job") }
 
+// MaxGCPNamespace is the longest namespace whose RunnerSets can have a
+// Google service account from GCPServiceAccountID: account IDs are at most 30
+// characters, and the namespace is followed by '-' and a 6-digit hash.
+const MaxGCPNamespace = 30 - 1 - gcpHashLength
+
+const gcpHashLength = 6
+
+// GCPServiceAccountID is the account ID (the part of the email before '@')
+// of the Google service account a platform creates for this RunnerSet's jobs
+// in cluster: "<namespace>-<hash>", the hash being the first 6 hex digits of
+// the SHA-256 of "<cluster>/<namespace>/<name>". The hash keeps apart the
+// RunnerSets of one namespace, and clusters that share a project.
+//
+// The namespace comes first so that one RunnerClass pattern,
+// "{namespace}-*@<project>.iam.gserviceaccount.com", allows each namespace
+// its own accounts. That pattern cannot tell namespace "a" from "a-b" (the '*'
+// may span "b-<hash>"); the Workload Identity binding on each account, which
+// names exactly one Kubernetes ServiceAccount, is what keeps namespaces apart.
+//
+// Account IDs are 6 to 30 characters of [a-z][-a-z0-9]*[a-z0-9], so the
+// namespace must start with a letter and be at most MaxGCPNamespace
+// characters long; for any other namespace the ID returned is not a valid
+// account ID, and callers must refuse the RunnerSet before using it.
+func (r Runner) GCPServiceAccountID(cluster string) string {
+	sum := sha256.Sum256([]byte(cluster + "/" + r.Namespace + "/" + r.Name))
+	return r.Namespace + "-" + hex.EncodeToString(sum[:])[:gcpHashLength]
+}
+
 // ServiceAccountSubject is the Kubernetes subject of job pods, as IRSA trust
 // policies and Workload Identity bindings name it.
 func (r Runner) ServiceAccountSubject() string {
