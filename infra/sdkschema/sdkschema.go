@@ -391,9 +391,16 @@ func (l *loader) resources(dir string, out map[string]*Type) error {
 				continue
 			}
 			res := strings.TrimPrefix(fn.Name.Name, "New")
-			argsName := lowerFirst(res) + "Args"
-			if _, ok := p.types[argsName]; !ok {
-				return fmt.Errorf("%s registers %s but has no type %s", fn.Name.Name, tok, argsName)
+			// The input type is the unexported <resource>Args; the generator
+			// lower-cases a leading acronym whole (sslcertificateArgs).
+			argsName := ""
+			for n := range p.types {
+				if !ast.IsExported(n) && strings.EqualFold(n, res+"Args") {
+					argsName = n
+				}
+			}
+			if argsName == "" {
+				return fmt.Errorf("%s registers %s but has no type %sArgs", fn.Name.Name, tok, lowerFirst(res))
 			}
 			t, err := l.typeOf(p, argsName)
 			if err != nil {

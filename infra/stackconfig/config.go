@@ -160,14 +160,22 @@ func Decode(raw []byte, stack string) (*Fleet, error) {
 }
 
 // Error lists every problem of a stack config.
-type Error struct{ List field.ErrorList }
+type Error struct {
+	List field.ErrorList
+	// Extra are problems found outside the fleet object (config secrets).
+	Extra []string
+}
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the stack config has %d problem(s); nothing was created:", len(e.List))
+	fmt.Fprintf(&b, "the stack config has %d problem(s); nothing was created:", len(e.List)+len(e.Extra))
 	for _, x := range e.List {
 		b.WriteString("\n  - ")
 		b.WriteString(x.Error())
+	}
+	for _, x := range e.Extra {
+		b.WriteString("\n  - ")
+		b.WriteString(x)
 	}
 	return b.String()
 }

@@ -1,0 +1,133 @@
+package kube
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+)
+
+// Token is the Kubernetes provider's type token of a kind: the group (core
+// for the legacy group), the version and the kind, as
+// kubernetes:apps/v1:Deployment or kubernetes:runnerfleet.dev/v1alpha1:RunnerSet.
+func Token(gvk schema.GroupVersionKind) string {
+	group := gvk.Group
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("kubernetes:%s/%s:%s", group, gvk.Version, gvk.Kind)
+}
+
+// Object is a Kubernetes object declared through the provider.
+type Object struct {
+	pulumi.CustomResourceState
+}
+
+// Declare declares obj, a typed object with its TypeMeta set, as a resource
+// named name. The object goes to the provider as the same JSON the API
+// server would get (its status dropped), so the builders the controller uses
+// serve the program too. set overrides fields by dotted path with values
+// only known at deploy time (ARNs, secrets): "spec.jobs.identity.awsRoleARN".
+func Declare(ctx *pulumi.Context, name string, obj runtime.Object, set map[string]pulumi.Input, opts ...pulumi.ResourceOption) (*Object, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" || gvk.Version == "" {
+		return nil, fmt.Errorf("kube: %s: object of type %T has no apiVersion/kind set", name, obj)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %s: %w", name, err)
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	inputs := toInputs(u).(pulumi.Map)
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := setPath(inputs, strings.Split(k, "."), set[k]); err != nil {
+			return nil, fmt.Errorf("kube: %s: setting %s: %w", name, k, err)
+		}
+	}
+	var o Object
+	if err := pulumix.Register(ctx, Token(gvk), name, inputs, &o, opts...); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// schemaExtensions are the OpenAPI extension keys the Kubernetes provider's
+// schema spells with underscores (JSONSchemaProps.x_kubernetes_list_type).
+// The provider turns them back into dashes on the wire, and keeps its state
+// in the underscored form: inputs sent dashed would differ from the state at
+// every preview.
+var schemaExtensions = map[string]string{
+	"x-kubernetes-embedded-resource":       "x_kubernetes_embedded_resource",
+	"x-kubernetes-int-or-string":           "x_kubernetes_int_or_string",
+	"x-kubernetes-list-map-keys":           "x_kubernetes_list_map_keys",
+	"x-kubernetes-list-type":               "x_kubernetes_list_type",
+	"x-kubernetes-map-type":                "x_kubernetes_map_type",
+	"x-kubernetes-preserve-unknown-fields": "x_kubernetes_preserve_unknown_fields",
+	"x-kubernetes-validations":             "x_kubernetes_validations",
+}
+
+func toInputs(v any) pulumi.Input {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(pulumi.Map, len(x))
+		for k, e := range x {
+			if e == nil {
+				continue
+			}
+			if u, ok := schemaExtensions[k]; ok {
+				k = u
+			}
+			m[k] = toInputs(e)
+		}
+		return m
+	case []any:
+		a := make(pulumi.Array, len(x))
+		for i, e := range x {
+			a[i] = toInputs(e)
+		}
+		return a
+	case string:
+		return pulumi.String(x)
+	case bool:
+		return pulumi.Bool(x)
+	case int64:
+		return pulumi.Float64(float64(x))
+	case int:
+		return pulumi.Float64(float64(x))
+	case float64:
+		return pulumi.Float64(x)
+	}
+	panic(fmt.Sprintf("kube: unexpected %T in an unstructured object", v))
+}
+
+func setPath(m pulumi.Map, path []string, v pulumi.Input) error {
+	for i, k := range path[:len(path)-1] {
+		next, ok := m[k]
+		if !ok {
+			n := pulumi.Map{}
+			m[k] = n
+			m = n
+			continue
+		}
+		nm, ok := next.(pulumi.Map)
+		if !ok {
+			return fmt.Errorf("%s is not an object", strings.Join(path[:i+1], "."))
+		}
+		m = nm
+	}
+	m[path[len(path)-1]] = v
+	return nil
+}

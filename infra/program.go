@@ -1,0 +1,155 @@
+// Package infra is the runnerfleet Pulumi program as a library: Program reads
+// the typed stack config (runnerfleet:fleet), validates all of it before it
+// declares anything, and composes the platform (local, eks or gke) with the
+// Kubernetes part (the runnerset-controller, a RunnerClass, a RunnerSet per
+// team). cmd/infra runs it under the Pulumi CLI; fleet up runs it inline
+// through the Automation API.
+package infra
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// Options change how the program reaches what is outside the stack config.
+type Options struct {
+	// Kubeconfig is the local platform's kubeconfig path; it overrides
+	// local.kubeconfig and $KUBECONFIG (fleet up passes its control plane's).
+	Kubeconfig string
+}
+
+// Program is the Pulumi program (pulumi.Run(infra.Program)).
+func Program(ctx *pulumi.Context) error { return ProgramWith(Options{})(ctx) }
+
+// ProgramWith returns the program with options.
+func ProgramWith(o Options) pulumi.RunFunc {
+	return func(ctx *pulumi.Context) error {
+		f, err := LoadConfig(ctx)
+		if err != nil {
+			return err
+		}
+		secrets, err := readSecrets(ctx, f)
+		if err != nil {
+			return err
+		}
+		var cluster *kube.Cluster
+		switch f.Platform {
+		case stackconfig.PlatformLocal:
+			cluster, err = local(ctx, f, o)
+		default:
+			err = fmt.Errorf("platform %q has no implementation in this build", f.Platform)
+		}
+		if err != nil {
+			return err
+		}
+		var role *rbacv1.ClusterRole
+		if cluster.InCluster {
+			if role, err = controllerRole(); err != nil {
+				return err
+			}
+		}
+		fleet, err := kube.NewFleet(ctx, f.ClusterName, kube.FleetArgs{Fleet: f, Cluster: cluster, Secrets: secrets, ClusterRole: role})
+		if err != nil {
+			return err
+		}
+		ctx.Export("platform", pulumi.String(string(f.Platform)))
+		ctx.Export("clusterName", pulumi.String(f.ClusterName))
+		ctx.Export("runnerClass", pulumi.String(fleet.ClassName))
+		names := make([]string, 0, len(fleet.RunnerSets))
+		for k := range fleet.RunnerSets {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		ctx.Export("runnerSets", pulumi.ToStringArray(names))
+		if cluster.Cache != nil {
+			ctx.Export("cacheBucket", cluster.Cache.Bucket)
+		}
+		return nil
+	}
+}
+
+// LoadConfig reads and validates the stack config. It never panics: a
+// missing or malformed key is an error that names it.
+func LoadConfig(ctx *pulumi.Context) (*stackconfig.Fleet, error) {
+	var raw json.RawMessage
+	if err := config.New(ctx, "").TryObject(stackconfig.Key, &raw); err != nil {
+		if errors.Is(err, config.ErrMissingVar) {
+			return nil, fmt.Errorf("%s is not set: add it to stacks/Pulumi.%s.yaml (see stacks/README.md)", stackconfig.Root, ctx.Stack())
+		}
+		return nil, fmt.Errorf("%s: %w", stackconfig.Root, err)
+	}
+	return stackconfig.Decode(raw, ctx.Stack())
+}
+
+// readSecrets reads the config secrets teams name, all of them before any
+// resource is declared, so that a missing one stops the program at once.
+func readSecrets(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.StringOutput, error) {
+	out := map[string]pulumi.StringOutput{}
+	var missing []string
+	cfg := config.New(ctx, "")
+	for i, t := range f.Teams {
+		for field, key := range map[string]string{"tokenConfigKey": t.TokenConfigKey, "apiTokenConfigKey": t.APITokenConfigKey} {
+			if key == "" {
+				continue
+			}
+			if _, ok := out[key]; ok {
+				continue
+			}
+			v, err := cfg.TrySecret(key)
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s.teams[%d].%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <token> --stack %s", stackconfig.Root, i, field, key, key, ctx.Stack()))
+				continue
+			}
+			out[key] = v
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, &stackconfig.Error{List: nil, Extra: missing}
+	}
+	return out, nil
+}
+
+// local is the local platform: the control plane fleet up starts on this
+// machine, kwok nodes and Karpenter's kwok provider. The controller runs as a
+// process beside it (kwok's pods run no code).
+func local(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster, error) {
+	path := o.Kubeconfig
+	if path == "" && f.Local != nil {
+		path = f.Local.Kubeconfig
+	}
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%s.local.kubeconfig: no kubeconfig for the local platform: run fleet up --stack local, or set local.kubeconfig or $KUBECONFIG", stackconfig.Root)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
+	}
+	p, err := kube.NewProvider(ctx, "local", pulumi.ToSecret(pulumi.String(b)).(pulumi.StringOutput))
+	if err != nil {
+		return nil, err
+	}
+	return &kube.Cluster{
+		Provider: p,
+		Class:    v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK},
+	}, nil
+}
+
+// controllerRole is the controller's generated ClusterRole.
+func controllerRole() (*rbacv1.ClusterRole, error) {
+	return nil, errors.New("the in-cluster controller's ClusterRole (runnerset/rbac) is not generated yet")
+}

@@ -1,0 +1,136 @@
+package infra_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runnerfleet/runnerfleet/infra"
+	"github.com/runnerfleet/runnerfleet/infra/infratest"
+)
+
+const (
+	tokCRD         = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+	tokRunnerClass = "kubernetes:runnerfleet.dev/v1alpha1:RunnerClass"
+	tokRunnerSet   = "kubernetes:runnerfleet.dev/v1alpha1:RunnerSet"
+	tokSecret      = "kubernetes:core/v1:Secret"
+	tokNamespace   = "kubernetes:core/v1:Namespace"
+	tokDeployment  = "kubernetes:apps/v1:Deployment"
+)
+
+func stackConfig(t *testing.T, stack string, secrets map[string]string) (map[string]string, []string) {
+	t.Helper()
+	cfg, secretKeys, err := infratest.StackConfig(filepath.Join("..", "stacks", "Pulumi."+stack+".yaml"), secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, secretKeys
+}
+
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLocalStack(t *testing.T) {
+	m := infratest.NewMocks(t)
+	cfg, secretKeys := stackConfig(t, "local", nil)
+	if err := infratest.Run(m, "local", cfg, secretKeys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := len(m.ByToken(tokCRD)); got != 2 {
+		t.Errorf("%d CRDs declared, want the 2 of runnerfleet.dev", got)
+	}
+	class := m.Get(t, tokRunnerClass, "local-class")
+	if p := class.Input("spec.provider"); !p.IsString() || p.StringValue() != "kwok" {
+		t.Errorf("RunnerClass provider = %v, want kwok", p)
+	}
+	rs := m.Get(t, tokRunnerSet, "local-team-a-build")
+	if v := rs.Input("spec.className"); v.StringValue() != "local" {
+		t.Errorf("RunnerSet className = %v, want the class local", v)
+	}
+	if v := rs.Input("spec.gitlab.tokenSecretRef.name"); v.StringValue() != "build-gitlab-token" {
+		t.Errorf("RunnerSet token secret = %v, want build-gitlab-token", v)
+	}
+	sec := m.Get(t, tokSecret, "local-team-a-build-token")
+	tok := sec.Inputs["stringData"]
+	if !tok.IsObject() || !tok.ObjectValue()["token"].ContainsSecrets() {
+		t.Errorf("the runner token Secret's stringData.token is not a Pulumi secret: %v", tok)
+	}
+	if got := m.ByToken(tokDeployment); len(got) != 0 {
+		t.Errorf("the local stack declared %d Deployments; its controller runs as a process", len(got))
+	}
+	for _, r := range m.Resources() {
+		if !r.Custom || strings.HasPrefix(r.Token, "pulumi:providers:") {
+			continue
+		}
+		if r.Provider == "" || !strings.Contains(r.Provider, "pulumi:providers:kubernetes::local") {
+			t.Errorf("%s %s does not use the local cluster's provider (provider %q)", r.Token, r.Name, r.Provider)
+		}
+		if r.Parent == "" || !strings.Contains(r.Parent, "runnerfleet:kube:Fleet") {
+			t.Errorf("%s %s is not parented to the Fleet component (parent %q)", r.Token, r.Name, r.Parent)
+		}
+	}
+}
+
+func TestBadStackConfigsCreateNothing(t *testing.T) {
+	base := `{"platform":"local","clusterName":"local","gitlabURL":"https://gitlab.example.com","teams":[{"namespace":"team-a","name":"build","tags":["a"],"tokenConfigKey":"tok"}]}`
+	cases := []struct {
+		name, fleet string
+		want        []string
+	}{
+		{"unknown team field", strings.Replace(base, `"tags":["a"]`, `"tags":["a"],"colour":"blue"`, 1),
+			[]string{"runnerfleet:fleet.teams[0].colour: Forbidden: unknown key; remove it"}},
+		{"misspelt team field", strings.Replace(base, `"tags":["a"]`, `"tag":["a"]`, 1),
+			[]string{`runnerfleet:fleet.teams[0].tag: Forbidden: unknown key; did you mean "tags"?`}},
+		{"identity pattern without namespace", strings.Replace(base, `"teams"`, `"identity":{"awsRoleARNPatterns":["arn:aws:iam::123456789012:role/ci-*"]},"teams"`, 1),
+			[]string{"runnerfleet:fleet.identity.awsRoleARNPatterns[0]: Invalid value: \"arn:aws:iam::123456789012:role/ci-*\": every identity pattern must contain {namespace}"}},
+		{"missing region", strings.Replace(base, `"platform":"local"`, `"platform":"eks","aws":{"zones":["eu-west-1a","eu-west-1b"]},"controller":{"image":"example/controller:v1"}`, 1),
+			[]string{"runnerfleet:fleet.aws.region: Required value"}},
+		{"missing platform", strings.Replace(base, `"platform":"local",`, ``, 1),
+			[]string{"runnerfleet:fleet.platform: Required value: set platform to local, eks or gke"}},
+		{"on-demand not allowed", strings.Replace(base, `"tags":["a"]`, `"tags":["a"],"capacity":{"capacityTypes":["on-demand"]}`, 1),
+			[]string{"runnerfleet:fleet.teams[0].capacity.capacityTypes[0]: Forbidden: on-demand capacity is not allowed in this stack"}},
+		{"missing token secret", base,
+			[]string{"runnerfleet:fleet.teams[0].tokenConfigKey: config key runnerfleet:tok is not set: pulumi config set --secret tok"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := infratest.NewMocks(t)
+			err := infratest.Run(m, "bad", map[string]string{"runnerfleet:fleet": c.fleet}, nil, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)}))
+			if err == nil {
+				t.Fatal("the program accepted a bad stack config")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+			if rs := m.Resources(); len(rs) != 0 {
+				t.Errorf("%d resources were declared before the config was refused, want none (first: %s %s)", len(rs), rs[0].Token, rs[0].Name)
+			}
+		})
+	}
+}
+
+func TestMissingFleetKey(t *testing.T) {
+	m := infratest.NewMocks(t)
+	err := infratest.Run(m, "empty", map[string]string{}, nil, infra.Program)
+	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet is not set: add it to stacks/Pulumi.empty.yaml") {
+		t.Fatalf("Program without config = %v, want an error naming the key and the file", err)
+	}
+}
+
+func TestMalformedFleetKey(t *testing.T) {
+	m := infratest.NewMocks(t)
+	err := infratest.Run(m, "bad", map[string]string{"runnerfleet:fleet": `{"platform": 3}`}, nil, infra.Program)
+	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.platform") {
+		t.Fatalf("Program with a number for platform = %v, want an error naming runnerfleet:fleet.platform", err)
+	}
+}
