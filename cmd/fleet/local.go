@@ -17,8 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
@@ -53,6 +51,17 @@ func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
 
 func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
+	stackFile := o.config
+	if stackFile == "" {
+		if s.root == "" {
+			return errors.New("no stack config: run fleet in a runnerfleet checkout, or give --config stacks/Pulumi.local.yaml")
+		}
+		stackFile = filepath.Join(s.root, "stacks", "Pulumi."+stackLocal+".yaml")
+	}
+	tools, err := pulumiTools(ctx, s.root, s.stderr)
+	if err != nil {
+		return err
+	}
 	cl, err := localcluster.Up(ctx, localcluster.Options{
 		Dir:       s.dir,
 		Name:      stackLocal,
@@ -64,26 +73,26 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return fmt.Errorf("starting the local control plane: %w", err)
 	}
+	keep := "\n(the control plane keeps running for you to look; fleet down --stack local stops it)"
+	// The program declares runnerfleet's CRDs, the RunnerClass and the
+	// teams; the controller starts once its API exists.
+	p := s.program(tools, stackFile, cl.Kubeconfig)
+	sets, err := p.up(ctx)
+	if err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	if err := s.startController(ctx, cl); err != nil {
-		return fmt.Errorf("%w\n(the control plane keeps running for you to look; fleet down --stack local stops it)", err)
-	}
-
-	example := o.example
-	if example == "" && s.root != "" {
-		example = filepath.Join(s.root, "stacks", stackLocal, "example.yaml")
-	}
-	var sets []client.ObjectKey
-	if example != "" && example != "none" {
-		if sets, err = apply(ctx, cl.Client, example); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.stderr, "Applied %s\n", example)
+		return fmt.Errorf("%w%s", err, keep)
 	}
 	if err := s.waitReady(ctx, cl, sets, o.timeout); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.stderr, "The local stack is up (%.1fs)\n\n", time.Since(start).Seconds())
 	return s.Status(ctx)
+}
+
+func (s *localStack) program(tools, stackFile, kubeconfig string) *program {
+	return &program{stack: stackLocal, stackFile: stackFile, dir: filepath.Join(s.dir, "pulumi"), tools: tools, kubeconfig: kubeconfig, stderr: s.stderr}
 }
 
 // controllerBinary finds runnerset-controller next to fleet, or builds it
@@ -170,36 +179,6 @@ func (s *localStack) startController(ctx context.Context, cl *localcluster.Clust
 	}
 	fmt.Fprintf(s.stderr, "Started %-23s pid %-7d %-28s %.1fs\n", p.Name, pid, p.Endpoint, time.Since(t).Seconds())
 	return nil
-}
-
-// apply server-side applies every object of a multi-document YAML file, in
-// order, and returns the RunnerSets among them.
-func apply(ctx context.Context, c client.Client, path string) ([]client.ObjectKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the example: %w (give another with --example, or --example=none)", err)
-	}
-	var sets []client.ObjectKey
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for i := 1; ; i++ {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("%s, document %d: %w", path, i, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("fleet"), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), name(u.GetNamespace(), u.GetName()), path, err)
-		}
-		if u.GroupVersionKind() == v1alpha1.GroupVersion.WithKind("RunnerSet") {
-			sets = append(sets, client.ObjectKey{Namespace: u.GetNamespace(), Name: u.GetName()})
-		}
-	}
-	return sets, nil
 }
 
 // waitReady waits until every RunnerSet in keys is Ready at its current
@@ -297,7 +276,7 @@ func printRunnerSets(ctx context.Context, w io.Writer, c client.Client) error {
 		return fmt.Errorf("listing RunnerSets: %w", err)
 	}
 	if len(list.Items) == 0 {
-		fmt.Fprintln(w, "No RunnerSets: apply one with kubectl apply -f (see stacks/local/example.yaml)")
+		fmt.Fprintln(w, "No RunnerSets: add a team to stacks/Pulumi.local.yaml and run fleet up again")
 		return nil
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
@@ -343,6 +322,9 @@ func (s *localStack) Down(ctx context.Context, o downOptions) error {
 		fmt.Fprintf(s.stderr, "No local stack in %s: nothing to stop\n", s.dir)
 		return nil
 	}
+	if err := s.destroy(ctx); err != nil {
+		return err
+	}
 	if err := localcluster.DownWithTimeout(ctx, s.dir, o.grace, s.stderr); err != nil {
 		return fmt.Errorf("stopping the local stack in %s: %w", s.dir, err)
 	}
@@ -354,6 +336,37 @@ func (s *localStack) Down(ctx context.Context, o downOptions) error {
 		return nil
 	}
 	fmt.Fprintf(s.stderr, "The local stack is down; its state and logs stay in %s (fleet down --purge removes them)\n", s.dir)
+	return nil
+}
+
+// destroy runs pulumi destroy while the control plane and the controller
+// still run, so that the controller drains and releases every RunnerSet
+// before its API goes away. A stack whose control plane is already down
+// keeps its Pulumi state (fleet down --purge removes it with the rest).
+func (s *localStack) destroy(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(s.dir, "pulumi", "state")); err != nil {
+		return nil
+	}
+	st, err := localcluster.Status(ctx, s.dir)
+	if err != nil || !st.Ready {
+		fmt.Fprintf(s.stderr, "The control plane is not running: skipping pulumi destroy; the Pulumi state stays in %s\n", filepath.Join(s.dir, "pulumi"))
+		return nil
+	}
+	cl, err := localcluster.Open(ctx, s.dir)
+	if err != nil {
+		return err
+	}
+	if err := s.startController(ctx, cl); err != nil {
+		return err
+	}
+	tools, err := pulumiTools(ctx, s.root, s.stderr)
+	if err != nil {
+		return err
+	}
+	stackFile := filepath.Join(s.dir, "pulumi", "Pulumi."+stackLocal+".yaml")
+	if err := s.program(tools, stackFile, cl.Kubeconfig).destroy(ctx); err != nil {
+		return fmt.Errorf("%w\n(the control plane keeps running; fix the cause and run fleet down again)", err)
+	}
 	return nil
 }
 

@@ -1,14 +1,16 @@
 // Command fleet is the operator CLI of runnerfleet: it brings a stack up,
 // shows its status and takes it down.
 //
-//	fleet up     --stack local   a local control plane, the controller, the example RunnerSet
+//	fleet up     --stack local   a local control plane, the Pulumi program inline, the controller
 //	fleet status --stack local   RunnerSets, control-plane processes, kubeconfig
 //	fleet down   --stack local   stop everything
 //	fleet rotate                 blue/green rotation of a VM manager group, no job lost
 //	fleet gc                     orphaned autoscaled VMs, spot requests and old images
 //
-// Only the local stack exists until the Pulumi program lands; every stack
-// goes through openStack (stack.go), so that it can take the others.
+// fleet up runs the same Pulumi program as `pulumi up` (infra.Program),
+// inline through the Automation API. The cloud stacks are deployed with
+// `pulumi up --stack <stack>` from a checkout; every stack goes through
+// openStack (stack.go).
 package main
 
 import (
@@ -26,7 +28,7 @@ import (
 const usage = `fleet is the operator CLI of runnerfleet.
 
 Usage:
-  fleet up     [--stack local] [--state-dir DIR] [--timeout 3m] [--example FILE]
+  fleet up     [--stack local] [--state-dir DIR] [--timeout 3m] [--config FILE]
   fleet status [--stack local] [--state-dir DIR]
   fleet down   [--stack local] [--state-dir DIR] [--purge]
   fleet rotate --provider gce|ec2 --group G --image I --zone Z --machine-type T [--drain-timeout 2h] [--webhook URL]
@@ -83,8 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "up":
 		var o upOptions
-		fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for the example RunnerSets to become Ready")
-		fs.StringVar(&o.example, "example", "", `manifests to apply once the controller runs (default <repo>/stacks/<stack>/example.yaml; "none" applies nothing)`)
+		fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for the stack's RunnerSets to become Ready")
+		fs.StringVar(&o.config, "config", "", "the stack config to deploy (default <repo>/stacks/Pulumi.<stack>.yaml)")
 		if err := parse(fs, args); err != nil {
 			return err
 		}

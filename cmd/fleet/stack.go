@@ -22,7 +22,7 @@ type stack interface {
 
 type upOptions struct {
 	timeout time.Duration
-	example string
+	config  string
 }
 
 type downOptions struct {
@@ -31,9 +31,9 @@ type downOptions struct {
 }
 
 // openStack is the one place that maps a stack name to what runs it. The
-// local stack is a control plane on this machine; the other stacks
-// (stacks/Pulumi.<stack>.yaml) come with the Pulumi program, through the
-// Automation API, and plug in here.
+// local stack is a control plane on this machine that fleet starts before it
+// runs the program; the cloud stacks need credentials and the AWS or GCP
+// provider plugin, and are deployed with pulumi up.
 func openStack(c common, stdout, stderr io.Writer) (stack, error) {
 	switch c.stack {
 	case "local":
@@ -41,7 +41,7 @@ func openStack(c common, stdout, stderr io.Writer) (stack, error) {
 	case "":
 		return nil, fmt.Errorf("--stack is empty: name a stack, for example --stack local")
 	default:
-		return nil, fmt.Errorf("stack %q is not available: only the local stack exists until the Pulumi program (infra/, cmd/infra) lands; use --stack local", c.stack)
+		return nil, fmt.Errorf("stack %q: fleet runs the local stack only; deploy a cloud stack with `pulumi up --stack %s` in the checkout (stacks/README.md)", c.stack, c.stack)
 	}
 }
 

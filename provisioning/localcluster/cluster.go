@@ -28,7 +28,6 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 )
 
 const kwokStagesFile = "kwok-stages.yaml"
@@ -279,8 +278,9 @@ func httpOK(ctx context.Context, hc *http.Client, url string) error {
 	return nil
 }
 
-// setup creates the fake nodes and installs the runnerfleet CRDs, and waits
-// until the nodes are Ready and the CRDs served.
+// setup creates the fake nodes and installs Options.CRDs, and waits until
+// the nodes are Ready and the CRDs served. runnerfleet's own CRDs are not
+// among them: the Pulumi program declares those, like on every platform.
 func (c *Cluster) setup(ctx context.Context, opts Options) error {
 	start := time.Now()
 	names := make([]string, opts.Nodes)
@@ -296,16 +296,12 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 	fmt.Fprintf(opts.Log, "Nodes %s Ready (kwok) %.1fs\n", strings.Join(names, ", "), time.Since(start).Seconds())
 
 	start = time.Now()
-	own, err := crds.CRDs()
-	if err != nil {
-		return err
-	}
-	for _, crd := range append(own, opts.CRDs...) {
+	for _, crd := range opts.CRDs {
 		if err := c.applyCRD(ctx, crd); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(opts.Log, "Installed %d CRDs (runnerfleet's and %d more) %.1fs\n", len(own)+len(opts.CRDs), len(opts.CRDs), time.Since(start).Seconds())
+	fmt.Fprintf(opts.Log, "Installed %d CRDs %.1fs\n", len(opts.CRDs), time.Since(start).Seconds())
 	if opts.Karpenter && c.Running(Karpenter) == 0 {
 		return c.startKarpenter(ctx, opts.StartTimeout, opts.Log)
 	}

@@ -77,8 +77,8 @@ type Options struct {
 	Assets string
 	// RepoRoot is the runnerfleet checkout holding hack/tools.sh.
 	RepoRoot string
-	// CRDs are installed after runnerfleet's own (crds.CRDs), for example
-	// Karpenter's.
+	// CRDs are installed once the nodes are up, for example Karpenter's.
+	// runnerfleet's own come with the Pulumi program.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Karpenter starts Karpenter's kwok provider once the CRDs are in; CRDs
 	// must then hold Karpenter's (NodePool, NodeClaim, KWOKNodeClass, …).
