@@ -58,6 +58,8 @@ type Fleet struct {
 	Defaults Defaults `json:"defaults,omitempty"`
 	// Teams get a namespace, a RunnerSet, and (in the cloud) an identity.
 	Teams []Team `json:"teams,omitempty"`
+	// SharedFleets are the platform's own shared runners on GCE VMs (gke).
+	SharedFleets []SharedFleet `json:"sharedFleets,omitempty"`
 }
 
 // Local is the local control plane.
@@ -257,6 +259,8 @@ func (f *Fleet) Validate() field.ErrorList {
 	}
 	errs = append(errs, validatePatterns(p.Child("identity", "awsRoleARNPatterns"), f.Identity.AWSRoleARNPatterns, "arn:", "arn:aws:iam::123456789012:role/ci-{namespace}-*")...)
 	errs = append(errs, validatePatterns(p.Child("identity", "gcpServiceAccountPatterns"), f.Identity.GCPServiceAccountPatterns, "", "ci-{namespace}@my-project.iam.gserviceaccount.com")...)
+
+	errs = append(errs, f.validateSharedFleets(p.Child("sharedFleets"))...)
 
 	seen := map[string]int{}
 	tags := map[string]int{}
