@@ -63,7 +63,7 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)
 	}
 	t.Cleanup(func() { fleet(2*time.Minute, "down") })
-	fleet(6*time.Minute, "up", "--example", "none")
+	fleet(6*time.Minute, "up", "--config", filepath.Join(root, "e2e", "testdata", "Pulumi.local.yaml"))
 	c := clientFor(t, filepath.Join(state, "kubeconfig"))
 	ctx := context.Background()
 

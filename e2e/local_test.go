@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,7 +33,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// The example stacks/local/example.yaml applies.
+// The team of stacks/Pulumi.local.yaml.
 var example = client.ObjectKey{Namespace: "team-a", Name: "build"}
 
 func TestLocalStackUpRolloutDown(t *testing.T) {
@@ -56,7 +57,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 		}
 	})
 
-	// fleet up: control plane, controller, example, Ready.
+	// fleet up: control plane, the Pulumi program inline, controller, Ready.
 	start = time.Now()
 	fleet(6*time.Minute, "up", "--timeout", "4m")
 	t.Logf("fleet up took %s", time.Since(start).Round(time.Millisecond))
@@ -131,9 +132,14 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)
 	}
 	start = time.Now()
-	fleet(2*time.Minute, "down")
+	out = fleet(4*time.Minute, "down")
 	down = true
 	t.Logf("fleet down took %s", time.Since(start).Round(time.Millisecond))
+	// pulumi destroy ran while the controller still ran: the Pulumi state
+	// holds nothing, and the RunnerSet's finalizer was let go.
+	if left := stateResources(t, state); len(left) != 0 {
+		t.Errorf("the Pulumi state still holds %d resources after fleet down: %v\n%s", len(left), left, out)
+	}
 	for name, pid := range pids {
 		if alive(pid) {
 			t.Errorf("%s (pid %d) still runs after fleet down", name, pid)
@@ -339,4 +345,34 @@ func listeningPorts(t *testing.T, pids map[string]int) map[int]string {
 		fh.Close()
 	}
 	return ports
+}
+
+// stateResources lists the resources the local stack's Pulumi state (the file
+// backend under the state directory) still holds, the stack itself aside.
+func stateResources(t *testing.T, state string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "pulumi", "state", ".pulumi", "stacks", "runnerfleet", "local.json"))
+	if err != nil {
+		t.Fatalf("reading the local stack's Pulumi state: %v", err)
+	}
+	var cp struct {
+		Checkpoint struct {
+			Latest struct {
+				Resources []struct {
+					URN  string `json:"urn"`
+					Type string `json:"type"`
+				} `json:"resources"`
+			} `json:"latest"`
+		} `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		t.Fatalf("decoding the local stack's Pulumi state: %v", err)
+	}
+	var out []string
+	for _, r := range cp.Checkpoint.Latest.Resources {
+		if r.Type != "pulumi:pulumi:Stack" {
+			out = append(out, r.URN)
+		}
+	}
+	return out
 }

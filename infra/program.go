@@ -17,9 +17,12 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/runnerfleet/runnerfleet/infra/aws"
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
 // Options change how the program reaches what is outside the stack config.
@@ -47,6 +50,10 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		switch f.Platform {
 		case stackconfig.PlatformLocal:
 			cluster, err = local(ctx, f, o)
+		case stackconfig.PlatformEKS:
+			cluster, err = aws.NewPlatform(ctx, f)
+		case stackconfig.PlatformGKE:
+			cluster, err = gcp.NewPlatform(ctx, f)
 		default:
 			err = fmt.Errorf("platform %q has no implementation in this build", f.Platform)
 		}
@@ -55,7 +62,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		}
 		var role *rbacv1.ClusterRole
 		if cluster.InCluster {
-			if role, err = controllerRole(); err != nil {
+			if role, err = rbac.ClusterRole(); err != nil {
 				return err
 			}
 		}
@@ -147,9 +154,4 @@ func local(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster,
 		Provider: p,
 		Class:    v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK},
 	}, nil
-}
-
-// controllerRole is the controller's generated ClusterRole.
-func controllerRole() (*rbacv1.ClusterRole, error) {
-	return nil, errors.New("the in-cluster controller's ClusterRole (runnerset/rbac) is not generated yet")
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 )
@@ -133,4 +135,86 @@ func TestMalformedFleetKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.platform") {
 		t.Fatalf("Program with a number for platform = %v, want an error naming runnerfleet:fleet.platform", err)
 	}
+}
+
+// TestCloudStacks runs the example cloud stacks, stacks/Pulumi.eks-dev.yaml
+// and stacks/Pulumi.gke-shared.yaml, through the whole program under mocks.
+func TestCloudStacks(t *testing.T) {
+	cases := []struct {
+		stack, identityField, cacheType string
+		secrets                         map[string]string
+	}{
+		{"eks-dev", "awsRoleARN", "s3", map[string]string{"runnerfleet:teamABuildToken": "glrt-team-a-secret", "runnerfleet:gitlabAPIToken": "glpat-api-secret"}},
+		{"gke-shared", "gcpServiceAccount", "gcs", map[string]string{"runnerfleet:teamCBuildToken": "glrt-team-c-secret"}},
+	}
+	for _, c := range cases {
+		t.Run(c.stack, func(t *testing.T) {
+			m := infratest.NewMocks(t)
+			cfg, secretKeys := stackConfig(t, c.stack, c.secrets)
+			if err := infratest.Run(m, c.stack, cfg, secretKeys, infra.Program); err != nil {
+				t.Fatal(err)
+			}
+			sets := m.ByToken(tokRunnerSet)
+			if len(sets) == 0 {
+				t.Fatal("no RunnerSets declared")
+			}
+			for _, rs := range sets {
+				id := rs.Input("spec.jobs.identity." + c.identityField)
+				if !id.IsString() || id.StringValue() == "" {
+					t.Errorf("RunnerSet %s has no job identity %s: %v", rs.Name, c.identityField, id)
+				}
+				if !strings.Contains(rs.Provider, "pulumi:providers:kubernetes") {
+					t.Errorf("RunnerSet %s is not on the cluster's Kubernetes provider: %q", rs.Name, rs.Provider)
+				}
+			}
+			class := m.ByToken(tokRunnerClass)
+			if len(class) != 1 {
+				t.Fatalf("%d RunnerClasses, want 1", len(class))
+			}
+			if v := class[0].Input("spec.defaults.cache.type"); v.StringValue() != c.cacheType {
+				t.Errorf("RunnerClass cache type = %v, want %s", v, c.cacheType)
+			}
+			if v := class[0].Input("spec.defaults.cache.bucket"); !v.IsString() || v.StringValue() == "" {
+				t.Errorf("RunnerClass cache bucket = %v, want the stack's bucket", v)
+			}
+			if v := class[0].Input("spec.policy.allowedCapacityTypes"); !v.IsArray() || len(v.ArrayValue()) != 1 || v.ArrayValue()[0].StringValue() != "spot" {
+				t.Errorf("RunnerClass allowed capacity = %v, want spot only (the stack does not allow on-demand)", v)
+			}
+			d := m.Get(t, tokDeployment, "ci-"+strings.TrimPrefix(strings.TrimPrefix(c.stack, "eks-"), "gke-")+"-controller")
+			if v := d.Input("spec.template.spec.serviceAccountName"); v.StringValue() != "runnerset-controller" {
+				t.Errorf("controller runs as %v", v)
+			}
+			// No token in clear in any input: only inside Pulumi secrets.
+			for _, r := range m.Resources() {
+				for _, tok := range c.secrets {
+					if leaks(resource.NewObjectProperty(r.Inputs), tok) {
+						t.Errorf("%s %s carries a token outside a secret", r.Token, r.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// leaks reports whether s appears in v outside a secret.
+func leaks(v resource.PropertyValue, s string) bool {
+	switch {
+	case v.IsSecret():
+		return false
+	case v.IsString():
+		return strings.Contains(v.StringValue(), s)
+	case v.IsArray():
+		for _, e := range v.ArrayValue() {
+			if leaks(e, s) {
+				return true
+			}
+		}
+	case v.IsObject():
+		for _, e := range v.ObjectValue() {
+			if leaks(e, s) {
+				return true
+			}
+		}
+	}
+	return false
 }

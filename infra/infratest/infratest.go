@@ -104,7 +104,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 	if rpc := args.RegisterRPC; rpc != nil {
 		r.Parent = rpc.GetParent()
 		r.DependsOn = rpc.GetDependencies()
-		r.URN = fmt.Sprintf("urn:pulumi:%s::%s::%s::%s", "test", Project, args.TypeToken, args.Name)
+		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
 	var problems []string
 	if args.Custom && !customResource(args.TypeToken) {
@@ -128,6 +128,21 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		id = v.StringValue()
 	}
 	return id, out, nil
+}
+
+// urn is the URN the engine gives a resource: the parent's qualified type,
+// '$', the resource's type, for children of anything but the stack.
+func urn(parent, tok, name string) string {
+	// urn:pulumi:<stack>::<project>::<qualified type>::<name>
+	parts := strings.SplitN(parent, "::", 4)
+	if len(parts) != 4 {
+		return fmt.Sprintf("urn:pulumi:unknown::%s::%s::%s", Project, tok, name)
+	}
+	qualified := tok
+	if parts[2] != "pulumi:pulumi:Stack" {
+		qualified = parts[2] + "$" + tok
+	}
+	return fmt.Sprintf("%s::%s::%s::%s", parts[0], parts[1], qualified, name)
 }
 
 // customResource reports whether tok is a Kubernetes custom resource
@@ -297,6 +312,17 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 					})}),
 				})}),
 			}
+		},
+		// S3 names a bucket declared without one from its prefix or the
+		// resource name and a random suffix.
+		"aws:s3/bucketV2:BucketV2": func(r Resource) resource.PropertyMap {
+			name := r.Name + "-20261130a1b2c3d4"
+			if v := r.Input("bucket"); v.IsString() {
+				name = v.StringValue()
+			} else if v := r.Input("bucketPrefix"); v.IsString() {
+				name = v.StringValue() + "20261130a1b2c3d4"
+			}
+			return resource.PropertyMap{"bucket": str(name), "arn": str("arn:aws:s3:::" + name)}
 		},
 		"gcp:serviceaccount/account:Account": func(r Resource) resource.PropertyMap {
 			id, project := r.Input("accountId"), r.Input("project")
