@@ -169,6 +169,9 @@ func (g *GCP) Validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("releaseChannel"), g.ReleaseChannel, GCPReleaseChannels))
 	}
 	errs = append(errs, g.SystemNodes.validate(p.Child("systemNodes"))...)
+	if m := g.SystemNodes.Max; m != nil && *m >= 1 && *m < len(g.Zones) {
+		errs = append(errs, field.Invalid(p.Child("systemNodes", "max"), *m, fmt.Sprintf("the pool starts with one node in each of its %d zones; raise max to at least %d or list fewer zones", len(g.Zones), len(g.Zones))))
+	}
 	for _, c := range []struct {
 		name string
 		v    *int

@@ -119,6 +119,7 @@ func TestGCPValidationNamesTheBadKey(t *testing.T) {
 		{"bad machine type", map[string]any{"systemNodes": map[string]any{"machineType": "E2 standard 4"}}, g + "systemNodes.machineType", "e2-standard-4"},
 		{"machine family, not type", map[string]any{"systemNodes": map[string]any{"machineType": "e2"}}, g + "systemNodes.machineType", "machine type"},
 		{"min above max", map[string]any{"systemNodes": map[string]any{"min": 4, "max": 2}}, g + "systemNodes.min", "more than max"},
+		{"max below the zones", map[string]any{"systemNodes": map[string]any{"max": 2}}, g + "systemNodes.max", "one node in each of its 3 zones"},
 		{"no system nodes", map[string]any{"systemNodes": map[string]any{"min": 0}}, g + "systemNodes.min", "at least 1"},
 		{"zero CPU cap", map[string]any{"autoprovisioning": map[string]any{"maxCPU": 0}}, g + "autoprovisioning.maxCPU", "above 0"},
 		{"negative memory cap", map[string]any{"autoprovisioning": map[string]any{"maxMemoryGB": -1}}, g + "autoprovisioning.maxMemoryGB", "above 0"},
