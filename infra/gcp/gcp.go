@@ -1,0 +1,158 @@
+// Package gcp declares the gke platform: a VPC with Cloud NAT, a private
+// regional GKE cluster with Workload Identity and node auto-provisioning (for
+// the teams' ComputeClasses), a Google service account per team bound to
+// exactly that team's job ServiceAccount, and a private GCS cache bucket.
+//
+// Every GCP resource goes through one explicit gcp provider, which carries
+// the project, the region and the labels, and is registered by type token
+// (see infra/internal/pulumix) rather than through the generated SDK.
+package gcp
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+)
+
+// Platform is the component every other resource of the gke platform hangs
+// under.
+type Platform struct {
+	pulumi.ResourceState
+}
+
+// provider is the explicit gcp provider.
+type provider struct {
+	pulumi.ProviderResourceState
+}
+
+// env is what every component of the platform shares.
+type env struct {
+	fleet  *stackconfig.Fleet
+	gcp    *stackconfig.GCP
+	labels map[string]string
+	gcpp   pulumi.ProviderResource
+}
+
+// opts are the options of a GCP resource that is a child of parent.
+func (e *env) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
+	return append([]pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(e.gcpp)}, more...)
+}
+
+// NewPlatform declares the gke platform of fleet f and returns the cluster
+// for the Kubernetes part of the program. It refuses, before declaring
+// anything, teams the platform cannot give an identity.
+func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.ResourceOption) (*kube.Cluster, error) {
+	if f.Platform != stackconfig.PlatformGKE || f.GCP == nil {
+		return nil, fmt.Errorf("gcp: the fleet's platform is %q; the gke platform needs platform gke and a gcp section", f.Platform)
+	}
+	if errs := stackconfig.ValidateGKETeams(f); len(errs) > 0 {
+		return nil, &stackconfig.Error{List: errs}
+	}
+	name := f.ClusterName
+	p := &Platform{}
+	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", name, p, opts...); err != nil {
+		return nil, err
+	}
+	e := &env{fleet: f, gcp: f.GCP, labels: Labels(ctx.Stack(), f)}
+	var gp provider
+	err := pulumix.Register(ctx, "pulumi:providers:gcp", name+"-gcp", pulumi.Map{
+		"project":       pulumi.String(f.GCP.Project),
+		"region":        pulumi.String(f.GCP.Region),
+		"defaultLabels": pulumix.StringMap(e.labels),
+	}, &gp, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("declaring the gcp provider: %w", err)
+	}
+	e.gcpp = &gp
+
+	nw, err := newNetwork(ctx, name+"-network", e, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("declaring the network: %w", err)
+	}
+	cl, err := newCluster(ctx, name+"-cluster", e, nw, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("declaring the GKE cluster: %w", err)
+	}
+	ids, err := newIdentities(ctx, name+"-identity", e, cl, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("declaring the teams' identities: %w", err)
+	}
+	cache, err := newCache(ctx, name+"-cache", e, ids, pulumi.Parent(p))
+	if err != nil {
+		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
+	}
+	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
+		"clusterName": cl.Name,
+		"kubeconfig":  cl.Kubeconfig,
+		"network":     nw.Network,
+		"cacheBucket": cache.Bucket,
+	}); err != nil {
+		return nil, err
+	}
+
+	emails := make(map[string]pulumi.StringOutput, len(ids.Teams))
+	for _, t := range ids.Teams {
+		emails[kube.IdentityKey(t.Namespace, t.Name)] = t.Email
+	}
+	return &kube.Cluster{
+		Provider: cl.Kubernetes,
+		Class: v1alpha1.RunnerClassSpec{
+			Provider:     v1alpha1.CapacityProviderComputeClass,
+			ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: append([]string(nil), f.GCP.MachineFamilies...)},
+			Policy: v1alpha1.RunnerClassPolicy{Identity: v1alpha1.IdentityPolicy{
+				GCPServiceAccountPatterns: []string{ServiceAccountPattern(f.GCP.Project)},
+			}},
+		},
+		Identities: emails,
+		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: f.GCP.Region},
+		DependsOn:  []pulumi.Resource{cl.SystemPool},
+		InCluster:  true,
+	}, nil
+}
+
+// ServiceAccountPattern is the RunnerClass identity pattern that allows a
+// namespace the Google service accounts this platform creates for its
+// RunnerSets (naming.GCPServiceAccountID: "<namespace>-<hash>").
+func ServiceAccountPattern(project string) string {
+	return "{namespace}-*@" + project + ".iam.gserviceaccount.com"
+}
+
+// WorkloadPool is the project's Workload Identity pool.
+func WorkloadPool(project string) string { return project + ".svc.id.goog" }
+
+// WorkloadIdentityMember is the IAM member of one Kubernetes ServiceAccount
+// of the project's clusters.
+func WorkloadIdentityMember(project, namespace, serviceAccount string) string {
+	return "serviceAccount:" + WorkloadPool(project) + "[" + namespace + "/" + serviceAccount + "]"
+}
+
+// Labels are the labels of every labelable GCP resource of the stack: the
+// stack's own, then the stack and cluster labels, which win.
+func Labels(stack string, f *stackconfig.Fleet) map[string]string {
+	out := map[string]string{}
+	for k, v := range f.GCP.Labels {
+		out[k] = v
+	}
+	out[stackconfig.GCPLabelStack] = LabelValue(stack)
+	out[stackconfig.GCPLabelCluster] = LabelValue(f.ClusterName)
+	return out
+}
+
+var notLabelValue = regexp.MustCompile(`[^a-z0-9_-]`)
+
+// LabelValue makes s a GCP label value: lower-case letters, digits, '_' and
+// '-', at most 63 characters (Pulumi stack names may have capitals and dots).
+func LabelValue(s string) string {
+	v := notLabelValue.ReplaceAllString(strings.ToLower(s), "-")
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return v
+}

@@ -1,0 +1,70 @@
+package gcp
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+)
+
+// Identities are the teams' Google service accounts. Each one trusts exactly
+// its team's job ServiceAccount through Workload Identity: one IAMMember per
+// account (not IAMBinding, which would remove every other member of the
+// role, nor a wildcard principal set).
+type Identities struct {
+	pulumi.ResourceState
+
+	Teams []TeamIdentity
+}
+
+// TeamIdentity is one team's service account.
+type TeamIdentity struct {
+	Namespace, Name string
+	// AccountID is naming.GCPServiceAccountID.
+	AccountID string
+	Email     pulumi.StringOutput
+	// Member is serviceAccount:<email>, for grants to the account.
+	Member pulumi.StringOutput
+}
+
+func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts ...pulumi.ResourceOption) (*Identities, error) {
+	ids := &Identities{}
+	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Identities", name, ids, opts...); err != nil {
+		return nil, err
+	}
+	g, cluster := e.gcp, e.fleet.ClusterName
+	for _, t := range e.fleet.Teams {
+		if !t.WantsIdentity(e.fleet.Platform) {
+			continue
+		}
+		r := naming.For(t.Namespace, t.Name)
+		id := r.GCPServiceAccountID(cluster)
+		// The account ID is unique per team (the stack config refuses
+		// clashes) where "<namespace>-<name>" is not: a-b/c and a/b-c.
+		child := name + "-" + id
+		var sa account
+		err := pulumix.Register(ctx, "gcp:serviceaccount/account:Account", child, pulumi.Map{
+			"project":     pulumi.String(g.Project),
+			"accountId":   pulumi.String(id),
+			"displayName": pulumi.String("runnerfleet jobs " + t.Namespace + "/" + t.Name),
+			"description": pulumi.String("Job pods of RunnerSet " + t.Namespace + "/" + t.Name + " on GKE cluster " + cluster + " act as this account through Workload Identity."),
+		}, &sa, e.opts(ids)...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+"-workload-identity", pulumi.Map{
+			"serviceAccountId": sa.Name,
+			"role":             pulumi.String("roles/iam.workloadIdentityUser"),
+			"member":           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, r.JobServiceAccount())),
+		}, e.opts(ids, pulumi.DependsOn([]pulumi.Resource{cl.Resource}))...)
+		if err != nil {
+			return nil, err
+		}
+		ids.Teams = append(ids.Teams, TeamIdentity{Namespace: t.Namespace, Name: t.Name, AccountID: id, Email: sa.Email, Member: sa.Member})
+	}
+	emails := pulumi.StringMap{}
+	for _, t := range ids.Teams {
+		emails[t.Namespace+"/"+t.Name] = t.Email
+	}
+	return ids, ctx.RegisterResourceOutputs(ids, pulumi.Map{"serviceAccounts": emails})
+}
