@@ -1,22 +1,485 @@
 package stackconfig
 
 import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 // SharedFleet is one of the platform's own shared runner fleets for a whole
 // GitLab instance (production, staging, …): manager groups in a namespace of
-// their own, whose jobs run on autoscaled GCE VMs.
+// their own, whose jobs run on autoscaled GCE VMs. A staging fleet is simply
+// another entry with less capacity.
 type SharedFleet struct {
-	// Name names the fleet and its namespace.
+	// Name names the fleet and, by default, its namespace.
 	Name string `json:"name"`
+	// Namespace is the fleet's namespace; default the name. It also names
+	// the fleet's managers (<namespace>-<group>) and is the
+	// runnerfleet-fleet label of its VMs.
+	Namespace string `json:"namespace,omitempty"`
+	// GitLabURL is the instance the fleet serves; default the stack's
+	// gitlabURL.
+	GitLabURL string `json:"gitlabURL,omitempty"`
+	// ManagerImage is the gitlab-runner image of the managers. docker+machine
+	// groups need one that also holds GitLab's docker-machine fork (the
+	// stock gitlab-runner image does not); docker-autoscaler groups default
+	// to the chart's image.
+	ManagerImage string `json:"managerImage,omitempty"`
+	// GCPServiceAccount is the Google service account the managers act as
+	// through Workload Identity, to create VMs and use the cache bucket.
+	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
+	// JobTimeout is the longest a job may run on this fleet, and so how long
+	// a manager may drain; default and minimum 3h.
+	JobTimeout *metav1.Duration `json:"jobTimeout,omitempty"`
+	// CacheBucket is the GCS cache bucket; default the platform's.
+	CacheBucket string `json:"cacheBucket,omitempty"`
+	// Monitoring is the fleet's own Prometheus.
+	Monitoring SharedFleetMonitoring `json:"monitoring,omitempty"`
+	// WebTerminal exposes every manager's session server, for GitLab's
+	// interactive web terminals; without it the managers run none.
+	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
+	// Groups are the fleet's manager groups.
+	Groups []ManagerGroup `json:"groups"`
 }
 
-// validateSharedFleets checks the sharedFleets section.
+// SharedFleetMonitoring is a fleet's own Prometheus.
+type SharedFleetMonitoring struct {
+	// VMQuota is the VM quota of the fleet's project and region, for the
+	// VMCountNearQuota alert; default the sum of the groups' maxVMs times
+	// their maxManagers.
+	VMQuota int `json:"vmQuota,omitempty"`
+	// GCPServiceAccount is the Google service account Prometheus's GCE
+	// discovery acts as through Workload Identity (compute.instances.list).
+	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
+}
+
+// WebTerminal is how GitLab reaches the managers' session servers.
+type WebTerminal struct {
+	// Domain is the DNS domain of the managers' hostnames:
+	// <manager>.<domain>, one per manager.
+	Domain string `json:"domain"`
+	// AllowedCIDRs are the GitLab instance's ranges, the only sources that
+	// may reach a session server.
+	AllowedCIDRs []string `json:"allowedCIDRs"`
+	// IngressClass is the class of the Ingress; its controller must pass
+	// TLS through (ingress-nginx with --enable-ssl-passthrough). Default nginx.
+	IngressClass string `json:"ingressClass,omitempty"`
+	// IngressNamespace is where that controller runs, the only namespace
+	// whose pods may reach the session servers; default ingress-nginx.
+	IngressNamespace string `json:"ingressNamespace,omitempty"`
+}
+
+// ManagerGroup is one group of managers of a shared fleet: the same
+// config.toml, one Helm release per manager.
+type ManagerGroup struct {
+	// Name names the group; its managers are <namespace>-<name>-<n>.
+	Name string `json:"name"`
+	// Executor is docker+machine (the default) or docker-autoscaler.
+	Executor string `json:"executor,omitempty"`
+	// TokenConfigKey names the stack config secret holding the runner's
+	// authentication token (glrt-…): pulumi config set --secret <key> glrt-…
+	TokenConfigKey string `json:"tokenConfigKey"`
+	// Concurrent jobs per manager; default 100 (400 for Windows).
+	Concurrent int `json:"concurrent,omitempty"`
+	// Project is the VMs' GCP project; default gcp.project.
+	Project string `json:"project,omitempty"`
+	// Zone is the VMs' zone, in gcp.region.
+	Zone string `json:"zone"`
+	// MachineType of the VMs, such as n2d-standard-4.
+	MachineType string `json:"machineType"`
+	// Image is the VMs' image (name, family or URL).
+	Image string `json:"image"`
+	// Spot runs the VMs as spot (preemptible) VMs; default true.
+	Spot *bool `json:"spot,omitempty"`
+	// NetworkTags of the VMs, for firewall rules.
+	NetworkTags []string `json:"networkTags,omitempty"`
+	// MaxVMs caps the VMs of one manager.
+	MaxVMs int `json:"maxVMs"`
+	// IdleCount VMs wait idle for IdleTime, per manager.
+	IdleCount int             `json:"idleCount,omitempty"`
+	IdleTime  metav1.Duration `json:"idleTime,omitempty"`
+	// MaxBuilds recycles a VM after this many jobs.
+	MaxBuilds int `json:"maxBuilds,omitempty"`
+	// Periods change IdleCount and IdleTime while a cron expression matches.
+	Periods []AutoscalingPeriod `json:"periods,omitempty"`
+	// InstanceGroup is docker-autoscaler's managed instance group.
+	InstanceGroup string `json:"instanceGroup,omitempty"`
+	// Windows runs Windows VMs (docker-autoscaler over WinRM).
+	Windows bool `json:"windows,omitempty"`
+	// JobImage is the default image of jobs.
+	JobImage string `json:"jobImage,omitempty"`
+	// Scaling bounds the group's managers.
+	Scaling ManagerScaling `json:"scaling,omitempty"`
+}
+
+// AutoscalingPeriod is an autoscaling period of a manager group.
+type AutoscalingPeriod struct {
+	// Periods are cron expressions with seconds, such as "* * 9-17 * * mon-fri *".
+	Periods   []string        `json:"periods"`
+	Timezone  string          `json:"timezone,omitempty"`
+	IdleCount int             `json:"idleCount"`
+	IdleTime  metav1.Duration `json:"idleTime"`
+}
+
+// ManagerScaling bounds the managers of a group. MinManagers always run;
+// the others start as the jobs the group runs pass TargetUtilization of
+// the running managers' concurrent.
+type ManagerScaling struct {
+	// MinManagers, default 1.
+	MinManagers int32 `json:"minManagers,omitempty"`
+	// MaxManagers, default MinManagers.
+	MaxManagers int32 `json:"maxManagers,omitempty"`
+	// TargetUtilization, default 0.7.
+	TargetUtilization float64 `json:"targetUtilization,omitempty"`
+}
+
+// Shared-fleet defaults and limits.
+const (
+	// MinSharedJobTimeout is the shortest job timeout of a shared fleet:
+	// managers drain for as long as jobs may run.
+	MinSharedJobTimeout = 3 * time.Hour
+	// MaxManagersPerGroup caps a group's managers (one Helm release each).
+	MaxManagersPerGroup = 20
+	// MonitoringNamespace holds the central Prometheus.
+	MonitoringNamespace = "monitoring"
+	// DefaultIngressClass and DefaultIngressNamespace are the web
+	// terminal's ingress-nginx.
+	DefaultIngressClass     = "nginx"
+	DefaultIngressNamespace = "ingress-nginx"
+	// maxReleaseName keeps <manager>-<n> within Helm's 53-character
+	// release names.
+	maxReleaseName = 53
+)
+
+// JobTimeoutOrDefault is the fleet's job timeout.
+func (s SharedFleet) JobTimeoutOrDefault() time.Duration {
+	if s.JobTimeout == nil {
+		return MinSharedJobTimeout
+	}
+	return s.JobTimeout.Duration
+}
+
+// ManagerName is the group's manager name, shared by its managers: their
+// headless metrics Service, PodDisruptionBudget and the runnerfleet-manager
+// label of their VMs.
+func (s SharedFleet) ManagerName(g ManagerGroup) string { return s.Namespace + "-" + g.Name }
+
+// ManagerNames are the group's managers, one Helm release each:
+// <namespace>-<group>-<n>.
+func (s SharedFleet) ManagerNames(g ManagerGroup) []string {
+	out := make([]string, g.Scaling.MaxManagers)
+	for i := range out {
+		out[i] = s.ManagerName(g) + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// Group is group j as the renderer's ManagerGroup, with the stack's
+// defaults: project and region from the gcp section, the fleet's GitLab URL
+// and cache bucket (cacheBucket, if the fleet sets none and the platform
+// has one, is the caller's to fill).
+func (s SharedFleet) Group(f *Fleet, j int) sharedfleet.ManagerGroup {
+	g := s.Groups[j]
+	periods := make([]sharedfleet.Period, len(g.Periods))
+	for i, p := range g.Periods {
+		periods[i] = sharedfleet.Period{Periods: p.Periods, Timezone: p.Timezone, IdleCount: p.IdleCount, IdleTime: p.IdleTime.Duration}
+	}
+	var region string
+	if f.GCP != nil {
+		region = f.GCP.Region
+	}
+	return sharedfleet.ManagerGroup{
+		Fleet: s.Namespace, Name: g.Name, GitLabURL: s.GitLabURL,
+		Executor: g.Executor, Concurrent: g.Concurrent,
+		Project: g.Project, Region: region, Zone: g.Zone, MachineType: g.MachineType, Image: g.Image,
+		Spot: g.Spot == nil || *g.Spot, NetworkTags: g.NetworkTags,
+		MaxVMs: g.MaxVMs, IdleCount: g.IdleCount, IdleTime: g.IdleTime.Duration, MaxBuilds: g.MaxBuilds,
+		Periods: periods, InstanceGroup: g.InstanceGroup, Windows: g.Windows,
+		CacheBucket: s.CacheBucket, JobImage: g.JobImage,
+	}
+}
+
+// ScalingSpec is the group's scaling for the renderer.
+func (g ManagerGroup) ScalingSpec() sharedfleet.Scaling {
+	return sharedfleet.Scaling{MinManagers: g.Scaling.MinManagers, MaxManagers: g.Scaling.MaxManagers, TargetUtilization: g.Scaling.TargetUtilization}
+}
+
+// MonitoringSpec is the fleet as its Prometheus sees it.
+func (s SharedFleet) MonitoringSpec(f *Fleet) sharedfleet.Fleet {
+	m := sharedfleet.Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota}
+	for j, g := range s.Groups {
+		m.Groups = append(m.Groups, s.Group(f, j))
+		if s.Monitoring.VMQuota == 0 {
+			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
+		}
+	}
+	return m
+}
+
+// setSharedFleetDefaults fills the shared fleets' defaults. Validate calls
+// it (Decode's setDefaults predates the shared fleets); it is idempotent.
+func (f *Fleet) setSharedFleetDefaults() {
+	for i := range f.SharedFleets {
+		s := &f.SharedFleets[i]
+		if s.Namespace == "" {
+			s.Namespace = s.Name
+		}
+		if s.GitLabURL == "" {
+			s.GitLabURL = f.GitLabURL
+		}
+		if s.WebTerminal != nil {
+			if s.WebTerminal.IngressClass == "" {
+				s.WebTerminal.IngressClass = DefaultIngressClass
+			}
+			if s.WebTerminal.IngressNamespace == "" {
+				s.WebTerminal.IngressNamespace = DefaultIngressNamespace
+			}
+		}
+		for j := range s.Groups {
+			g := &s.Groups[j]
+			if g.Executor == "" {
+				g.Executor = sharedfleet.ExecutorDockerMachine
+			}
+			if g.Project == "" && f.GCP != nil {
+				g.Project = f.GCP.Project
+			}
+			if g.Concurrent == 0 {
+				g.Concurrent = sharedfleet.DefaultConcurrent
+				if g.Windows {
+					g.Concurrent = vmfleet.WindowsConcurrent
+				}
+			}
+			if g.Scaling.MinManagers == 0 {
+				g.Scaling.MinManagers = 1
+			}
+			if g.Scaling.MaxManagers == 0 {
+				g.Scaling.MaxManagers = g.Scaling.MinManagers
+			}
+			if g.Scaling.TargetUtilization == 0 {
+				g.Scaling.TargetUtilization = 0.7
+			}
+		}
+	}
+}
+
+var (
+	gcsBucket      = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$`)
+	gcpSAEmail     = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]@[a-z][-a-z0-9]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$`)
+	imageReference = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\.[a-z0-9-]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+)
+
+// validateSharedFleets checks the sharedFleets section. The groups' VM
+// settings are checked by the renderer's own rules (machine type format,
+// zone in the region, idle VMs within the limit, cron periods, executors),
+// whose messages are moved under the keys they name.
 func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(f.SharedFleets) > 0 && f.Platform != PlatformGKE {
-		errs = append(errs, field.Forbidden(p, "shared fleets run on the gke platform (their jobs run on GCE VMs); remove them or set platform: gke"))
+	if len(f.SharedFleets) == 0 {
+		return nil
+	}
+	if f.Platform != PlatformGKE {
+		return append(errs, field.Forbidden(p, "shared fleets run on the gke platform (their jobs run on GCE VMs); remove them or set platform: gke"))
+	}
+	if f.GCP == nil {
+		return nil // platform gke already asks for the gcp section
+	}
+	f.setSharedFleetDefaults()
+	taken := map[string]string{
+		MonitoringNamespace:    "the central Prometheus's namespace",
+		f.Controller.Namespace: "the controller's namespace",
+	}
+	for _, t := range f.Teams {
+		taken[t.Namespace] = "a team's namespace"
+	}
+	names := map[string]int{}
+	for i := range f.SharedFleets {
+		s := &f.SharedFleets[i]
+		sp := p.Index(i)
+		if j, ok := names[s.Name]; ok {
+			errs = append(errs, field.Duplicate(sp.Child("name"), fmt.Sprintf("%s: also sharedFleets[%d]'s name; give each fleet its own", s.Name, j)))
+		}
+		names[s.Name] = i
+		errs = append(errs, dns1035(sp.Child("name"), s.Name)...)
+		nsPath := sp.Child("namespace")
+		if s.Namespace == s.Name {
+			nsPath = sp.Child("name")
+		} else {
+			errs = append(errs, dns1035(nsPath, s.Namespace)...)
+		}
+		if what, ok := taken[s.Namespace]; ok {
+			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf("is %s; a shared fleet needs a namespace of its own (set namespace)", what)))
+		}
+		taken[s.Namespace] = fmt.Sprintf("sharedFleets[%d]'s namespace", i)
+		errs = append(errs, s.validate(sp, f)...)
 	}
 	return errs
+}
+
+func dns1035(p *field.Path, v string) field.ErrorList {
+	var errs field.ErrorList
+	for _, m := range validation.IsDNS1035Label(v) {
+		errs = append(errs, field.Invalid(p, v, m))
+	}
+	return errs
+}
+
+func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
+	var errs field.ErrorList
+	if !strings.HasPrefix(s.GitLabURL, "https://") && !strings.HasPrefix(s.GitLabURL, "http://") {
+		errs = append(errs, field.Invalid(p.Child("gitlabURL"), s.GitLabURL, "the GitLab instance's URL, for example https://gitlab.example.com"))
+	}
+	needsImage := false
+	for _, g := range s.Groups {
+		needsImage = needsImage || g.Executor == sharedfleet.ExecutorDockerMachine
+	}
+	switch {
+	case s.ManagerImage == "" && needsImage:
+		errs = append(errs, field.Required(p.Child("managerImage"), "docker+machine managers need an image with gitlab-runner and GitLab's docker-machine fork (the stock gitlab-runner image has no docker-machine), for example registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0"))
+	case s.ManagerImage != "" && !imageReference.MatchString(s.ManagerImage):
+		errs = append(errs, field.Invalid(p.Child("managerImage"), s.ManagerImage, "an image as registry/repository:tag, for example registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0 (the chart takes registry, repository and tag)"))
+	}
+	if s.GCPServiceAccount != "" && !gcpSAEmail.MatchString(s.GCPServiceAccount) {
+		errs = append(errs, field.Invalid(p.Child("gcpServiceAccount"), s.GCPServiceAccount, "a Google service account email such as ci-shared@my-project.iam.gserviceaccount.com"))
+	}
+	if s.Monitoring.GCPServiceAccount != "" && !gcpSAEmail.MatchString(s.Monitoring.GCPServiceAccount) {
+		errs = append(errs, field.Invalid(p.Child("monitoring", "gcpServiceAccount"), s.Monitoring.GCPServiceAccount, "a Google service account email such as ci-prometheus@my-project.iam.gserviceaccount.com"))
+	}
+	if s.Monitoring.VMQuota < 0 {
+		errs = append(errs, field.Invalid(p.Child("monitoring", "vmQuota"), s.Monitoring.VMQuota, "the VM quota of the fleet's project and region, or leave it out"))
+	}
+	if t := s.JobTimeoutOrDefault(); t < MinSharedJobTimeout {
+		errs = append(errs, field.Invalid(p.Child("jobTimeout"), t.String(), fmt.Sprintf("at least %s: shared-fleet jobs may run that long, and a manager drains for as long as its jobs may run", MinSharedJobTimeout)))
+	}
+	if s.CacheBucket != "" && !gcsBucket.MatchString(s.CacheBucket) {
+		errs = append(errs, field.Invalid(p.Child("cacheBucket"), s.CacheBucket, "a GCS bucket name, or leave it out for the platform's cache bucket"))
+	}
+	if w := s.WebTerminal; w != nil {
+		errs = append(errs, w.validate(p.Child("webTerminal"))...)
+	}
+	if len(s.Groups) == 0 {
+		errs = append(errs, field.Required(p.Child("groups"), "at least one manager group"))
+	}
+	groups := map[string]int{}
+	for j, g := range s.Groups {
+		gp := p.Child("groups").Index(j)
+		if k, ok := groups[g.Name]; ok {
+			errs = append(errs, field.Duplicate(gp.Child("name"), fmt.Sprintf("%s: also groups[%d]'s name", g.Name, k)))
+		}
+		groups[g.Name] = j
+		errs = append(errs, s.validateGroup(gp, f, j)...)
+	}
+	return errs
+}
+
+func (w *WebTerminal) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, m := range validation.IsDNS1123Subdomain(w.Domain) {
+		errs = append(errs, field.Invalid(p.Child("domain"), w.Domain, m+"; for example terminals.ci.example.com"))
+	}
+	if len(w.AllowedCIDRs) == 0 {
+		errs = append(errs, field.Required(p.Child("allowedCIDRs"), "the GitLab instance's ranges, the only sources that may open a terminal, for example [203.0.113.10/32]"))
+	}
+	for i, c := range w.AllowedCIDRs {
+		pfx, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("allowedCIDRs").Index(i), c, "a CIDR such as 203.0.113.10/32"))
+		case pfx.Masked() != pfx:
+			errs = append(errs, field.Invalid(p.Child("allowedCIDRs").Index(i), c, fmt.Sprintf("host bits are set; did you mean %s?", pfx.Masked())))
+		case pfx.Bits() == 0:
+			errs = append(errs, field.Invalid(p.Child("allowedCIDRs").Index(i), c, "would let anyone reach the managers' session servers; list the GitLab instance's ranges"))
+		}
+	}
+	for _, m := range validation.IsDNS1123Subdomain(w.IngressClass) {
+		errs = append(errs, field.Invalid(p.Child("ingressClass"), w.IngressClass, m))
+	}
+	for _, m := range validation.IsDNS1123Label(w.IngressNamespace) {
+		errs = append(errs, field.Invalid(p.Child("ingressNamespace"), w.IngressNamespace, m))
+	}
+	return errs
+}
+
+func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorList {
+	var errs field.ErrorList
+	g := s.Groups[j]
+	switch {
+	case g.TokenConfigKey == "":
+		errs = append(errs, field.Required(p.Child("tokenConfigKey"), "the config secret holding the runner's authentication token: pulumi config set --secret <key> glrt-…"))
+	case !configKey.MatchString(g.TokenConfigKey):
+		errs = append(errs, field.Invalid(p.Child("tokenConfigKey"), g.TokenConfigKey, "a config key name such as sharedProductionToken (letters, digits, '-' and '_'), set with pulumi config set --secret"))
+	}
+	sc := g.Scaling
+	switch {
+	case sc.MinManagers < 1:
+		errs = append(errs, field.Invalid(p.Child("scaling", "minManagers"), sc.MinManagers, "at least 1: the group's floor of managers"))
+	case sc.MaxManagers < sc.MinManagers:
+		errs = append(errs, field.Invalid(p.Child("scaling", "maxManagers"), sc.MaxManagers, fmt.Sprintf("below minManagers (%d); raise it or lower minManagers", sc.MinManagers)))
+	case sc.MaxManagers > MaxManagersPerGroup:
+		errs = append(errs, field.Invalid(p.Child("scaling", "maxManagers"), sc.MaxManagers, fmt.Sprintf("at most %d managers per group (one Helm release each); add a group", MaxManagersPerGroup)))
+	}
+	if sc.TargetUtilization <= 0 || sc.TargetUtilization > 1 {
+		errs = append(errs, field.Invalid(p.Child("scaling", "targetUtilization"), sc.TargetUtilization, "a share of concurrent in (0, 1], such as 0.7"))
+	}
+	if sc.MaxManagers >= 1 {
+		names := s.ManagerNames(g)
+		if last := names[len(names)-1]; len(last) > maxReleaseName {
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, fmt.Sprintf(
+				"its managers' names (%s) would exceed Helm's %d-character release names; shorten the group's name or the fleet's namespace", last, maxReleaseName)))
+		}
+	}
+	if err := s.Group(f, j).Validate(); err != nil {
+		errs = append(errs, s.groupErrors(p, g, err)...)
+	}
+	return errs
+}
+
+// groupErrors moves the renderer's messages, which name keys as
+// fleets.<fleet>.groups.<group>.<key>, under the stack config's paths.
+func (s *SharedFleet) groupErrors(p *field.Path, g ManagerGroup, err error) field.ErrorList {
+	var errs field.ErrorList
+	prefix := fmt.Sprintf("fleets.%s.groups.%s.", s.Namespace, g.Name)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		key, msg, found := strings.Cut(rest, ": ")
+		if !ok || !found {
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, line))
+			continue
+		}
+		switch {
+		case key == "region" || key == "gitlabURL":
+			continue // the gcp section's and the fleet's own checks name these
+		case key == "project" && g.Project == "":
+			continue // gcp.project is empty, and named there
+		}
+		errs = append(errs, field.Invalid(keyPath(p, key), field.OmitValueType{}, msg))
+	}
+	return errs
+}
+
+// keyPath turns "periods[0].periods[1]" into a path under p.
+func keyPath(p *field.Path, key string) *field.Path {
+	for _, part := range strings.Split(key, ".") {
+		name, idx, _ := strings.Cut(part, "[")
+		p = p.Child(name)
+		for idx != "" {
+			n, rest, _ := strings.Cut(idx, "]")
+			i, err := strconv.Atoi(n)
+			if err != nil {
+				break
+			}
+			p = p.Index(i)
+			idx = strings.TrimPrefix(rest, "[")
+		}
+	}
+	return p
 }

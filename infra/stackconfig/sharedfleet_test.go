@@ -1,0 +1,194 @@
+package stackconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sharedFleetStack is a gke stack with a production fleet (both executors)
+// and a staging fleet of less capacity, as a generic JSON tree that cases
+// mutate.
+func sharedFleetStack() map[string]any {
+	var v map[string]any
+	if err := json.Unmarshal([]byte(`{
+  "platform": "gke",
+  "gitlabURL": "https://gitlab.example.com",
+  "controller": {"image": "example.invalid/runnerset-controller:v1"},
+  "gcp": {"project": "ci-project-1", "region": "europe-west1"},
+  "teams": [{"namespace": "team-a", "name": "build", "tags": ["a"], "tokenConfigKey": "teamA"}],
+  "sharedFleets": [
+    {
+      "name": "production",
+      "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+      "gcpServiceAccount": "ci-shared@ci-project-1.iam.gserviceaccount.com",
+      "monitoring": {"vmQuota": 500},
+      "webTerminal": {"domain": "terminals.ci.example.com", "allowedCIDRs": ["203.0.113.10/32", "198.51.100.0/28"]},
+      "groups": [
+        {
+          "name": "linux", "tokenConfigKey": "sharedProductionLinux",
+          "zone": "europe-west1-b", "machineType": "n2d-standard-4",
+          "image": "projects/ci-project-1/global/images/family/runner-vm",
+          "maxVMs": 100, "idleCount": 10, "idleTime": "30m", "maxBuilds": 1,
+          "periods": [{"periods": ["* * 0-7,19-23 * * mon-fri *"], "timezone": "Europe/Berlin", "idleCount": 2, "idleTime": "10m"}],
+          "scaling": {"minManagers": 2, "maxManagers": 6}
+        },
+        {
+          "name": "autoscaler", "executor": "docker-autoscaler", "tokenConfigKey": "sharedProductionAutoscaler",
+          "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm",
+          "instanceGroup": "ci-runners-c", "maxVMs": 50, "idleCount": 5, "idleTime": "20m"
+        }
+      ]
+    },
+    {
+      "name": "staging",
+      "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+      "groups": [
+        {
+          "name": "linux", "tokenConfigKey": "sharedStagingLinux",
+          "zone": "europe-west1-b", "machineType": "e2-standard-2", "image": "runner-vm",
+          "maxVMs": 10, "idleCount": 1, "idleTime": "10m"
+        }
+      ]
+    }
+  ]
+}`), &v); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func encode(t *testing.T, v map[string]any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// at walks a JSON tree by keys and indexes.
+func at(v any, path ...any) map[string]any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			v = v.(map[string]any)[k]
+		case int:
+			v = v.([]any)[k]
+		}
+	}
+	return v.(map[string]any)
+}
+
+func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
+	f, err := Decode(encode(t, sharedFleetStack()), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, staging := f.SharedFleets[0], f.SharedFleets[1]
+	if prod.Namespace != "production" || staging.Namespace != "staging" || prod.GitLabURL != "https://gitlab.example.com" {
+		t.Errorf("namespace %q/%q, gitlabURL %q", prod.Namespace, staging.Namespace, prod.GitLabURL)
+	}
+	if prod.JobTimeoutOrDefault() != 3*time.Hour {
+		t.Errorf("job timeout %s, want 3h", prod.JobTimeoutOrDefault())
+	}
+	if w := prod.WebTerminal; w.IngressClass != "nginx" || w.IngressNamespace != "ingress-nginx" {
+		t.Errorf("web terminal defaults %+v", w)
+	}
+	linux, auto := prod.Groups[0], prod.Groups[1]
+	if linux.Executor != "docker+machine" || linux.Project != "ci-project-1" || linux.Concurrent != 100 {
+		t.Errorf("group defaults %+v", linux)
+	}
+	if auto.Scaling.MinManagers != 1 || auto.Scaling.MaxManagers != 1 || auto.Scaling.TargetUtilization != 0.7 {
+		t.Errorf("scaling defaults %+v", auto.Scaling)
+	}
+	if got := prod.ManagerNames(linux); strings.Join(got, ",") != "production-linux-0,production-linux-1,production-linux-2,production-linux-3,production-linux-4,production-linux-5" {
+		t.Errorf("managers %v", got)
+	}
+	g := prod.Group(f, 0)
+	if g.Region != "europe-west1" || !g.Spot || g.Fleet != "production" || g.IdleTime != 30*time.Minute || g.Periods[0].IdleTime != 10*time.Minute {
+		t.Errorf("renderer's group %+v", g)
+	}
+	if _, err := g.Config(); err != nil {
+		t.Errorf("the renderer refuses a group the stack config accepted: %v", err)
+	}
+	if m := staging.MonitoringSpec(f); m.Name != "staging" || m.VMQuota != 10 || len(m.Groups) != 1 {
+		t.Errorf("staging monitoring %+v", m)
+	}
+}
+
+func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
+	group := func(v map[string]any) map[string]any { return at(v, "sharedFleets", 0, "groups", 0) }
+	cases := []struct {
+		name   string
+		mutate func(v map[string]any)
+		want   []string
+	}{
+		{"machine type format", func(v map[string]any) { group(v)["machineType"] = "n2d_standard_4" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].machineType: Invalid value: "n2d_standard_4" is not a GCE machine type`}},
+		{"zone outside the region", func(v map[string]any) { group(v)["zone"] = "us-east1-b" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].zone: Invalid value: "us-east1-b" is not a zone of region europe-west1`}},
+		{"idle VMs above the limit", func(v map[string]any) { group(v)["idleCount"] = 150 },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].idleCount: Invalid value: 150 must be between 0 and maxVMs (100)"}},
+		{"bad cron period", func(v map[string]any) {
+			at(group(v), "periods", 0)["periods"] = []any{"* * 0-7 * * mon-fri *", "* * 25 * * mon-fri *"}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].periods[1]: Invalid value:", "is not a cron expression"}},
+		{"bad time zone", func(v map[string]any) { at(group(v), "periods", 0)["timezone"] = "Mars/Olympus" },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].timezone"}},
+		{"unknown executor", func(v map[string]any) { group(v)["executor"] = "shell" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].executor: Invalid value: "shell" is not docker+machine or docker-autoscaler`}},
+		{"autoscaler without its instance group", func(v map[string]any) { delete(at(v, "sharedFleets", 0, "groups", 1), "instanceGroup") },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].instanceGroup"}},
+		{"more managers at least than at most", func(v map[string]any) { group(v)["scaling"] = map[string]any{"minManagers": 4, "maxManagers": 3} },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Invalid value: 3: below minManagers (4)"}},
+		{"utilization above one", func(v map[string]any) { group(v)["scaling"] = map[string]any{"targetUtilization": 1.5} },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.targetUtilization"}},
+		{"too many managers", func(v map[string]any) { group(v)["scaling"] = map[string]any{"maxManagers": 21} },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Invalid value: 21: at most 20"}},
+		{"no token", func(v map[string]any) { delete(group(v), "tokenConfigKey") },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: Required value"}},
+		{"docker+machine without its image", func(v map[string]any) { delete(at(v, "sharedFleets", 1), "managerImage") },
+			[]string{"runnerfleet:fleet.sharedFleets[1].managerImage: Required value: docker+machine managers need an image"}},
+		{"job timeout below 3h", func(v map[string]any) { at(v, "sharedFleets", 0)["jobTimeout"] = "1h" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].jobTimeout: Invalid value: "1h0m0s": at least 3h0m0s`}},
+		{"terminal open to the world", func(v map[string]any) {
+			at(v, "sharedFleets", 0, "webTerminal")["allowedCIDRs"] = []any{"0.0.0.0/0"}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].webTerminal.allowedCIDRs[0]"}},
+		{"terminal without ranges", func(v map[string]any) { delete(at(v, "sharedFleets", 0, "webTerminal"), "allowedCIDRs") },
+			[]string{"runnerfleet:fleet.sharedFleets[0].webTerminal.allowedCIDRs: Required value"}},
+		{"a team's namespace", func(v map[string]any) { at(v, "sharedFleets", 1)["namespace"] = "team-a" },
+			[]string{`runnerfleet:fleet.sharedFleets[1].namespace: Invalid value: "team-a": is a team's namespace`}},
+		{"two fleets of one name", func(v map[string]any) { at(v, "sharedFleets", 1)["name"] = "production" },
+			[]string{"runnerfleet:fleet.sharedFleets[1].name: Duplicate value"}},
+		{"names too long for Helm", func(v map[string]any) {
+			group(v)["name"] = "a-group-with-a-name-long-enough-to-overflow"
+		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[0].name", "Helm's 53-character release names"}},
+		{"misspelt key", func(v map[string]any) { group(v)["idlecount"] = 3 },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].idlecount: Forbidden: unknown key; did you mean "idleCount"?`}},
+		{"not on gke", func(v map[string]any) {
+			v["platform"] = "local"
+			delete(v, "gcp")
+		}, []string{"runnerfleet:fleet.sharedFleets: Forbidden: shared fleets run on the gke platform"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := sharedFleetStack()
+			c.mutate(v)
+			_, err := Decode(encode(t, v), "gke-shared")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("not a stack config error: %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
