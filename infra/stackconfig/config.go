@@ -230,6 +230,7 @@ func (f *Fleet) Validate() field.ErrorList {
 			errs = append(errs, field.Required(p.Child("gcp"), "platform gke needs a gcp section with at least project and region"))
 		} else {
 			errs = append(errs, f.GCP.Validate(p.Child("gcp"))...)
+			errs = append(errs, ValidateGKETeams(f)...)
 		}
 		if f.AWS != nil {
 			errs = append(errs, field.Forbidden(p.Child("aws"), "platform gke takes no aws section"))

@@ -160,17 +160,18 @@ func TestGKETeamsNamespaceMustFitTheServiceAccountID(t *testing.T) {
 		{"without an identity any namespace does", team(strings.Repeat("a", 40), &no), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := Decode(gkeFleet(t, nil, map[string]any{"teams": []any{c.team}}), "dev")
-			if err != nil {
-				t.Fatal(err)
-			}
-			errs := ValidateGKETeams(f)
+			_, err := Decode(gkeFleet(t, nil, map[string]any{"teams": []any{c.team}}), "dev")
 			if c.valid {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("Decode = %v, want a stack config error", err)
+			}
+			errs := se.List
 			if len(errs) != 1 || errs[0].Field != "runnerfleet:fleet.teams[0].namespace" || !strings.Contains(errs[0].Error(), "at most 23") {
 				t.Fatalf("want one problem naming teams[0].namespace and its limit, got %v", errs)
 			}

@@ -43,8 +43,8 @@ func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 // EC2NodeClass, ComputeClass): unique across namespaces.
 func (r Runner) Capacity() string { return Join("rf", r.Namespace, r.Name) }
 
-// IAMRole is the name of the IAM role (or the local part of the Google service
-// account) a platform creates for this RunnerSet's jobs in cluster.
+// IAMRole is the name of the IAM role a platform creates for this RunnerSet's
+// jobs in cluster (GCPServiceAccountID names the Google service account).
 func (r Runner) IAMRole(cluster string) string { return Join(cluster, r.Namespace, r.Name, "job") }
 
 // MaxGCPNamespace is the longest namespace whose RunnerSets can have a
