@@ -1,0 +1,42 @@
+package aws
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+)
+
+// Identity is a team's job identity: an IAM role that only the job
+// ServiceAccount of one RunnerSet may assume, through the cluster's OIDC
+// provider. What it may do is granted where the resource is (the cache
+// bucket's policy) or by the team.
+type Identity struct {
+	pulumi.ResourceState
+
+	RoleName string
+	RoleArn  pulumi.StringOutput
+}
+
+func newIdentity(p *platform, namespace, runnerSet string, c *Cluster, opts ...pulumi.ResourceOption) (*Identity, error) {
+	n := naming.For(namespace, runnerSet)
+	id := &Identity{RoleName: roleName(p.cluster, namespace, runnerSet)}
+	name := id.RoleName
+	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Identity", name, id, opts...); err != nil {
+		return nil, err
+	}
+	subject := n.ServiceAccountSubject()
+	role, err := pulumix.New(p.ctx, "aws:iam/role:Role", name, pulumi.Map{
+		"name":             pulumi.String(id.RoleName),
+		"path":             pulumi.String(RolePath(p.cluster, namespace)),
+		"description":      pulumi.String("CI jobs of RunnerSet " + namespace + "/" + runnerSet + " (IRSA: " + subject + ")"),
+		"assumeRolePolicy": irsaTrust(c, subject),
+		"tags":             p.tags(map[string]string{"runnerfleet:runnerset": namespace + "/" + runnerSet}),
+	}, p.child(id)...)
+	if err != nil {
+		return nil, err
+	}
+	id.RoleArn = role.Arn
+	err = p.ctx.RegisterResourceOutputs(id, pulumi.Map{"roleName": pulumi.String(id.RoleName), "roleArn": id.RoleArn})
+	return id, err
+}
