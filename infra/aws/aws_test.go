@@ -268,11 +268,18 @@ func TestOnDemandSystemNodesOnlyWhenAllowed(t *testing.T) {
 		}
 	}
 
+	// Decode refuses it; NewPlatform refuses it too for a Fleet built
+	// without Decode.
 	raw, _ := json.Marshal(fleet(onDemand(false)))
+	if _, err := stackconfig.Decode(raw, stack); err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") {
+		t.Errorf("Decode of on-demand system nodes without allowOnDemand = %v, want the key named", err)
+	}
+	raw, _ = json.Marshal(fleet(onDemand(true)))
 	f, err := stackconfig.Decode(raw, stack)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.Capacity.AllowOnDemand = false
 	m := newMocks(t)
 	err = infratest.Run(m, stack, nil, nil, func(ctx *pulumi.Context) error {
 		_, err := NewPlatform(ctx, f)

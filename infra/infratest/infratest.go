@@ -283,7 +283,18 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 		}
 	}
 	return map[string]func(r Resource) resource.PropertyMap{
-		"aws:iam/role:Role":                       arn("iam", "role/"),
+		// IAM puts a role's path into its ARN.
+		"aws:iam/role:Role": func(r Resource) resource.PropertyMap {
+			name := r.Name
+			if v := r.Input("name"); v.IsString() {
+				name = v.StringValue()
+			}
+			path := "/"
+			if v := r.Input("path"); v.IsString() {
+				path = v.StringValue()
+			}
+			return resource.PropertyMap{"arn": str("arn:aws:iam::123456789012:role" + path + name), "name": str(name)}
+		},
 		"aws:iam/policy:Policy":                   arn("iam", "policy/"),
 		"aws:iam/instanceProfile:InstanceProfile": arn("iam", "instance-profile/"),
 		"aws:iam/openIdConnectProvider:OpenIdConnectProvider": func(r Resource) resource.PropertyMap {

@@ -238,14 +238,11 @@ func TestAWSEveryProblemAtOnce(t *testing.T) {
 }
 
 func TestAWSOnDemandSystemNodesNeedAllowOnDemand(t *testing.T) {
-	f, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}}, nil), "dev")
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := f.AWS.CheckCapacity(Root.Child("aws"), false)
-	expectProblems(t, &Error{List: errs}, []problem{{"aws.systemNodes.capacityType", "set capacity.allowOnDemand: true"}})
-	if errs := f.AWS.CheckCapacity(Root.Child("aws"), true); len(errs) > 0 {
-		t.Errorf("allowed on-demand refused: %v", errs)
+	_, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}}, nil), "dev")
+	expectProblems(t, err, []problem{{"aws.systemNodes.capacityType", "set capacity.allowOnDemand: true"}})
+	if _, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}},
+		map[string]any{"capacity": map[string]any{"allowOnDemand": true}}), "dev"); err != nil {
+		t.Errorf("allowed on-demand refused: %v", err)
 	}
 }
 

@@ -221,6 +221,7 @@ func (f *Fleet) Validate() field.ErrorList {
 			errs = append(errs, field.Required(p.Child("aws"), "platform eks needs an aws section with at least region and zones"))
 		} else {
 			errs = append(errs, f.AWS.Validate(p.Child("aws"))...)
+			errs = append(errs, f.AWS.CheckCapacity(p.Child("aws"), f.Capacity.AllowOnDemand)...)
 		}
 		if f.GCP != nil {
 			errs = append(errs, field.Forbidden(p.Child("gcp"), "platform eks takes no gcp section"))
