@@ -1,0 +1,512 @@
+package sharedfleet
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+)
+
+// fleetPlan is a fleet rendered and checked, ready to declare.
+type fleetPlan struct {
+	spec      stackconfig.SharedFleet
+	component string
+	namespace string
+	groups    []*groupPlan
+	// grace is every manager's terminationGracePeriodSeconds.
+	grace int64
+	// monitoring is the fleet as its Prometheus sees it.
+	monitoring shared.Fleet
+	prometheus *prometheusPlan
+}
+
+// groupPlan is one manager group.
+type groupPlan struct {
+	spec    stackconfig.ManagerGroup
+	group   shared.ManagerGroup
+	manager string
+	// tokenSecret is the chart's runners.secret.
+	tokenSecret string
+	managers    []*managerPlan
+
+	serviceAccount *corev1.ServiceAccount
+	metrics        *corev1.Service
+	pdb            *policyv1.PodDisruptionBudget
+	networkPolicy  *networkingv1.NetworkPolicy
+	ingress        *networkingv1.Ingress
+}
+
+// managerPlan is one manager: one Helm release.
+type managerPlan struct {
+	name  string
+	index int
+	// host is the web terminal hostname; "" without one.
+	host string
+	// scaler is the manager's KEDA ScaledObject; nil below minManagers.
+	scaler  *unstructured.Unstructured
+	session *corev1.Service
+}
+
+// placeholderBucket stands for a cache bucket known only at deploy time
+// while a plan is checked.
+const placeholderBucket = "runnerfleet-cache-bucket"
+
+func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
+	s := f.SharedFleets[i]
+	p := &fleetPlan{
+		spec:       s,
+		component:  "shared-" + s.Name,
+		namespace:  s.Namespace,
+		grace:      int64(s.JobTimeoutOrDefault().Seconds()) + DrainMarginSeconds,
+		monitoring: s.MonitoringSpec(f),
+	}
+	for j := range s.Groups {
+		gp, err := planGroup(f, s, j)
+		if err != nil {
+			return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d]: %w", stackconfig.Root, i, j, err)
+		}
+		// Check that every manager's config.toml renders.
+		for _, m := range gp.managers {
+			if _, err := gp.config(m, placeholderBucket); err != nil {
+				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d]: %w", stackconfig.Root, i, j, err)
+			}
+		}
+		p.groups = append(p.groups, gp)
+	}
+	prom, err := planFleetPrometheus(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
+	}
+	p.prometheus = prom
+	return p, nil
+}
+
+func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPlan, error) {
+	g := s.Groups[j]
+	gp := &groupPlan{
+		spec:        g,
+		group:       s.Group(f, j),
+		manager:     s.ManagerName(g),
+		tokenSecret: s.ManagerName(g) + "-token",
+	}
+	ns := s.Namespace
+	scaling := g.ScalingSpec()
+	labels := map[string]string{shared.LabelManagerPod: gp.manager, "app.kubernetes.io/managed-by": "runnerfleet"}
+
+	gp.serviceAccount = &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: gp.manager, Namespace: ns, Labels: labels},
+		// gitlab-runner's docker+machine and docker-autoscaler executors
+		// never call the Kubernetes API; Workload Identity needs no token.
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	if s.GCPServiceAccount != "" {
+		gp.serviceAccount.Annotations = map[string]string{"iam.gke.io/gcp-service-account": s.GCPServiceAccount}
+	}
+	gp.metrics = gp.group.MetricsService()
+	gp.metrics.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+	gp.pdb = gp.group.PodDisruptionBudget(scaling)
+	gp.pdb.TypeMeta = metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}
+
+	for n, name := range s.ManagerNames(g) {
+		m := &managerPlan{name: name, index: n}
+		if w := s.WebTerminal; w != nil {
+			m.host = name + "." + w.Domain
+			m.session = &corev1.Service{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-session", Namespace: ns, Labels: merge(labels, map[string]string{LabelRelease: name})},
+				Spec: corev1.ServiceSpec{
+					Selector: map[string]string{LabelRelease: name},
+					Ports: []corev1.ServicePort{{
+						Name: "session", Port: TerminalPort, TargetPort: intstr.FromInt32(SessionPort), Protocol: corev1.ProtocolTCP,
+					}},
+				},
+			}
+		}
+		if int32(n) >= scaling.MinManagers {
+			so, err := scaler(gp.group, name, n, scaling)
+			if err != nil {
+				return nil, err
+			}
+			m.scaler = so
+		}
+		gp.managers = append(gp.managers, m)
+	}
+	gp.networkPolicy = networkPolicy(gp.manager, ns, labels, s.WebTerminal)
+	if w := s.WebTerminal; w != nil {
+		gp.ingress = ingress(gp, ns, labels, w)
+	}
+	return gp, nil
+}
+
+// scaler is manager n's ScaledObject: it runs while the group's jobs are
+// above n × the per-manager threshold of the group's KEDA trigger.
+func scaler(g shared.ManagerGroup, name string, n int, s shared.Scaling) (*unstructured.Unstructured, error) {
+	so, err := g.ScaledObject(name, shared.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: s.TargetUtilization})
+	if err != nil {
+		return nil, err
+	}
+	so.SetName(name)
+	so.SetLabels(merge(so.GetLabels(), map[string]string{LabelRelease: name}))
+	spec := so.Object["spec"].(map[string]any)
+	spec["minReplicaCount"] = int64(0)
+	spec["maxReplicaCount"] = int64(1)
+	// A manager stops (and drains for hours) only after the jobs stayed
+	// below its threshold for half an hour.
+	spec["cooldownPeriod"] = int64(1800)
+	md := spec["triggers"].([]any)[0].(map[string]any)["metadata"].(map[string]any)
+	threshold, err := strconv.Atoi(md["threshold"].(string))
+	if err != nil {
+		return nil, err
+	}
+	md["activationThreshold"] = strconv.Itoa(n * threshold)
+	return so, nil
+}
+
+// networkPolicy lets only the fleet's Prometheus reach the managers'
+// metrics, and only the GitLab ranges and the passthrough ingress
+// controller their session servers.
+func networkPolicy(manager, ns string, labels map[string]string, w *stackconfig.WebTerminal) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: manager, Namespace: ns, Labels: labels},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{shared.LabelManagerPod: manager}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(MetricsPort))}},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: prometheusSelector}}},
+			}},
+		},
+	}
+	if w != nil {
+		rule := networkingv1.NetworkPolicyIngressRule{
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(SessionPort))}},
+			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: w.IngressNamespace},
+			}}},
+		}
+		for _, c := range w.AllowedCIDRs {
+			rule.From = append(rule.From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+		}
+		np.Spec.Ingress = append(np.Spec.Ingress, rule)
+	}
+	return np
+}
+
+// Ingress annotations of the web terminal (ingress-nginx).
+const (
+	AnnotationSSLPassthrough      = "nginx.ingress.kubernetes.io/ssl-passthrough"
+	AnnotationBackendProtocol     = "nginx.ingress.kubernetes.io/backend-protocol"
+	AnnotationSourceRange         = "nginx.ingress.kubernetes.io/whitelist-source-range"
+	annotationExternalDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
+)
+
+// ingress routes each manager's hostname to its session Service, TLS
+// passed through to the session server.
+func ingress(gp *groupPlan, ns string, labels map[string]string, w *stackconfig.WebTerminal) *networkingv1.Ingress {
+	ing := &networkingv1.Ingress{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: gp.manager + "-terminal", Namespace: ns, Labels: labels,
+			Annotations: map[string]string{
+				AnnotationSSLPassthrough:  "true",
+				AnnotationBackendProtocol: "HTTPS",
+				AnnotationSourceRange:     strings.Join(w.AllowedCIDRs, ","),
+			},
+		},
+		Spec: networkingv1.IngressSpec{IngressClassName: ptr.To(w.IngressClass)},
+	}
+	var hosts []string
+	for _, m := range gp.managers {
+		hosts = append(hosts, m.host)
+		ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{
+			Host: m.host,
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: m.session.Name, Port: networkingv1.ServiceBackendPort{Number: TerminalPort},
+				}},
+			}}}},
+		})
+	}
+	ing.Annotations[annotationExternalDNSHostname] = strings.Join(hosts, ",")
+	return ing
+}
+
+// config is manager m's config.toml with the cache bucket given.
+func (gp *groupPlan) config(m *managerPlan, bucket string) (string, error) {
+	g := gp.group
+	if g.CacheBucket == "" {
+		g.CacheBucket = bucket
+	}
+	c, err := g.Config()
+	if err != nil {
+		return "", err
+	}
+	if m.host != "" {
+		c.SessionServer = &runnerconfig.SessionServer{
+			ListenAddress:    fmt.Sprintf("0.0.0.0:%d", SessionPort),
+			AdvertiseAddress: fmt.Sprintf("%s:%d", m.host, TerminalPort),
+			SessionTimeout:   1800,
+		}
+	}
+	b, err := runnerconfig.Render(c)
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(string(b), configDelimiter) {
+		return "", fmt.Errorf("config.toml of %s contains %s, the start script's here-document delimiter", m.name, configDelimiter)
+	}
+	return string(b), nil
+}
+
+// configDelimiter ends the here-document of config.toml in the start
+// script.
+const configDelimiter = "RUNNERFLEET_CONFIG_TOML"
+
+// ConfigPathFallback is where the chart's image reads config.toml when the
+// chart's entrypoint does not say (CONFIG_PATH_FOR_INIT).
+const ConfigPathFallback = "/home/gitlab-runner/.gitlab-runner/"
+
+// StartScript is the chart's preEntrypointScript: it runs after the chart
+// registered the runner and before gitlab-runner starts, and writes
+// config.toml, the rendered one with the token from the chart's runner
+// Secret ($CI_SERVER_TOKEN, checked to need no escaping). docker-autoscaler
+// managers then install the fleeting plugins their config names.
+func StartScript(configTOML string, fleeting bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `# runnerfleet: config.toml is the one runnerfleet rendered, global section
+# and [session_server] included, which a chart template cannot carry.
+set -euo pipefail
+dir="${CONFIG_PATH_FOR_INIT:-%s}"
+token="${CI_SERVER_TOKEN:?the runner token Secret has no runner-token}"
+umask 077
+sed "s|%s|${token}|" > "${dir%%/}/config.toml.runnerfleet" <<'%s'
+%s%s
+mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
+`, ConfigPathFallback, runnerconfig.TokenPlaceholder, configDelimiter, configTOML, configDelimiter)
+	if fleeting {
+		b.WriteString(`gitlab-runner fleeting --config "${dir%/}/config.toml" install
+`)
+	}
+	return b.String()
+}
+
+// drainCommand is the managers' preStop hook: SIGQUIT makes gitlab-runner
+// take no new job and exit once its jobs are done. PID 1 is gitlab-runner
+// or an init (dumb-init, tini) that forwards the signal to it.
+var drainCommand = []string{"/bin/sh", "-c", "kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}
+
+// imageValues splits an image reference into the chart's image values.
+func imageValues(ref string) map[string]any {
+	slash := strings.LastIndex(ref, "/")
+	colon := strings.LastIndex(ref, ":")
+	repo, tag := ref[:colon], ref[colon+1:]
+	if colon < slash {
+		repo, tag = ref, "latest"
+	}
+	registry, image, _ := strings.Cut(repo, "/")
+	if !strings.ContainsAny(registry, ".:") && registry != "localhost" {
+		registry, image = "docker.io", repo
+	}
+	return map[string]any{"registry": registry, "image": image, "tag": tag}
+}
+
+// values are manager m's chart values; configTOML and script are known at
+// deploy time.
+func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pulumi.StringInput) pulumi.Map {
+	replicas := 0
+	if int32(m.index) < gp.spec.Scaling.MinManagers {
+		replicas = 1
+	}
+	v := map[string]any{
+		"fullnameOverride": m.name,
+		"replicas":         replicas,
+		"gitlabUrl":        p.spec.GitLabURL,
+		// The runner token comes from this Secret, never from values.
+		"runners": map[string]any{
+			"secret": gp.tokenSecret,
+			// The name config.toml gives the runner.
+			"name":     gp.manager,
+			"executor": gp.group.Executor,
+			"config":   configTOML,
+		},
+		"unregisterRunners":             false,
+		"concurrent":                    gp.spec.Concurrent,
+		"checkInterval":                 3,
+		"logFormat":                     "json",
+		"shutdown_timeout":              runnerconfig.ForcedShutdownTimeout,
+		"terminationGracePeriodSeconds": p.grace,
+		"strategy": map[string]any{
+			"type":          "RollingUpdate",
+			"rollingUpdate": map[string]any{"maxUnavailable": 0, "maxSurge": 1},
+		},
+		"metrics":        map[string]any{"enabled": true, "portName": "metrics", "port": MetricsPort},
+		"service":        map[string]any{"enabled": false},
+		"sessionServer":  map[string]any{"enabled": false},
+		"rbac":           map[string]any{"create": false},
+		"serviceAccount": map[string]any{"create": false, "name": gp.serviceAccount.Name},
+		"podLabels": map[string]any{
+			shared.LabelManagerPod:         gp.manager,
+			LabelRelease:                   m.name,
+			"app.kubernetes.io/managed-by": "runnerfleet",
+		},
+		"resources": map[string]any{
+			"requests": map[string]any{"cpu": "250m", "memory": "512Mi"},
+			"limits":   map[string]any{"memory": "2Gi"},
+		},
+		"preEntrypointScript": script,
+	}
+	if p.spec.ManagerImage != "" {
+		v["image"] = imageValues(p.spec.ManagerImage)
+	}
+	return toInput(v).(pulumi.Map)
+}
+
+// toInput turns a tree of Go values and Pulumi inputs into inputs.
+func toInput(v any) pulumi.Input {
+	switch x := v.(type) {
+	case pulumi.Input:
+		return x
+	case map[string]any:
+		m := pulumi.Map{}
+		for k, e := range x {
+			m[k] = toInput(e)
+		}
+		return m
+	case []any:
+		a := make(pulumi.Array, len(x))
+		for i, e := range x {
+			a[i] = toInput(e)
+		}
+		return a
+	case string:
+		return pulumi.String(x)
+	case bool:
+		return pulumi.Bool(x)
+	case int:
+		return pulumi.Int(x)
+	case int64:
+		return pulumi.Int(int(x))
+	case float64:
+		return pulumi.Float64(x)
+	}
+	panic(fmt.Sprintf("sharedfleet: unexpected %T in chart values", v))
+}
+
+// declareGroup declares one group's objects and its managers' releases.
+func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *groupPlan, bucket pulumi.StringOutput, hasBucket bool,
+	token pulumi.StringOutput, ns pulumi.Resource, on func(deps ...pulumi.Resource) []pulumi.ResourceOption) error {
+	prefix := p.component + "-" + gp.manager
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: gp.tokenSecret, Namespace: p.namespace, Labels: gp.serviceAccount.Labels},
+		Type:       corev1.SecretTypeOpaque,
+	}
+	tok, err := kube.Declare(ctx, prefix+"-token", secret, map[string]pulumi.Input{
+		"stringData." + SecretKeyRunnerToken: token,
+		// The chart mounts both keys; registration tokens are gone.
+		"stringData." + SecretKeyRegistrationToken: pulumi.String(""),
+	}, on(ns)...)
+	if err != nil {
+		return err
+	}
+	sa, err := kube.Declare(ctx, prefix+"-sa", gp.serviceAccount, nil, on(ns)...)
+	if err != nil {
+		return err
+	}
+	if _, err := kube.Declare(ctx, prefix+"-metrics", gp.metrics, nil, on(ns)...); err != nil {
+		return err
+	}
+	if _, err := kube.Declare(ctx, prefix+"-pdb", gp.pdb, nil, on(ns)...); err != nil {
+		return err
+	}
+	if _, err := kube.Declare(ctx, prefix+"-netpol", gp.networkPolicy, nil, on(ns)...); err != nil {
+		return err
+	}
+	if gp.ingress != nil {
+		if _, err := kube.Declare(ctx, prefix+"-terminal", gp.ingress, nil, on(ns)...); err != nil {
+			return err
+		}
+	}
+	for _, m := range gp.managers {
+		m := m
+		render := func(b string) (string, error) { return gp.config(m, b) }
+		var configTOML pulumi.StringOutput
+		if hasBucket {
+			configTOML = bucket.ApplyT(render).(pulumi.StringOutput)
+		} else {
+			s, err := render("")
+			if err != nil {
+				return err
+			}
+			configTOML = pulumi.String(s).ToStringOutput()
+		}
+		fleeting := gp.group.Executor == shared.ExecutorDockerAutoscaler
+		script := configTOML.ApplyT(func(c string) string { return StartScript(c, fleeting) }).(pulumi.StringOutput)
+		var rel pulumix.Resource
+		err := pulumix.Register(ctx, "kubernetes:helm.sh/v3:Release", p.component+"-"+m.name, pulumi.Map{
+			"name":           pulumi.String(m.name),
+			"chart":          pulumi.String(ChartName),
+			"version":        pulumi.String(ChartVersion),
+			"namespace":      pulumi.String(p.namespace),
+			"repositoryOpts": pulumi.Map{"repo": pulumi.String(ChartRepository)},
+			"values":         p.values(gp, m, configTOML, script),
+			// A rollout waits for the new manager, not for the old one's
+			// drain; a failed one is not rolled back (that would be
+			// another rollout).
+			"timeout":    pulumi.Int(900),
+			"atomic":     pulumi.Bool(false),
+			"maxHistory": pulumi.Int(10),
+		}, &rel, on(ns, tok, sa)...)
+		if err != nil {
+			return err
+		}
+		fl.Releases[m.name] = &rel
+		fl.Managers[gp.spec.Name] = append(fl.Managers[gp.spec.Name], m.name)
+		// The chart has no value for a preStop hook: add the drain to its
+		// Deployment (its container is named after the release's full name).
+		var patch pulumix.Resource
+		err = pulumix.Register(ctx, "kubernetes:apps/v1:DeploymentPatch", p.component+"-"+m.name+"-drain", pulumi.Map{
+			"apiVersion": pulumi.String("apps/v1"),
+			"kind":       pulumi.String("Deployment"),
+			"metadata":   pulumi.Map{"name": pulumi.String(m.name), "namespace": pulumi.String(p.namespace)},
+			"spec": pulumi.Map{"template": pulumi.Map{"spec": pulumi.Map{"containers": pulumi.Array{pulumi.Map{
+				"name": pulumi.String(m.name),
+				"lifecycle": pulumi.Map{"preStop": pulumi.Map{"exec": pulumi.Map{
+					"command": pulumi.ToStringArray(drainCommand),
+				}}},
+			}}}}},
+		}, &patch, on(&rel)...)
+		if err != nil {
+			return err
+		}
+		if m.session != nil {
+			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-session", m.session, nil, on(ns)...); err != nil {
+				return err
+			}
+			fl.TerminalHosts = append(fl.TerminalHosts, m.host)
+		}
+		if m.scaler != nil {
+			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-scaler", m.scaler, nil, on(&rel)...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package sharedfleet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+)
+
+// PrometheusImage is the fleets' and the central Prometheus (3.5, the LTS
+// release).
+const PrometheusImage = "quay.io/prometheus/prometheus:v3.5.0"
+
+// Prometheus file names in its ConfigMap; rule files are named relative to
+// prometheus.yml, as promtool and Prometheus resolve them.
+const (
+	PrometheusConfigFile = "prometheus.yml"
+	RecordingRulesFile   = "recording.yml"
+	AlertRulesFile       = "alerts.yml"
+	prometheusName       = "prometheus"
+	prometheusConfigDir  = "/etc/prometheus"
+)
+
+// prometheusSelector selects the Prometheus pods; the managers'
+// NetworkPolicy admits them to the metrics port.
+var prometheusSelector = map[string]string{"app.kubernetes.io/name": prometheusName}
+
+// prometheusPlan is one Prometheus: its objects, and its files by name.
+type prometheusPlan struct {
+	files          map[string]string
+	serviceAccount *corev1.ServiceAccount
+	configMap      *corev1.ConfigMap
+	deployment     *appsv1.Deployment
+	service        *corev1.Service
+}
+
+// CentralMonitoring is the central Prometheus: the
+// runnerfleet:gke:SharedFleetMonitoring component.
+type CentralMonitoring struct {
+	pulumi.ResourceState
+
+	Namespace string
+	// Prometheus is its address in the cluster.
+	Prometheus string
+}
+
+func planFleetPrometheus(p *fleetPlan) (*prometheusPlan, error) {
+	m := p.monitoring
+	files := map[string]any{
+		PrometheusConfigFile: m.PrometheusConfig(RecordingRulesFile, AlertRulesFile),
+		RecordingRulesFile:   m.RecordingRules(),
+		AlertRulesFile:       m.AlertRules(),
+	}
+	// The fleet's Prometheus is a short-term tier: KEDA reads its current
+	// values, the central one keeps the aggregates.
+	return planPrometheus(p.namespace, files, p.spec.Monitoring.GCPServiceAccount, "2d")
+}
+
+func planCentral(fleets []*fleetPlan) (*prometheusPlan, error) {
+	var ms []shared.Fleet
+	for _, p := range fleets {
+		ms = append(ms, p.monitoring)
+	}
+	return planPrometheus(stackconfig.MonitoringNamespace, map[string]any{PrometheusConfigFile: shared.CentralConfig(ms...)}, "", "30d")
+}
+
+func planPrometheus(ns string, files map[string]any, gsa, retention string) (*prometheusPlan, error) {
+	pp := &prometheusPlan{files: map[string]string{}}
+	h := sha256.New()
+	for _, name := range sortedKeys(files) {
+		b, err := prometheus.Render(files[name])
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s of %s's Prometheus: %w", name, ns, err)
+		}
+		pp.files[name] = string(b)
+		fmt.Fprintf(h, "%s\x00%s\x00", name, b)
+	}
+	labels := merge(prometheusSelector, map[string]string{"app.kubernetes.io/managed-by": "runnerfleet"})
+	meta := metav1.ObjectMeta{Name: prometheusName, Namespace: ns, Labels: labels}
+	pp.serviceAccount = &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: meta,
+		// DNS and GCE discovery need no Kubernetes API.
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	if gsa != "" {
+		pp.serviceAccount.Annotations = map[string]string{"iam.gke.io/gcp-service-account": gsa}
+	}
+	pp.configMap = &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta,
+		Data:       pp.files,
+	}
+	pp.deployment = &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: prometheusSelector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: labels,
+					// A new configuration rolls Prometheus.
+					Annotations: map[string]string{"runnerfleet.dev/config-hash": hex.EncodeToString(h.Sum(nil))[:16]},
+				},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: prometheusName,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](65534),
+						FSGroup:        ptr.To[int64](65534),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:  prometheusName,
+						Image: PrometheusImage,
+						Args: []string{
+							"--config.file=" + prometheusConfigDir + "/" + PrometheusConfigFile,
+							"--storage.tsdb.path=/prometheus",
+							"--storage.tsdb.retention.time=" + retention,
+							fmt.Sprintf("--web.listen-address=:%d", shared.PrometheusPort),
+						},
+						Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: shared.PrometheusPort, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/-/ready", Port: intstr.FromString("web")}}, PeriodSeconds: 10},
+						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/-/healthy", Port: intstr.FromString("web")}}, InitialDelaySeconds: 30, PeriodSeconds: 30},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "config", MountPath: prometheusConfigDir, ReadOnly: true},
+							{Name: "data", MountPath: "/prometheus"},
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: prometheusName},
+						}}},
+						{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
+				},
+			},
+		},
+	}
+	pp.service = &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta,
+		Spec: corev1.ServiceSpec{
+			Selector: prometheusSelector,
+			Ports:    []corev1.ServicePort{{Name: "web", Port: shared.PrometheusPort, TargetPort: intstr.FromString("web"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	return pp, nil
+}
+
+// declare declares the Prometheus objects.
+func (pp *prometheusPlan) declare(ctx *pulumi.Context, prefix string, on func(deps ...pulumi.Resource) []pulumi.ResourceOption, ns pulumi.Resource) error {
+	var deps []pulumi.Resource
+	for _, o := range []struct {
+		suffix string
+		obj    runtime.Object
+	}{{"sa", pp.serviceAccount}, {"config", pp.configMap}} {
+		r, err := kube.Declare(ctx, prefix+"-prometheus-"+o.suffix, o.obj, nil, on(ns)...)
+		if err != nil {
+			return err
+		}
+		deps = append(deps, r)
+	}
+	if _, err := kube.Declare(ctx, prefix+"-prometheus", pp.deployment, nil, on(append(deps, ns)...)...); err != nil {
+		return err
+	}
+	_, err := kube.Declare(ctx, prefix+"-prometheus-svc", pp.service, nil, on(ns)...)
+	return err
+}
+
+func namespace(name, stack string) *corev1.Namespace {
+	return &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: kube.Labels(stack)},
+	}
+}
+
+func address(ns string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", prometheusName, ns, shared.PrometheusPort)
+}
+
+// declareFleet declares one fleet under its component.
+func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map[string]pulumi.StringOutput, opts ...pulumi.ResourceOption) (*SharedFleet, error) {
+	fl := &SharedFleet{
+		Name: p.spec.Name, Namespace: p.namespace,
+		Managers: map[string][]string{}, Releases: map[string]*pulumix.Resource{},
+		Prometheus: address(p.namespace),
+	}
+	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleet", p.component, fl, opts...); err != nil {
+		return nil, err
+	}
+	on := children(fl, c)
+	ns, err := kube.Declare(ctx, p.component+"-ns", namespace(p.namespace, ctx.Stack()), nil, on(c.DependsOn...)...)
+	if err != nil {
+		return nil, err
+	}
+	var bucket pulumi.StringOutput
+	hasBucket := p.spec.CacheBucket == "" && c.Cache != nil
+	if hasBucket {
+		bucket = c.Cache.Bucket
+	}
+	for _, gp := range p.groups {
+		token, ok := tokens[gp.spec.TokenConfigKey]
+		if !ok {
+			return nil, fmt.Errorf("sharedfleet: the token of %s was not read", gp.manager)
+		}
+		if err := p.declareGroup(ctx, fl, gp, bucket, hasBucket, token, ns, on); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.prometheus.declare(ctx, p.component, on, ns); err != nil {
+		return nil, err
+	}
+	var managers []string
+	for _, g := range sortedKeys(fl.Managers) {
+		managers = append(managers, fl.Managers[g]...)
+	}
+	if err := ctx.RegisterResourceOutputs(fl, pulumi.Map{
+		"namespace":     pulumi.String(fl.Namespace),
+		"managers":      pulumi.ToStringArray(managers),
+		"terminalHosts": pulumi.ToStringArray(fl.TerminalHosts),
+		"prometheus":    pulumi.String(fl.Prometheus),
+	}); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// declareCentral declares the central Prometheus and its namespace.
+func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, c *kube.Cluster, fleets []*SharedFleet, opts ...pulumi.ResourceOption) (*CentralMonitoring, error) {
+	cm := &CentralMonitoring{Namespace: stackconfig.MonitoringNamespace, Prometheus: address(stackconfig.MonitoringNamespace)}
+	const name = "shared-monitoring"
+	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleetMonitoring", name, cm, opts...); err != nil {
+		return nil, err
+	}
+	on := children(cm, c)
+	ns, err := kube.Declare(ctx, name+"-ns", namespace(stackconfig.MonitoringNamespace, ctx.Stack()), nil, on(c.DependsOn...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := pp.declare(ctx, name, on, ns); err != nil {
+		return nil, err
+	}
+	var federated []string
+	for _, f := range fleets {
+		federated = append(federated, f.Prometheus)
+	}
+	if err := ctx.RegisterResourceOutputs(cm, pulumi.Map{
+		"prometheus": pulumi.String(cm.Prometheus),
+		"federates":  pulumi.ToStringArray(federated),
+	}); err != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+// children are the options of a component's children: parented to it, on
+// the cluster's provider, after deps.
+func children(parent pulumi.Resource, c *kube.Cluster) func(deps ...pulumi.Resource) []pulumi.ResourceOption {
+	return func(deps ...pulumi.Resource) []pulumi.ResourceOption {
+		opts := []pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(c.Provider)}
+		if len(deps) > 0 {
+			opts = append(opts, pulumi.DependsOn(deps))
+		}
+		return opts
+	}
+}

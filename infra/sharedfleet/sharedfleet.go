@@ -1,0 +1,270 @@
+// Package sharedfleet declares the platform's shared runner fleets on GKE:
+// for each fleet of the stack config (production, staging, …) a namespace,
+// its manager groups as gitlab-runner Helm releases whose jobs run on
+// autoscaled GCE VMs, their scaling, disruption budgets, web terminal and
+// network policy, and the fleet's own Prometheus; and a central Prometheus
+// in the monitoring namespace that federates every fleet's.
+//
+// # One Helm release per manager
+//
+// A group of maxManagers managers is maxManagers releases of the pinned
+// gitlab-runner chart, <namespace>-<group>-<n>, each a Deployment of one
+// manager (a "slot"), rather than one release whose replicas scale. The web
+// terminal decides it: GitLab reaches the manager that runs a job at the
+// session server address that manager advertised, and the session server
+// pins its own self-signed certificate (gitlab-runner generates it at start
+// and hands it to GitLab with the session URL), so every manager needs a
+// distinct, stable address that reaches exactly it, with TLS passed through
+// untouched. Replicas of one Deployment have neither; a release per manager
+// gives each a hostname, <manager>.<webTerminal.domain>, its own Service and
+// its own Ingress rule, all known before it starts.
+//
+// Managers below minManagers always run. Each one above is scaled between 0
+// and 1 by its own KEDA ScaledObject on the group's running jobs
+// (gitlab_runner_jobs from the fleet's Prometheus): manager n starts when
+// the group runs more than n × targetUtilization × concurrent jobs, and
+// drains once it has run fewer for the cool-down. That is the same staircase
+// as one HPA over the group, without a shared address. The group's
+// PodDisruptionBudget keeps minManagers through node drains.
+//
+// # Graceful deploys
+//
+// A manager never dies mid-job. Its Deployment rolls with maxUnavailable 0
+// and maxSurge 1 (the new manager takes jobs before the old one stops), and
+// a preStop hook sends gitlab-runner SIGQUIT and waits for it to exit: it
+// takes no new job and finishes the running ones. The chart has no value for
+// a preStop hook, and Kubernetes stops containers with SIGTERM, which makes
+// gitlab-runner abort its jobs, so the hook is added by a server-side-apply
+// patch of the chart's Deployment (the chart's own unregister hook is off).
+// terminationGracePeriodSeconds is the fleet's jobTimeout (at least 3h)
+// plus ten minutes for the last job's report and the VMs' removal.
+//
+// # config.toml
+//
+// Each manager's config.toml is rendered by runnerconfig from the group's
+// provisioning/sharedfleet.ManagerGroup.Config(), with the manager's
+// [session_server] added, and is what the manager runs, byte for byte but
+// the token. The chart takes a runner configuration template
+// (runners.config), but its registration step keeps only the [[runners]]
+// entry of a template, fills the fields it sets itself from the chart's
+// defaults (executor kubernetes, request_concurrency 1, …), and writes the
+// global section from other values: the [session_server], listen_address or
+// shutdown_timeout of a template never arrive. So runners.config carries the
+// whole rendered file for the registration step, and the chart's
+// preEntrypointScript, which runs after it, writes the rendered file over
+// the registered one, putting in the token from the chart's runner Secret
+// (runners.secret, a Secret this package declares from a stack config
+// secret). docker-autoscaler managers then install their fleeting plugin.
+// The token is never in the release's values.
+//
+// # Web terminal
+//
+// Every manager's session server listens on 8093 and advertises
+// <manager>.<domain>:443. A Service per manager and one Ingress per group,
+// with a rule per manager hostname, route to it. Because the session server
+// pins its own certificate, the Ingress cannot terminate TLS: it asks
+// ingress-nginx for TLS passthrough (its controller must run with
+// --enable-ssl-passthrough), which routes by SNI at layer 4. The trade-off:
+// ingress-nginx applies no HTTP annotation to a passthrough host, so the
+// whitelist-source-range annotation, set to webTerminal.allowedCIDRs, is
+// not what enforces the GitLab ranges there. What does: the passthrough
+// controller's load balancer must admit only those ranges
+// (loadBalancerSourceRanges on its Service, outside this package), and a
+// NetworkPolicy lets only the controller's namespace and those ranges reach
+// the session port (and only the fleet's Prometheus the metrics port).
+// During a manager's rollout its hostname moves to the new pod at once, so
+// a terminal opened on a job that the draining pod still runs is refused.
+//
+// # Monitoring
+//
+// Each fleet namespace runs a Prometheus (provisioning/sharedfleet's
+// configuration and rules: managers by their headless Service's DNS
+// records, VMs by GCE discovery) behind a Service named prometheus, which
+// KEDA reads; a central one in the monitoring namespace federates them.
+package sharedfleet
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+)
+
+// The gitlab-runner chart every manager runs.
+const (
+	ChartName       = "gitlab-runner"
+	ChartRepository = "https://charts.gitlab.io"
+	// ChartVersion is pinned: chart 0.93.0 ships gitlab-runner 19.4.0, the
+	// release whose config structs the oracle checks config.toml against
+	// (runnerset/runnerconfig/oracle).
+	ChartVersion = "0.93.0"
+)
+
+// Ports and labels of the managers.
+const (
+	// SessionPort is where a manager's session server listens.
+	SessionPort = 8093
+	// TerminalPort is the port GitLab connects to: the Ingress's.
+	TerminalPort = 443
+	// MetricsPort is gitlab-runner's metrics listener.
+	MetricsPort = 9252
+	// LabelRelease names a manager's release on its pod, which its
+	// session Service selects.
+	LabelRelease = "runnerfleet.dev/release"
+	// DrainMarginSeconds is added to the job timeout for a manager's grace
+	// period: the last job's report and its VM's removal.
+	DrainMarginSeconds = 600
+)
+
+// Token Secret keys the chart's runners.secret must have.
+const (
+	SecretKeyRunnerToken       = "runner-token"
+	SecretKeyRegistrationToken = "runner-registration-token"
+)
+
+// SharedFleets is every shared fleet of the stack, and the central
+// Prometheus.
+type SharedFleets struct {
+	// Fleets are the fleets in stack config order.
+	Fleets []*SharedFleet
+	// Monitoring is the central Prometheus; nil without fleets.
+	Monitoring *CentralMonitoring
+}
+
+// SharedFleet is one fleet: the runnerfleet:gke:SharedFleet component.
+type SharedFleet struct {
+	pulumi.ResourceState
+
+	// Name and Namespace are the fleet's.
+	Name, Namespace string
+	// Managers are the fleet's managers, one Helm release each, by group.
+	Managers map[string][]string
+	// Releases are the managers' Helm releases by manager name.
+	Releases map[string]*pulumix.Resource
+	// TerminalHosts are the managers' web terminal hostnames.
+	TerminalHosts []string
+	// Prometheus is the fleet's Prometheus, as KEDA and the central one
+	// reach it.
+	Prometheus string
+}
+
+// Outputs are the stack outputs of the shared fleets.
+func (s *SharedFleets) Outputs() pulumi.Map {
+	out := pulumi.Map{}
+	for _, f := range s.Fleets {
+		var managers []string
+		for _, g := range sortedKeys(f.Managers) {
+			managers = append(managers, f.Managers[g]...)
+		}
+		out[f.Name] = pulumi.Map{
+			"namespace":     pulumi.String(f.Namespace),
+			"managers":      pulumi.ToStringArray(managers),
+			"terminalHosts": pulumi.ToStringArray(f.TerminalHosts),
+			"prometheus":    pulumi.String(f.Prometheus),
+		}
+	}
+	if s.Monitoring != nil {
+		out["centralPrometheus"] = pulumi.String(s.Monitoring.Prometheus)
+	}
+	return out
+}
+
+var tokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
+
+// ReadTokens reads the runner token of every group from the stack config
+// secrets the groups name, checking them all before anything is declared.
+// The program may call it early, next to the teams' secrets; New calls it
+// again.
+func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.StringOutput, error) {
+	out := map[string]pulumi.StringOutput{}
+	var problems []string
+	for i, s := range f.SharedFleets {
+		for j, g := range s.Groups {
+			key := g.TokenConfigKey
+			if _, ok := out[key]; ok {
+				continue
+			}
+			path := fmt.Sprintf("%s.sharedFleets[%d].groups[%d].tokenConfigKey", stackconfig.Root, i, j)
+			v, err := config.Try(ctx, key)
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s", path, key, key, ctx.Stack()))
+			case !tokenFormat.MatchString(v):
+				// The managers' start script substitutes it into config.toml.
+				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…)", path, key))
+			default:
+				out[key] = pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, &stackconfig.Error{Extra: problems}
+	}
+	return out, nil
+}
+
+// New declares the stack's shared fleets on cluster c. Everything is
+// rendered and checked first: on any error nothing is declared.
+func New(ctx *pulumi.Context, f *stackconfig.Fleet, c *kube.Cluster, opts ...pulumi.ResourceOption) (*SharedFleets, error) {
+	out := &SharedFleets{}
+	if len(f.SharedFleets) == 0 {
+		return out, nil
+	}
+	if f.Platform != stackconfig.PlatformGKE {
+		return nil, fmt.Errorf("%s.sharedFleets: shared fleets run on the gke platform", stackconfig.Root)
+	}
+	tokens, err := ReadTokens(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	plans := make([]*fleetPlan, len(f.SharedFleets))
+	for i := range f.SharedFleets {
+		if plans[i], err = planFleet(f, i); err != nil {
+			return nil, err
+		}
+	}
+	central, err := planCentral(plans)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
+		fl, err := declareFleet(ctx, p, c, tokens, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out.Fleets = append(out.Fleets, fl)
+	}
+	if out.Monitoring, err = declareCentral(ctx, central, c, out.Fleets, opts...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func join(parts ...string) string { return strings.Join(parts, "-") }

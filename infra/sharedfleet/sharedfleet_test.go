@@ -1,0 +1,666 @@
+package sharedfleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
+)
+
+const (
+	tokRelease      = "kubernetes:helm.sh/v3:Release"
+	tokPatch        = "kubernetes:apps/v1:DeploymentPatch"
+	tokScaledObject = "kubernetes:keda.sh/v1alpha1:ScaledObject"
+	tokPDB          = "kubernetes:policy/v1:PodDisruptionBudget"
+	tokIngress      = "kubernetes:networking.k8s.io/v1:Ingress"
+	tokNetpol       = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+	tokService      = "kubernetes:core/v1:Service"
+	tokSecret       = "kubernetes:core/v1:Secret"
+	tokConfigMap    = "kubernetes:core/v1:ConfigMap"
+	tokNamespace    = "kubernetes:core/v1:Namespace"
+	tokDeployment   = "kubernetes:apps/v1:Deployment"
+
+	cacheBucket = "ci-shared-cache-20261130"
+)
+
+// stackJSON is a gke stack (the gcp section as infra/gcp reads it) with a
+// production fleet of both executors and a web terminal, and a staging
+// fleet of less capacity.
+const stackJSON = `{
+  "platform": "gke",
+  "clusterName": "ci-shared",
+  "gitlabURL": "https://gitlab.example.com",
+  "controller": {"image": "example.invalid/runnerset-controller:v1"},
+  "gcp": {
+    "project": "ci-platform-example",
+    "region": "europe-west1",
+    "masterAuthorizedCIDRs": ["203.0.113.0/24"],
+    "labels": {"cost-center": "ci"}
+  },
+  "sharedFleets": [
+    {
+      "name": "production",
+      "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+      "gcpServiceAccount": "ci-shared-managers@ci-platform-example.iam.gserviceaccount.com",
+      "monitoring": {"vmQuota": 800, "gcpServiceAccount": "ci-shared-prometheus@ci-platform-example.iam.gserviceaccount.com"},
+      "webTerminal": {"domain": "terminals.ci.example.com", "allowedCIDRs": ["203.0.113.10/32", "198.51.100.0/28"]},
+      "groups": [
+        {
+          "name": "linux", "tokenConfigKey": "sharedProductionLinux",
+          "zone": "europe-west1-b", "machineType": "n2d-standard-4",
+          "image": "projects/ci-platform-example/global/images/family/runner-vm",
+          "networkTags": ["ci-runner"],
+          "maxVMs": 100, "idleCount": 10, "idleTime": "30m", "maxBuilds": 1,
+          "periods": [{"periods": ["* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"], "timezone": "Europe/Berlin", "idleCount": 2, "idleTime": "10m"}],
+          "scaling": {"minManagers": 2, "maxManagers": 4}
+        },
+        {
+          "name": "fleeting", "executor": "docker-autoscaler", "tokenConfigKey": "sharedProductionFleeting",
+          "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm",
+          "instanceGroup": "ci-runners-c", "maxVMs": 50, "idleCount": 5, "idleTime": "20m",
+          "scaling": {"minManagers": 1, "maxManagers": 2, "targetUtilization": 0.5}
+        }
+      ]
+    },
+    {
+      "name": "staging",
+      "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+      "jobTimeout": "4h",
+      "cacheBucket": "ci-staging-cache",
+      "groups": [
+        {
+          "name": "linux", "tokenConfigKey": "sharedStagingLinux",
+          "zone": "europe-west1-b", "machineType": "e2-standard-2", "image": "runner-vm",
+          "maxVMs": 10, "idleCount": 1, "idleTime": "10m"
+        }
+      ]
+    }
+  ]
+}`
+
+// tokens are the groups' runner tokens, as stack config secrets.
+var tokens = map[string]string{
+	"runnerfleet:sharedProductionLinux":    "glrt-prodLinuxTokenNotReal-4f1c2b",
+	"runnerfleet:sharedProductionFleeting": "glrt-prodFleetingTokenNotReal-9a8b7c",
+	"runnerfleet:sharedStagingLinux":       "glrt-stagingLinuxTokenNotReal-1d2e3f",
+}
+
+// deploy runs New under the mocks for the stack config raw with the given
+// config secrets, on a cluster whose cache bucket is cacheBucket.
+func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Mocks, *SharedFleets, error) {
+	t.Helper()
+	m := infratest.NewMocks(t)
+	cfg := map[string]string{"runnerfleet:fleet": raw}
+	var keys []string
+	for k, v := range secrets {
+		cfg[k] = v
+		keys = append(keys, k)
+	}
+	var out *SharedFleets
+	err := infratest.Run(m, "gke-shared", cfg, keys, func(ctx *pulumi.Context) error {
+		f, err := stackconfig.Decode([]byte(raw), ctx.Stack())
+		if err != nil {
+			return err
+		}
+		p, err := kube.NewProvider(ctx, "gke", pulumi.ToSecret(pulumi.String("apiVersion: v1\nkind: Config\n")).(pulumi.StringOutput))
+		if err != nil {
+			return err
+		}
+		c := &kube.Cluster{
+			Provider:  p,
+			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
+			InCluster: true,
+		}
+		out, err = New(ctx, f, c)
+		return err
+	})
+	return m, out, err
+}
+
+var (
+	once     sync.Once
+	deployed *infratest.Mocks
+	result   *SharedFleets
+)
+
+// deployedStack deploys stackJSON once for the tests that only read.
+func deployedStack(t *testing.T) *infratest.Mocks {
+	t.Helper()
+	once.Do(func() {
+		m, out, err := deploy(t, stackJSON, tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deployed, result = m, out
+	})
+	if deployed == nil {
+		t.Fatal("the shared deployment failed")
+	}
+	return deployed
+}
+
+func str(t *testing.T, r infratest.Resource, path string) string {
+	t.Helper()
+	v := r.Input(path)
+	if !v.IsString() {
+		t.Fatalf("%s %s: %s is %v, not a string", r.Token, r.Name, path, v)
+	}
+	return v.StringValue()
+}
+
+func num(t *testing.T, r infratest.Resource, path string) float64 {
+	t.Helper()
+	v := r.Input(path)
+	if !v.IsNumber() {
+		t.Fatalf("%s %s: %s is %v, not a number", r.Token, r.Name, path, v)
+	}
+	return v.NumberValue()
+}
+
+// object returns the object at path, looking through secrets.
+func object(t *testing.T, r infratest.Resource, path string) resource.PropertyMap {
+	t.Helper()
+	v := r.Input(path)
+	if !v.IsObject() {
+		t.Fatalf("%s %s: %s is %v, not an object", r.Token, r.Name, path, v)
+	}
+	return v.ObjectValue()
+}
+
+// managers are the managers the stack should have, by release name.
+var managers = map[string]struct {
+	fleet, group, executor string
+	index, min             int
+}{
+	"production-linux-0":    {"production", "production-linux", "docker+machine", 0, 2},
+	"production-linux-1":    {"production", "production-linux", "docker+machine", 1, 2},
+	"production-linux-2":    {"production", "production-linux", "docker+machine", 2, 2},
+	"production-linux-3":    {"production", "production-linux", "docker+machine", 3, 2},
+	"production-fleeting-0": {"production", "production-fleeting", "docker-autoscaler", 0, 1},
+	"production-fleeting-1": {"production", "production-fleeting", "docker-autoscaler", 1, 1},
+	"staging-linux-0":       {"staging", "staging-linux", "docker+machine", 0, 1},
+}
+
+func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
+	m := deployedStack(t)
+	releases := m.ByToken(tokRelease)
+	if len(releases) != len(managers) {
+		t.Errorf("%d releases, want one per manager (%d)", len(releases), len(managers))
+	}
+	for name, want := range managers {
+		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		for path, v := range map[string]string{
+			"name": name, "chart": "gitlab-runner", "version": ChartVersion, "namespace": want.fleet,
+			"repositoryOpts.repo":     "https://charts.gitlab.io",
+			"values.fullnameOverride": name,
+			"values.gitlabUrl":        "https://gitlab.example.com",
+			"values.runners.name":     want.group,
+			"values.runners.executor": want.executor,
+			"values.image.registry":   "registry.example.com",
+			"values.image.image":      "ci/gitlab-runner-docker-machine",
+			"values.image.tag":        "v19.4.0",
+		} {
+			if got := str(t, r, path); got != v {
+				t.Errorf("%s: %s = %q, want %q", name, path, got, v)
+			}
+		}
+		if !strings.Contains(r.Parent, "runnerfleet:gke:SharedFleet::shared-"+want.fleet) {
+			t.Errorf("%s is not parented to its fleet's component: %q", name, r.Parent)
+		}
+		if !strings.Contains(r.Provider, "pulumi:providers:kubernetes::gke") {
+			t.Errorf("%s is not on the cluster's provider: %q", name, r.Provider)
+		}
+		labels := object(t, r, "values.podLabels")
+		if labels["runnerfleet.dev/manager"].StringValue() != want.group || labels[LabelRelease].StringValue() != name {
+			t.Errorf("%s: pod labels %v", name, labels)
+		}
+	}
+	if ChartVersion == "" || strings.HasPrefix(ChartVersion, "v") {
+		t.Errorf("chart version %q is not pinned as the chart repository spells it", ChartVersion)
+	}
+}
+
+// configOf returns the config.toml a manager runs.
+func configOf(t *testing.T, r infratest.Resource) string {
+	t.Helper()
+	c := str(t, r, "values.runners.config")
+	script := str(t, r, "values.preEntrypointScript")
+	if !strings.Contains(script, "<<'"+configDelimiter+"'\n"+c+configDelimiter+"\n") {
+		t.Errorf("%s: the start script does not write the config.toml of runners.config:\n%s", r.Name, script)
+	}
+	return c
+}
+
+func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
+	m := deployedStack(t)
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	executors := map[string]bool{}
+	for _, r := range m.ByToken(tokRelease) {
+		c := configOf(t, r)
+		if err := schema.Check([]byte(c)); err != nil {
+			t.Errorf("%s: %v\n%s", r.Name, err, c)
+		}
+		var parsed runnerconfig.Config
+		if _, err := toml.Decode(c, &parsed); err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		executors[parsed.Runners[0].Executor] = true
+		if parsed.Runners[0].Token != runnerconfig.TokenPlaceholder || parsed.LogFormat != "json" || parsed.ListenAddress != ":9252" {
+			t.Errorf("%s: token %q, log format %q, listen address %q", r.Name, parsed.Runners[0].Token, parsed.LogFormat, parsed.ListenAddress)
+		}
+		if got := int(num(t, r, "values.concurrent")); got != parsed.Concurrent || got != 100 {
+			t.Errorf("%s: concurrent %d in values, %d in config.toml, want 100", r.Name, got, parsed.Concurrent)
+		}
+	}
+	if !executors["docker+machine"] || !executors["docker-autoscaler"] {
+		t.Errorf("executors checked: %v, want both", executors)
+	}
+}
+
+func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
+	m := deployedStack(t)
+	c := configOf(t, m.Get(t, tokRelease, "shared-production-production-linux-1"))
+	for _, want := range []string{
+		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
+		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
+		`"google-label=runnerfleet-manager:production-linux"`, `"google-label=runnerfleet-fleet:production"`,
+		`IdleCount = 10`, `IdleTime = 1800`, `MaxBuilds = 1`, `Periods = ["* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"]`,
+		`Timezone = "Europe/Berlin"`, `Type = "gcs"`, `BucketName = "` + cacheBucket + `"`,
+		`advertise_address = "production-linux-1.terminals.ci.example.com:443"`, `listen_address = "0.0.0.0:8093"`,
+	} {
+		if !strings.Contains(c, want) {
+			t.Errorf("config.toml lacks %s:\n%s", want, c)
+		}
+	}
+	staging := configOf(t, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
+	if strings.Contains(staging, "session_server") || !strings.Contains(staging, `BucketName = "ci-staging-cache"`) {
+		t.Errorf("staging has no web terminal and its own bucket:\n%s", staging)
+	}
+	script := str(t, m.Get(t, tokRelease, "shared-production-production-fleeting-0"), "values.preEntrypointScript")
+	if !strings.Contains(script, "gitlab-runner fleeting --config") {
+		t.Errorf("docker-autoscaler managers do not install their plugin:\n%s", script)
+	}
+}
+
+func TestManagersDrainGracefullyAndNeverDropBelowTheFloor(t *testing.T) {
+	m := deployedStack(t)
+	for name, want := range managers {
+		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		grace := num(t, r, "values.terminationGracePeriodSeconds")
+		timeout := 3 * 3600
+		if want.fleet == "staging" {
+			timeout = 4 * 3600
+		}
+		if grace < 10800 || int(grace) != timeout+DrainMarginSeconds {
+			t.Errorf("%s: terminationGracePeriodSeconds %v, want the job timeout %ds plus the margin", name, grace, timeout)
+		}
+		if s := str(t, r, "values.strategy.type"); s != "RollingUpdate" ||
+			num(t, r, "values.strategy.rollingUpdate.maxUnavailable") != 0 || num(t, r, "values.strategy.rollingUpdate.maxSurge") != 1 {
+			t.Errorf("%s: strategy %v", name, r.Input("values.strategy"))
+		}
+		replicas := 0.0
+		if want.index < want.min {
+			replicas = 1
+		}
+		if got := num(t, r, "values.replicas"); got != replicas {
+			t.Errorf("%s: replicas %v, want %v (minManagers %d)", name, got, replicas, want.min)
+		}
+		if v := r.Input("values.unregisterRunners"); !v.IsBool() || v.BoolValue() {
+			t.Errorf("%s: the chart's unregister hook is on: %v", name, v)
+		}
+		if v := r.Input("values.metrics.enabled"); !v.IsBool() || !v.BoolValue() {
+			t.Errorf("%s: metrics off", name)
+		}
+		p := m.Get(t, tokPatch, "shared-"+want.fleet+"-"+name+"-drain")
+		if str(t, p, "metadata.name") != name || str(t, p, "metadata.namespace") != want.fleet {
+			t.Errorf("%s: the drain patch patches %s/%s", name, str(t, p, "metadata.namespace"), str(t, p, "metadata.name"))
+		}
+		ctr := p.Input("spec.template.spec.containers").ArrayValue()[0].ObjectValue()
+		cmd := resource.NewObjectProperty(ctr).ObjectValue()["lifecycle"].ObjectValue()["preStop"].ObjectValue()["exec"].ObjectValue()["command"].ArrayValue()
+		if ctr["name"].StringValue() != name || !strings.Contains(cmd[2].StringValue(), "kill -QUIT 1") {
+			t.Errorf("%s: preStop %v on container %v", name, cmd, ctr["name"])
+		}
+		if !slices.ContainsFunc(p.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+r.Name) }) {
+			t.Errorf("%s: the drain patch does not wait for the release: %v", name, p.DependsOn)
+		}
+	}
+}
+
+// secretFree reports where v holds needle outside a secret.
+func secretFree(v resource.PropertyValue, needle, path string, found *[]string) {
+	switch {
+	case v.IsSecret():
+		return
+	case v.IsString():
+		if strings.Contains(v.StringValue(), needle) {
+			*found = append(*found, path)
+		}
+	case v.IsArray():
+		for i, e := range v.ArrayValue() {
+			secretFree(e, needle, fmt.Sprintf("%s[%d]", path, i), found)
+		}
+	case v.IsObject():
+		for k, e := range v.ObjectValue() {
+			secretFree(e, needle, path+"."+string(k), found)
+		}
+	case v.IsOutput():
+		secretFree(v.OutputValue().Element, needle, path, found)
+	}
+}
+
+func TestNoTokenIsInClearInAnyResource(t *testing.T) {
+	m := deployedStack(t)
+	for _, tok := range tokens {
+		var found []string
+		for _, r := range m.Resources() {
+			secretFree(resource.NewObjectProperty(r.Inputs), tok, r.Token+" "+r.Name, &found)
+		}
+		if len(found) > 0 {
+			t.Errorf("a runner token is in clear in %v", found)
+		}
+	}
+	for name, want := range managers {
+		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		secret := str(t, r, "values.runners.secret")
+		s := m.Get(t, tokSecret, "shared-"+want.fleet+"-"+want.group+"-token")
+		if str(t, s, "metadata.name") != secret || str(t, s, "metadata.namespace") != want.fleet {
+			t.Errorf("%s: runners.secret %q, the token Secret is %s", name, secret, str(t, s, "metadata.name"))
+		}
+		data := s.Inputs["stringData"]
+		if !data.IsObject() || !data.ObjectValue()[SecretKeyRunnerToken].ContainsSecrets() {
+			t.Errorf("%s: the Secret's %s is not a Pulumi secret", name, SecretKeyRunnerToken)
+		}
+		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
+			t.Errorf("%s: the release does not wait for its token Secret", name)
+		}
+	}
+	if got := str(t, m.Get(t, tokSecret, "shared-production-production-fleeting-token"), "stringData."+SecretKeyRunnerToken); got != tokens["runnerfleet:sharedProductionFleeting"] {
+		t.Errorf("the fleeting group's Secret holds another token")
+	}
+}
+
+func TestEveryGroupHasADisruptionBudgetAndManagersAboveTheFloorScaleOnJobs(t *testing.T) {
+	m := deployedStack(t)
+	for group, min := range map[string]float64{"production-linux": 2, "production-fleeting": 1, "staging-linux": 1} {
+		fleet, _, _ := strings.Cut(group, "-")
+		pdb := m.Get(t, tokPDB, "shared-"+fleet+"-"+group+"-pdb")
+		// Label keys have dots: read the map.
+		sel := object(t, pdb, "spec.selector.matchLabels")
+		if num(t, pdb, "spec.minAvailable") != min || sel["runnerfleet.dev/manager"].StringValue() != group {
+			t.Errorf("%s: PDB minAvailable %v selecting %v", group, pdb.Input("spec.minAvailable"), sel)
+		}
+		svc := m.Get(t, tokService, "shared-"+fleet+"-"+group+"-metrics")
+		if str(t, svc, "spec.clusterIP") != "None" || str(t, svc, "metadata.name") != group {
+			t.Errorf("%s: metrics Service %v", group, svc.Inputs)
+		}
+	}
+	scalers := m.ByToken(tokScaledObject)
+	want := 0
+	for name, w := range managers {
+		if w.index < w.min {
+			continue
+		}
+		want++
+		so := m.Get(t, tokScaledObject, "shared-"+w.fleet+"-"+name+"-scaler")
+		md := so.Input("spec.triggers").ArrayValue()[0].ObjectValue()["metadata"].ObjectValue()
+		threshold, _ := strconv.Atoi(md["threshold"].StringValue())
+		if str(t, so, "spec.scaleTargetRef.name") != name || num(t, so, "spec.minReplicaCount") != 0 || num(t, so, "spec.maxReplicaCount") != 1 ||
+			md["activationThreshold"].StringValue() != strconv.Itoa(w.index*threshold) || threshold == 0 {
+			t.Errorf("%s: ScaledObject %v", name, so.Inputs)
+		}
+		if q := md["query"].StringValue(); !strings.Contains(q, `manager="`+w.group+`"`) || !strings.Contains(md["serverAddress"].StringValue(), "prometheus."+w.fleet+".svc") {
+			t.Errorf("%s: trigger %v", name, md)
+		}
+	}
+	if len(scalers) != want {
+		t.Errorf("%d ScaledObjects, want one per manager above the floor (%d)", len(scalers), want)
+	}
+	if th := m.Get(t, tokScaledObject, "shared-production-production-fleeting-1-scaler").Input("spec.triggers").ArrayValue()[0].ObjectValue()["metadata"].ObjectValue()["threshold"]; th.StringValue() != "50" {
+		t.Errorf("fleeting threshold %v, want 100 × 0.5", th)
+	}
+}
+
+func TestEveryManagerHasATerminalHostReachableOnlyFromGitLab(t *testing.T) {
+	m := deployedStack(t)
+	ing := m.Get(t, tokIngress, "shared-production-production-linux-terminal")
+	ann := object(t, ing, "metadata.annotations")
+	if got := ann[AnnotationSourceRange].StringValue(); got != "203.0.113.10/32,198.51.100.0/28" {
+		t.Errorf("source range %q, want the allowed CIDRs", got)
+	}
+	if ann[AnnotationSSLPassthrough].StringValue() != "true" || str(t, ing, "spec.ingressClassName") != "nginx" {
+		t.Errorf("annotations %v, class %v", ann, ing.Input("spec.ingressClassName"))
+	}
+	var hosts []string
+	for _, rule := range ing.Input("spec.rules").ArrayValue() {
+		r := rule.ObjectValue()
+		host := r["host"].StringValue()
+		hosts = append(hosts, host)
+		manager := strings.TrimSuffix(host, ".terminals.ci.example.com")
+		backend := r["http"].ObjectValue()["paths"].ArrayValue()[0].ObjectValue()["backend"].ObjectValue()["service"].ObjectValue()
+		if backend["name"].StringValue() != manager+"-session" || backend["port"].ObjectValue()["number"].NumberValue() != 443 {
+			t.Errorf("%s routes to %v", host, backend)
+		}
+		svc := m.Get(t, tokService, "shared-production-"+manager+"-session")
+		sel := object(t, svc, "spec.selector")
+		port := svc.Input("spec.ports").ArrayValue()[0].ObjectValue()
+		if sel[LabelRelease].StringValue() != manager || port["targetPort"].NumberValue() != SessionPort {
+			t.Errorf("%s: session Service selects %v, port %v", manager, sel, port)
+		}
+	}
+	want := []string{"production-linux-0.terminals.ci.example.com", "production-linux-1.terminals.ci.example.com",
+		"production-linux-2.terminals.ci.example.com", "production-linux-3.terminals.ci.example.com"}
+	if !slices.Equal(hosts, want) {
+		t.Errorf("hosts %v, want one per manager %v", hosts, want)
+	}
+	np := m.Get(t, tokNetpol, "shared-production-production-linux-netpol")
+	var cidrs []string
+	for _, rule := range np.Input("spec.ingress").ArrayValue() {
+		for _, from := range rule.ObjectValue()["from"].ArrayValue() {
+			if b, ok := from.ObjectValue()["ipBlock"]; ok {
+				cidrs = append(cidrs, b.ObjectValue()["cidr"].StringValue())
+			}
+		}
+	}
+	if !slices.Equal(cidrs, []string{"203.0.113.10/32", "198.51.100.0/28"}) {
+		t.Errorf("the NetworkPolicy admits %v to the session port", cidrs)
+	}
+	for _, r := range m.ByToken(tokIngress) {
+		if strings.HasPrefix(r.Name, "shared-staging") {
+			t.Errorf("staging has no web terminal, yet %s", r.Name)
+		}
+	}
+	if got := result.Fleets[0].TerminalHosts; !slices.Contains(got, "production-fleeting-1.terminals.ci.example.com") || len(got) != 6 {
+		t.Errorf("terminal hosts output %v", got)
+	}
+}
+
+func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
+	m := deployedStack(t)
+	for name, ns := range map[string]string{"shared-production": "production", "shared-staging": "staging", "shared-monitoring": "monitoring"} {
+		cm := m.Get(t, tokConfigMap, name+"-prometheus-config")
+		if str(t, cm, "metadata.namespace") != ns || str(t, cm, "metadata.name") != "prometheus" {
+			t.Errorf("%s: ConfigMap %s/%s", name, str(t, cm, "metadata.namespace"), str(t, cm, "metadata.name"))
+		}
+		dir := t.TempDir()
+		files := prometheus.Files{}
+		for k, v := range object(t, cm, "data") {
+			files[string(k)] = []byte(v.StringValue())
+		}
+		if err := files.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		out, err := prometheus.Promtool(dir, "check", "config", PrometheusConfigFile)
+		if err != nil || !strings.Contains(out, "SUCCESS") {
+			t.Errorf("%s: %v\n%s", name, err, out)
+		}
+		if ns != "monitoring" && (!strings.Contains(out, "SUCCESS: 7 rules found") || !strings.Contains(out, "SUCCESS: 5 rules found")) {
+			t.Errorf("%s: promtool did not check the recording and alert rules:\n%s", name, out)
+		}
+		dep := m.Get(t, tokDeployment, name+"-prometheus")
+		args := dep.Input("spec.template.spec.containers").ArrayValue()[0].ObjectValue()["args"].ArrayValue()
+		if args[0].StringValue() != "--config.file=/etc/prometheus/prometheus.yml" {
+			t.Errorf("%s: args %v", name, args)
+		}
+		svc := m.Get(t, tokService, name+"-prometheus-svc")
+		if str(t, svc, "metadata.name") != "prometheus" {
+			t.Errorf("%s: KEDA and the central Prometheus reach prometheus.%s.svc, the Service is %s", name, ns, str(t, svc, "metadata.name"))
+		}
+	}
+	central := object(t, m.Get(t, tokConfigMap, "shared-monitoring-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+	for _, target := range []string{"prometheus.production.svc:9090", "prometheus.staging.svc:9090"} {
+		if !strings.Contains(central, target) {
+			t.Errorf("the central Prometheus does not federate %s:\n%s", target, central)
+		}
+	}
+	fleet := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+	for _, want := range []string{"_metrics._tcp.production-linux.production.svc.cluster.local", "_metrics._tcp.production-fleeting.production.svc.cluster.local",
+		`labels.runnerfleet-fleet = "production"`, "zone: europe-west1-c", "recording.yml"} {
+		if !strings.Contains(fleet, want) {
+			t.Errorf("production's Prometheus lacks %s:\n%s", want, fleet)
+		}
+	}
+	alerts := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[AlertRulesFile].StringValue()
+	if !strings.Contains(alerts, "fleet:autoscaled_vms:count > 720") {
+		t.Errorf("the quota alert is not at 90%% of vmQuota 800:\n%s", alerts)
+	}
+	if sa := m.Get(t, "kubernetes:core/v1:ServiceAccount", "shared-production-prometheus-sa"); object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue() != "ci-shared-prometheus@ci-platform-example.iam.gserviceaccount.com" {
+		t.Errorf("GCE discovery has no Workload Identity: %v", sa.Inputs)
+	}
+}
+
+func TestNamespacesAndOutputs(t *testing.T) {
+	m := deployedStack(t)
+	var names []string
+	for _, r := range m.ByToken(tokNamespace) {
+		names = append(names, str(t, r, "metadata.name"))
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"monitoring", "production", "staging"}) {
+		t.Errorf("namespaces %v", names)
+	}
+	for _, r := range m.Resources() {
+		if !r.Custom || strings.HasPrefix(r.Token, "pulumi:providers:") {
+			continue
+		}
+		if !strings.Contains(r.Provider, "pulumi:providers:kubernetes::gke") || !strings.Contains(r.Parent, "runnerfleet:gke:SharedFleet") {
+			t.Errorf("%s %s: provider %q, parent %q", r.Token, r.Name, r.Provider, r.Parent)
+		}
+	}
+	if len(result.Fleets) != 2 || result.Monitoring == nil || result.Monitoring.Prometheus != "http://prometheus.monitoring.svc:9090" {
+		t.Errorf("result %+v", result)
+	}
+	if got := result.Fleets[0].Managers["linux"]; !slices.Equal(got, []string{"production-linux-0", "production-linux-1", "production-linux-2", "production-linux-3"}) {
+		t.Errorf("production linux managers %v", got)
+	}
+}
+
+func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
+	group := `"name": "linux", "tokenConfigKey": "sharedProductionLinux",
+          "zone": "europe-west1-b", "machineType": "n2d-standard-4",`
+	cases := []struct {
+		name, old, new string
+		secrets        map[string]string
+		want           []string
+		// declared are the resources allowed: the test's own provider,
+		// when the stack config itself was accepted.
+		declared int
+	}{
+		{"machine type format", group, strings.Replace(group, "n2d-standard-4", "n2d_standard_4", 1), tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].machineType", "is not a GCE machine type"}, 0},
+		{"zone outside the region", group, strings.Replace(group, "europe-west1-b", "us-central1-a", 1), tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].zone", "is not a zone of region europe-west1"}, 0},
+		{"idle VMs above the limit", `"idleCount": 10, "idleTime": "30m"`, `"idleCount": 101, "idleTime": "30m"`, tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].idleCount", "between 0 and maxVMs (100)"}, 0},
+		{"bad cron period", `"* * * * * sat,sun *"`, `"* * * * * saturday-ish *"`, tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].periods[1]", "is not a cron expression"}, 0},
+		{"missing token", "", "", map[string]string{"runnerfleet:sharedProductionLinux": tokens["runnerfleet:sharedProductionLinux"]},
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].tokenConfigKey: config key runnerfleet:sharedProductionFleeting is not set",
+				"runnerfleet:fleet.sharedFleets[1].groups[0].tokenConfigKey: config key runnerfleet:sharedStagingLinux is not set"}, 1},
+		{"token that is no token", "", "", map[string]string{
+			"runnerfleet:sharedProductionLinux": "glrt-x|y", "runnerfleet:sharedProductionFleeting": tokens["runnerfleet:sharedProductionFleeting"],
+			"runnerfleet:sharedStagingLinux": tokens["runnerfleet:sharedStagingLinux"]},
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: config key runnerfleet:sharedProductionLinux is not a runner token"}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			raw := strings.Replace(stackJSON, c.old, c.new, 1)
+			if c.old != "" && raw == stackJSON {
+				t.Fatalf("the case changes nothing")
+			}
+			m, _, err := deploy(t, raw, c.secrets)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "glrt-x|y") {
+				t.Errorf("the error shows the token: %v", err)
+			}
+			if rs := m.Resources(); len(rs) != c.declared {
+				t.Errorf("%d resources declared, want %d: %v", len(rs), c.declared, rs)
+			}
+		})
+	}
+}
+
+// The start script, run by bash as the chart runs it, writes the rendered
+// config.toml with the token, readable by its owner only, and refuses to
+// run without a token.
+func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "concurrent = 1\n[[runners]]\n  token = \"" + runnerconfig.TokenPlaceholder + "\"\n"
+	script := StartScript(cfg, false)
+	path := filepath.Join(dir, "pre-entrypoint-script")
+	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-abc_DEF.123-xyz")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sh)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(cfg, runnerconfig.TokenPlaceholder, "glrt-abc_DEF.123-xyz", 1); string(b) != want {
+		t.Errorf("config.toml:\n%s\nwant:\n%s", b, want)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.toml mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
+		t.Errorf("the script ran without a token:\n%s", out)
+	}
+}
+
+func execBash(t *testing.T, path string, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", path)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
