@@ -20,6 +20,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/aws"
 	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
@@ -46,6 +47,10 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
+		// The shared fleets' tokens too, before anything is declared.
+		if _, err := sharedfleet.ReadTokens(ctx, f); err != nil {
+			return err
+		}
 		var cluster *kube.Cluster
 		switch f.Platform {
 		case stackconfig.PlatformLocal:
@@ -69,6 +74,13 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		fleet, err := kube.NewFleet(ctx, f.ClusterName, kube.FleetArgs{Fleet: f, Cluster: cluster, Secrets: secrets, ClusterRole: role})
 		if err != nil {
 			return err
+		}
+		shared, err := sharedfleet.New(ctx, f, cluster)
+		if err != nil {
+			return err
+		}
+		if len(f.SharedFleets) > 0 {
+			ctx.Export("sharedFleets", shared.Outputs())
 		}
 		ctx.Export("platform", pulumi.String(string(f.Platform)))
 		ctx.Export("clusterName", pulumi.String(f.ClusterName))

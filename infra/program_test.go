@@ -145,7 +145,13 @@ func TestCloudStacks(t *testing.T) {
 		secrets                         map[string]string
 	}{
 		{"eks-dev", "awsRoleARN", "s3", map[string]string{"runnerfleet:teamABuildToken": "glrt-team-a-secret", "runnerfleet:gitlabAPIToken": "glpat-api-secret"}},
-		{"gke-shared", "gcpServiceAccount", "gcs", map[string]string{"runnerfleet:teamCBuildToken": "glrt-team-c-secret"}},
+		{"gke-shared", "gcpServiceAccount", "gcs", map[string]string{
+			"runnerfleet:teamCBuildToken":               "glrt-team-c-secret",
+			"runnerfleet:sharedProductionLinuxToken":    "glrt-shared-prod-linux-secret",
+			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-prod-fleeting-secret",
+			"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
+			"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.stack, func(t *testing.T) {
@@ -183,6 +189,22 @@ func TestCloudStacks(t *testing.T) {
 			d := m.Get(t, tokDeployment, "ci-"+strings.TrimPrefix(strings.TrimPrefix(c.stack, "eks-"), "gke-")+"-controller")
 			if v := d.Input("spec.template.spec.serviceAccountName"); v.StringValue() != "runnerset-controller" {
 				t.Errorf("controller runs as %v", v)
+			}
+			releases := map[string]int{}
+			for _, r := range m.ByToken("kubernetes:helm.sh/v3:Release") {
+				releases[r.Input("chart").StringValue()]++
+			}
+			switch c.stack {
+			case "eks-dev":
+				if releases["oci://public.ecr.aws/karpenter/karpenter"]+releases["karpenter"] == 0 {
+					t.Errorf("no Karpenter release: %v", releases)
+				}
+			case "gke-shared":
+				// production: linux up to 6 managers, fleeting up to 3;
+				// staging: one each. One release per manager.
+				if releases["gitlab-runner"] < 4 {
+					t.Errorf("gitlab-runner releases: %v, want one per shared manager", releases)
+				}
 			}
 			// No token in clear in any input: only inside Pulumi secrets.
 			for _, r := range m.Resources() {
