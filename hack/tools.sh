@@ -14,6 +14,11 @@
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
 #   local       etcd + kube + kwok + karpenter; prints the directory the local control plane
 #               (provisioning/localcluster, fleet up --stack local) runs from
+#   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
+#               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
+#               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);
+#               prints a directory holding bin/pulumi, bin/pulumi-resource-kubernetes and
+#               home/, a PULUMI_HOME with that plugin installed
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -29,7 +34,10 @@ KUBE_VERSION=$(modversion kube k8s.io/kubernetes)
 ETCD_VERSION=$(modversion etcd go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(modversion kwok sigs.k8s.io/kwok)
 KARPENTER_VERSION=$(modversion karpenter sigs.k8s.io/karpenter)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
+PULUMI_VERSION=$(modversion pulumi github.com/pulumi/pulumi/pkg/v3)
+PULUMI_KUBERNETES_VERSION=$(modversion pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] &&
+  [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
 
 log() { echo "tools: $*" >&2; }
 
@@ -109,6 +117,82 @@ karpenter() {
     "sigs.k8s.io/karpenter/kwok=karpenter-kwok"
 }
 
+pulumi_cli() {
+  build "$cache/pulumi-$PULUMI_VERSION" hack/pulumi \
+    "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
+    "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi=pulumi"
+}
+
+# The plugin's version is the provider module's own (pseudo-)version without
+# the v, as upstream stamps its releases; a pseudo-version is not passed off as
+# a release.
+pulumi_kubernetes_plugin_version() { echo "${PULUMI_KUBERNETES_VERSION#v}"; }
+
+# Upstream's cmd/pulumi-resource-kubernetes embeds schema-embed.json and
+# terraform-mapping-embed.json, which its generate.go writes (go generate) from
+# schema.json and terraform-mapping.json and which the module zip lacks. So the
+# plugin is built from a temporary copy of hack/pulumi-kubernetes (the same main
+# package) after running that generate.go in it with VERSION set to the
+# plugin's version, which it writes into the schema. Nothing is
+# generated into the repository (the schema is 7 MB).
+pulumi_kubernetes() {
+  local dest="$cache/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION" bin=pulumi-resource-kubernetes
+  [ -x "$dest/bin/$bin" ] && return 0
+  exec 9>"$dest.lock"
+  flock 9
+  if [ ! -x "$dest/bin/$bin" ]; then
+    local version; version=$(pulumi_kubernetes_plugin_version)
+    local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+    local moddir; moddir=$(cd "$root/hack/pulumi-kubernetes" && go mod download "$mod" && go list -m -f '{{.Dir}}' "$mod")
+    local up="$moddir/cmd/$bin" f
+    for f in generate.go schema.json terraform-mapping.json; do
+      [ -f "$up/$f" ] || { echo "tools: no cmd/$bin/$f in $mod@$PULUMI_KUBERNETES_VERSION ($moddir)" >&2; exit 1; }
+    done
+    local tmp; tmp=$(mktemp -d "$dest.tmp.XXXX")
+    local start=$SECONDS
+    log "building $bin into $dest/bin (a cold build takes about half an hour and 5 GB)"
+    cp -R "$root/hack/pulumi-kubernetes" "$tmp/src"
+    local pkg="$tmp/src/cmd/$bin"
+    cp "$up/generate.go" "$up/schema.json" "$up/terraform-mapping.json" "$pkg/"
+    chmod -R u+w "$tmp/src"
+    (cd "$pkg" && VERSION=$version go run generate.go)
+    mkdir "$tmp/bin"
+    (cd "$tmp/src" && CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X $mod/pkg/version.Version=$version" -o "$tmp/bin/$bin" "./cmd/$bin")
+    chmod 755 "$tmp/bin"; rm -rf "$dest/bin"; mkdir -p "$dest"; mv "$tmp/bin" "$dest/bin"; rm -rf "$tmp"
+    log "built $(basename "$dest") in $((SECONDS - start))s"
+  fi
+  exec 9>&-
+}
+
+# pulumi: the CLI, the plugin, and a PULUMI_HOME with the plugin installed
+# (pulumi plugin install --file copies it into home/plugins), so that pulumi
+# finds it without downloading anything.
+pulumi() {
+  pulumi_cli; pulumi_kubernetes
+  local version; version=$(pulumi_kubernetes_plugin_version)
+  local dir="$cache/pulumi-$PULUMI_VERSION-kubernetes-$version"
+  local cli="$cache/pulumi-$PULUMI_VERSION/bin/pulumi"
+  local plugin="$cache/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION/bin/pulumi-resource-kubernetes"
+  mkdir -p "$dir/bin"
+  ln -sf "$cli" "$dir/bin/pulumi"
+  ln -sf "$plugin" "$dir/bin/pulumi-resource-kubernetes"
+  if [ ! -d "$dir/home" ]; then
+    exec 9>"$dir.lock"
+    flock 9
+    if [ ! -d "$dir/home" ]; then
+      local tmp; tmp=$(mktemp -d "$dir/home.tmp.XXXX")
+      log "installing resource plugin kubernetes $version into $dir/home"
+      PULUMI_HOME=$tmp PULUMI_SKIP_UPDATE_CHECK=true "$cli" plugin install resource kubernetes "$version" --file "$plugin" >&2
+      PULUMI_HOME=$tmp PULUMI_SKIP_UPDATE_CHECK=true "$cli" plugin ls | awk -v v="$version" '$1=="kubernetes" && $2=="resource" && $3==v {ok=1} END {exit !ok}' ||
+        { echo "tools: pulumi plugin ls does not list resource plugin kubernetes $version in $tmp" >&2; exit 1; }
+      chmod 755 "$tmp"; mv "$tmp" "$dir/home"
+    fi
+    exec 9>&-
+  fi
+  echo "$dir"
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -134,12 +218,12 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,26p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kwok|karpenter|envtest) $t ;;
+    etcd|kube|kwok|karpenter|envtest|pulumi) $t ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kwok, karpenter, envtest, local, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kwok, karpenter, envtest, local, pulumi, path)" >&2; exit 2 ;;
   esac
 done
