@@ -30,6 +30,8 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 	cd hack/kwok && go mod tidy
 	cd hack/karpenter && go mod tidy -e
 	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
+	cd hack/pulumi && go mod tidy
+	cd hack/pulumi-kubernetes && go mod tidy
 	go mod tidy -e
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run gofmt -w on the files above"; exit 1; }
 	go vet ./...
@@ -46,7 +48,7 @@ build: ## the controller and the fleet CLI into bin/
 
 .PHONY: tools
 tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
-	hack/tools.sh envtest local >/dev/null
+	hack/tools.sh envtest local pulumi >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 
