@@ -88,6 +88,11 @@ func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.Resou
 	if err != nil {
 		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
 	}
+	if len(f.SharedFleets) > 0 {
+		if _, err := newSharedFleetIdentity(ctx, name+"-shared-identity", e, cl, cache, pulumi.Parent(p)); err != nil {
+			return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
+		}
+	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"clusterName": cl.Name,
 		"kubeconfig":  cl.Kubeconfig,

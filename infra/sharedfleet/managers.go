@@ -61,6 +61,18 @@ type managerPlan struct {
 	session *corev1.Service
 }
 
+// Namespace is fleet s's namespace, where its managers and its Prometheus
+// run (the stack config's namespace, which stackconfig.Decode defaults to
+// the fleet's name).
+func Namespace(s stackconfig.SharedFleet) string { return s.Namespace }
+
+// ManagerServiceAccount is the Kubernetes ServiceAccount, in Namespace(s),
+// that every manager of group g runs as: the one annotated with the fleet's
+// gcpServiceAccount for Workload Identity.
+func ManagerServiceAccount(s stackconfig.SharedFleet, g stackconfig.ManagerGroup) string {
+	return s.ManagerName(g)
+}
+
 // placeholderBucket stands for a cache bucket known only at deploy time
 // while a plan is checked.
 const placeholderBucket = "runnerfleet-cache-bucket"
@@ -70,7 +82,7 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 	p := &fleetPlan{
 		spec:       s,
 		component:  "shared-" + s.Name,
-		namespace:  s.Namespace,
+		namespace:  Namespace(s),
 		grace:      int64(s.JobTimeoutOrDefault().Seconds()) + DrainMarginSeconds,
 		monitoring: s.MonitoringSpec(f),
 	}
@@ -103,13 +115,13 @@ func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPl
 		manager:     s.ManagerName(g),
 		tokenSecret: s.ManagerName(g) + "-token",
 	}
-	ns := s.Namespace
+	ns := Namespace(s)
 	scaling := g.ScalingSpec()
 	labels := map[string]string{shared.LabelManagerPod: gp.manager, "app.kubernetes.io/managed-by": "runnerfleet"}
 
 	gp.serviceAccount = &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: gp.manager, Namespace: ns, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: ManagerServiceAccount(s, g), Namespace: ns, Labels: labels},
 		// gitlab-runner's docker+machine and docker-autoscaler executors
 		// never call the Kubernetes API; Workload Identity needs no token.
 		AutomountServiceAccountToken: ptr.To(false),

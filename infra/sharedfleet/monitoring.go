@@ -35,6 +35,11 @@ const (
 	prometheusConfigDir  = "/etc/prometheus"
 )
 
+// PrometheusServiceAccount is the Kubernetes ServiceAccount a fleet's
+// Prometheus runs as, in Namespace(fleet): the one annotated with the fleet's
+// monitoring.gcpServiceAccount for Workload Identity.
+const PrometheusServiceAccount = prometheusName
+
 // prometheusSelector selects the Prometheus pods; the managers'
 // NetworkPolicy admits them to the metrics port.
 var prometheusSelector = map[string]string{"app.kubernetes.io/name": prometheusName}
@@ -91,9 +96,11 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 	}
 	labels := merge(prometheusSelector, map[string]string{"app.kubernetes.io/managed-by": "runnerfleet"})
 	meta := metav1.ObjectMeta{Name: prometheusName, Namespace: ns, Labels: labels}
+	saMeta := meta
+	saMeta.Name = PrometheusServiceAccount
 	pp.serviceAccount = &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: meta,
+		ObjectMeta: saMeta,
 		// DNS and GCE discovery need no Kubernetes API.
 		AutomountServiceAccountToken: ptr.To(false),
 	}
@@ -121,7 +128,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 					Annotations: map[string]string{"runnerfleet.dev/config-hash": hex.EncodeToString(h.Sum(nil))[:16]},
 				},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: prometheusName,
+					ServiceAccountName: PrometheusServiceAccount,
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](65534),

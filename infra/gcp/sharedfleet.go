@@ -1,0 +1,185 @@
+package gcp
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+)
+
+// Roles of the shared fleets' Google service accounts.
+const (
+	// WorkloadIdentityRole lets one Kubernetes ServiceAccount act as a
+	// Google service account.
+	WorkloadIdentityRole = "roles/iam.workloadIdentityUser"
+	// ManagerComputeRole is the managers' role in each project their groups
+	// run VMs in: docker+machine creates and deletes instances (and their
+	// disks), docker-autoscaler's fleeting plugin resizes its managed
+	// instance group, reads its instances and sets their SSH metadata.
+	ManagerComputeRole = "roles/compute.instanceAdmin.v1"
+	// ManagerSignerRole is granted to the managers' account on itself, and
+	// only there: the managers' config.toml gives the GCS cache a bucket and
+	// no credentials, so gitlab-runner signs the cache URLs it hands to the
+	// jobs through the IAM signBlob API as the account the metadata server
+	// names, which needs iam.serviceAccounts.signBlob on that account. It
+	// lets the account sign as, or mint tokens for, nothing but itself.
+	ManagerSignerRole = "roles/iam.serviceAccountTokenCreator"
+	// PrometheusComputeRole is the fleet Prometheus's role in each project
+	// its GCE service discovery lists instances of.
+	PrometheusComputeRole = "roles/compute.viewer"
+)
+
+// roles/iam.serviceAccountUser is deliberately not granted. docker+machine's
+// Google driver attaches a service account to every VM it creates (by
+// default the project's Compute Engine default account), which needs
+// iam.serviceAccounts.actAs on that one account. Granted at the project, as
+// this program could (the default account's email holds the project number,
+// which it does not know), it would let the managers act as every account of
+// the project, the teams' job accounts and the nodes' included. Grant it on
+// the VMs' own account only, where that account is managed.
+
+// SharedFleetIdentity is the Google side of the shared fleets' identities
+// (infra/sharedfleet). The fleets' Google service accounts are the stack
+// config's (gcpServiceAccount, monitoring.gcpServiceAccount), made outside
+// this stack; for each fleet this lets exactly the Kubernetes ServiceAccounts
+// annotated with them act as them, and grants them what the managers and the
+// fleet's Prometheus do:
+//
+//   - each manager group's ServiceAccount, <namespace>/<namespace>-<group>, may
+//     act as the fleet's gcpServiceAccount, and the fleet's Prometheus's,
+//     <namespace>/prometheus, as monitoring.gcpServiceAccount;
+//   - the managers' account gets ManagerComputeRole in every project the
+//     fleet's groups run VMs in, roles/storage.objectUser (CacheRole) on the
+//     bucket its cache uses (the platform's cache bucket unless the fleet
+//     names its own) and ManagerSignerRole on itself;
+//   - the Prometheus account gets PrometheusComputeRole in those projects.
+//
+// Every grant is one IAMMember (never an IAMBinding or IAMPolicy, which
+// would remove the members others granted) for one exact member. A grant two
+// fleets need, such as production's and staging's managers sharing an
+// account, is declared once and named after what it grants rather than after
+// a fleet, so that removing one fleet never revokes the other's.
+type SharedFleetIdentity struct {
+	pulumi.ResourceState
+}
+
+// sharedGrants declares the grants of a SharedFleetIdentity, each once.
+type sharedGrants struct {
+	ctx    *pulumi.Context
+	name   string
+	e      *env
+	parent pulumi.Resource
+	seen   map[string]bool
+}
+
+func (g *sharedGrants) grant(tok, suffix string, inputs pulumi.Map, more ...pulumi.ResourceOption) error {
+	name := g.name + "-" + suffix
+	if g.seen[name] {
+		return nil
+	}
+	g.seen[name] = true
+	_, err := pulumix.New(g.ctx, tok, name, inputs, g.e.opts(g.parent, more...)...)
+	return err
+}
+
+// serviceAccountID is the IAM resource name of the Google service account
+// email, in the project the email names (which may not be the platform's).
+func serviceAccountID(email string) string {
+	_, domain, _ := strings.Cut(email, "@")
+	return "projects/" + strings.TrimSuffix(domain, ".iam.gserviceaccount.com") + "/serviceAccounts/" + email
+}
+
+// vmProjects are the projects fleet s's groups run VMs in, sorted.
+func vmProjects(s stackconfig.SharedFleet, platform string) []string {
+	var out []string
+	for _, g := range s.Groups {
+		p := g.Project
+		if p == "" {
+			p = platform
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluster, cache *Cache, opts ...pulumi.ResourceOption) (*SharedFleetIdentity, error) {
+	c := &SharedFleetIdentity{}
+	if err := ctx.RegisterComponentResource("runnerfleet:gcp:SharedFleetIdentity", name, c, opts...); err != nil {
+		return nil, err
+	}
+	project := e.gcp.Project
+	platformBucket := BucketName(project, e.fleet.ClusterName)
+	g := &sharedGrants{ctx: ctx, name: name, e: e, parent: c, seen: map[string]bool{}}
+	// The project's identity pool exists once a cluster uses it.
+	afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
+	bindings := pulumi.StringMap{}
+
+	workloadIdentity := func(email, ns, ksa string) error {
+		bindings[ns+"/"+ksa] = pulumi.String(email)
+		return g.grant("gcp:serviceaccount/iAMMember:IAMMember", "wi-"+ns+"/"+ksa, pulumi.Map{
+			"serviceAccountId": pulumi.String(serviceAccountID(email)),
+			"role":             pulumi.String(WorkloadIdentityRole),
+			"member":           pulumi.String(WorkloadIdentityMember(project, ns, ksa)),
+		}, afterCluster)
+	}
+	projectRole := func(email, role, p string) error {
+		return g.grant("gcp:projects/iAMMember:IAMMember", roleSuffix(role)+"-"+p+"/"+email, pulumi.Map{
+			"project": pulumi.String(p),
+			"role":    pulumi.String(role),
+			"member":  pulumi.String("serviceAccount:" + email),
+		})
+	}
+
+	for _, s := range e.fleet.SharedFleets {
+		ns := sharedfleet.Namespace(s)
+		if gsa := s.GCPServiceAccount; gsa != "" {
+			for _, grp := range s.Groups {
+				if err := workloadIdentity(gsa, ns, sharedfleet.ManagerServiceAccount(s, grp)); err != nil {
+					return nil, err
+				}
+			}
+			for _, p := range vmProjects(s, project) {
+				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
+					return nil, err
+				}
+			}
+			member := pulumi.String("serviceAccount:" + gsa)
+			bucket, key := pulumi.StringInput(cache.Bucket), "cache"
+			if b := s.CacheBucket; b != "" && b != platformBucket {
+				bucket, key = pulumi.String(b), "bucket-"+b
+			}
+			if err := g.grant("gcp:storage/bucketIAMMember:BucketIAMMember", key+"/"+gsa, pulumi.Map{
+				"bucket": bucket,
+				"role":   pulumi.String(CacheRole),
+				"member": member,
+			}); err != nil {
+				return nil, err
+			}
+			if err := g.grant("gcp:serviceaccount/iAMMember:IAMMember", roleSuffix(ManagerSignerRole)+"/"+gsa, pulumi.Map{
+				"serviceAccountId": pulumi.String(serviceAccountID(gsa)),
+				"role":             pulumi.String(ManagerSignerRole),
+				"member":           member,
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
+			if err := workloadIdentity(gsa, ns, sharedfleet.PrometheusServiceAccount); err != nil {
+				return nil, err
+			}
+			for _, p := range vmProjects(s, project) {
+				if err := projectRole(gsa, PrometheusComputeRole, p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"workloadIdentity": bindings})
+}
