@@ -1,0 +1,65 @@
+package controller
+
+// The controller's ClusterRole, generated from the markers below into
+// runnerset/rbac/role.yaml (make manifests). Each marker names the code that
+// needs it; a permission nothing here uses does not belong in this list.
+
+// RunnerSets: the For watch and Reconcile's Get; the finalizer is added and
+// removed with a Patch, status is written with one Status().Patch. Owned
+// objects get a controller reference with blockOwnerDeletion, which clusters
+// running the OwnerReferencesPermissionEnforcement admission plugin allow
+// only to who may update runnersets/finalizers.
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/status,verbs=patch
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/finalizers,verbs=update
+
+// RunnerClasses: the class step's Get and the watch that requeues RunnerSets.
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses,verbs=get;list;watch
+
+// Owned objects: watched (Owns), read from the cache and written by apply,
+// dry runs included; finalize scales the manager Deployment with a Patch.
+// Nothing deletes them: the garbage collector does, through ownerReferences.
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update
+
+// Secrets: watched by metadata (token Secrets requeue their RunnerSets) and
+// read from the API server; a created runner's token Secret is written with
+// CreateOrUpdate, its settings hash patched, and deleted with the runner.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+
+// Pods: finalize lists a RunnerSet's manager and job pods by metadata.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+
+// Capacity: apply (dry run first) creates and updates it, deleteCapacity
+// reads and deletes it, and each kind the cluster has is watched by metadata
+// and cached by its managed-by label.
+// +kubebuilder:rbac:groups=karpenter.sh,resources=nodepools,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=karpenter.k8s.aws,resources=ec2nodeclasses,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=karpenter.kwok.sh,resources=kwoknodeclasses,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=cloud.google.com,resources=computeclasses,verbs=get;list;watch;create;update;delete
+
+// Events: the Reconciler's recorder (mgr.GetEventRecorder) writes
+// events.k8s.io/v1 Events; leader election announces a new leader with a
+// core/v1 Event. Both create, then patch a repeated Event.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Leader election: one Lease in the controller's namespace. A ClusterRole
+// grants it in every namespace; bind this one with a ClusterRoleBinding all
+// the same, as the rules above are cluster-wide.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// The manager Role (resources.ManagerRole). The API server lets the
+// controller create a Role, and bind it, only with permissions the controller
+// holds itself; holding them is narrower than the escalate and bind verbs,
+// which would let it grant anything. Keep these in step with ManagerRole:
+// runnerset/rbac's tests and the RBAC envtest here fail when they drift.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods/attach;pods/exec,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
