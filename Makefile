@@ -19,8 +19,9 @@ generate: manifests ## deepcopy functions and CRDs
 	go tool controller-gen object paths=./runnerset/api/...
 
 .PHONY: manifests
-manifests: ## CRDs into runnerset/crds (embedded by the controller, Pulumi and tests)
+manifests: ## CRDs into runnerset/crds, the controller's ClusterRole into runnerset/rbac (both embedded)
 	go tool controller-gen crd paths=./runnerset/api/... output:crd:artifacts:config=runnerset/crds
+	go tool controller-gen rbac:roleName=runnerset-controller paths=./runnerset/controller/... output:rbac:artifacts:config=runnerset/rbac
 
 .PHONY: verify
 verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
@@ -73,7 +74,7 @@ bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to B
 ## The main job --------------------------------------------------------------
 
 .PHONY: up
-up: tools build ## local control plane + controller + example RunnerSet
+up: tools build ## local control plane, the Pulumi program inline (stacks/Pulumi.local.yaml), the controller, status
 	$(BIN)/fleet up --stack local
 
 .PHONY: down

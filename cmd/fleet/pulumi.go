@@ -68,7 +68,9 @@ func (p *program) env() map[string]string {
 		"PULUMI_HOME":                                 filepath.Join(p.tools, "home"),
 		"PULUMI_SKIP_UPDATE_CHECK":                    "true",
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-		"PATH": filepath.Join(p.tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// The plugin comes from PULUMI_HOME, at the version the program pins,
+		// never from whatever pulumi-resource-kubernetes is on $PATH.
+		"PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
 	}
 	if pass != "" {
 		env["PULUMI_CONFIG_PASSPHRASE"] = pass
@@ -109,22 +111,36 @@ func (p *program) open(ctx context.Context) (auto.Stack, error) {
 }
 
 // copyStackFile copies the stack's config into the workspace, keeping the
-// encryption salt the CLI wrote into the previous copy.
+// encryption salt the CLI wrote into the previous copy (the state's secrets
+// are encrypted with it).
 func (p *program) copyStackFile() error {
+	dest := filepath.Join(p.dir, "Pulumi."+p.stack+".yaml")
+	if filepath.Clean(p.stackFile) == dest {
+		return nil // the workspace's own copy (fleet down)
+	}
 	b, err := os.ReadFile(p.stackFile)
 	if err != nil {
 		return fmt.Errorf("the stack config: %w", err)
 	}
-	dest := filepath.Join(p.dir, "Pulumi."+p.stack+".yaml")
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(line, "encryptionsalt:") {
+			out.WriteString(line)
+		}
+	}
 	if old, err := os.ReadFile(dest); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(old))
 		for sc.Scan() {
 			if line := sc.Text(); strings.HasPrefix(line, "encryptionsalt:") {
-				b = append(append(bytes.TrimRight(b, "\n"), '\n'), line+"\n"...)
+				if out.Len() > 0 && !bytes.HasSuffix(out.Bytes(), []byte("\n")) {
+					out.WriteByte('\n')
+				}
+				out.WriteString(line + "\n")
+				break
 			}
 		}
 	}
-	return os.WriteFile(dest, b, 0o600)
+	return os.WriteFile(dest, out.Bytes(), 0o600)
 }
 
 // up runs the program and returns the RunnerSets it declared.

@@ -15,12 +15,17 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-// Provider plugin versions, without the leading v. They match the SDK module
-// versions in infra/sdkschema.Modules (a test keeps them equal).
+// Provider plugin versions, without the leading v. AWS and GCP match the SDK
+// module versions in infra/sdkschema.Modules, whose schemas the mock tests
+// check. The Kubernetes provider is the plugin hack/tools.sh builds from
+// pulumi-kubernetes/provider/v4 at the only version the module proxy serves,
+// a commit of 2026-01-15 named by its Go pseudo-version (a test keeps it
+// equal to hack/pulumi-kubernetes/go.mod); its schema is checked against the
+// nearest SDK served, v4.32.0.
 var Versions = map[string]string{
 	"aws":        "6.83.4",
 	"gcp":        "9.6.0",
-	"kubernetes": "4.32.0",
+	"kubernetes": "4.0.0-20260115033456-f47bc2d6f199",
 }
 
 // Resource is a provider resource whose only output read is its ID, plus the
