@@ -62,7 +62,10 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 		t.Helper()
 		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)
 	}
-	t.Cleanup(func() { fleet(2*time.Minute, "down") })
+	// fleet down runs pulumi destroy, which deletes the CRDs and so this
+	// test's RunnerSets; their managers drain within their shutdownTimeout
+	// (kwok deletes a stopping pod at a random moment of its grace period).
+	t.Cleanup(func() { fleet(4*time.Minute, "down") })
 	fleet(6*time.Minute, "up", "--config", filepath.Join(root, "e2e", "testdata", "Pulumi.local.yaml"))
 	c := clientFor(t, filepath.Join(state, "kubeconfig"))
 	ctx := context.Background()
@@ -83,6 +86,7 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 			Spec: v1alpha1.RunnerSetSpec{
 				ClassName: class.Name,
 				Tags:      []string{team},
+				Managers:  v1alpha1.ManagerSpec{ShutdownTimeout: &metav1.Duration{Duration: time.Minute}},
 				GitLab:    v1alpha1.GitLabSpec{TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "runner-token"}},
 				Jobs: v1alpha1.JobSpec{Resources: v1alpha1.JobResources{
 					Build:  v1alpha1.ContainerResources{CPURequest: q("1500m"), MemoryRequest: q("1Gi")},
