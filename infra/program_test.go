@@ -240,3 +240,38 @@ func leaks(v resource.PropertyValue, s string) bool {
 	}
 	return false
 }
+
+// BenchmarkProgram runs the whole program on each example stack under the
+// mocks, every resource checked against the provider schemas.
+func BenchmarkProgram(b *testing.B) {
+	secrets := map[string]map[string]string{
+		"local":   nil,
+		"eks-dev": {"runnerfleet:teamABuildToken": "glrt-a", "runnerfleet:gitlabAPIToken": "glpat-a"},
+		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-c", "runnerfleet:sharedProductionLinuxToken": "glrt-1",
+			"runnerfleet:sharedProductionFleetingToken": "glrt-2", "runnerfleet:sharedStagingLinuxToken": "glrt-3",
+			"runnerfleet:sharedStagingFleetingToken": "glrt-4"},
+	}
+	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
+		b.Run(stack, func(b *testing.B) {
+			cfg, keys, err := infratest.StackConfig(filepath.Join("..", "stacks", "Pulumi."+stack+".yaml"), secrets[stack])
+			if err != nil {
+				b.Fatal(err)
+			}
+			kc := filepath.Join(b.TempDir(), "kubeconfig")
+			if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			infratest.NewMocks(b) // load the schemas outside the timing
+			var n int
+			b.ReportAllocs()
+			for b.Loop() {
+				m := infratest.NewMocks(b)
+				if err := infratest.Run(m, stack, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kc})); err != nil {
+					b.Fatal(err)
+				}
+				n = len(m.Resources())
+			}
+			b.ReportMetric(float64(n), "resources")
+		})
+	}
+}

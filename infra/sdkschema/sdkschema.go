@@ -49,7 +49,7 @@ type Module struct {
 var Modules = []Module{
 	{Package: "aws", Path: "github.com/pulumi/pulumi-aws/sdk/v6", Version: "v6.83.4", Root: "go/aws"},
 	{Package: "gcp", Path: "github.com/pulumi/pulumi-gcp/sdk/v9", Version: "v9.6.0", Root: "go/gcp"},
-	{Package: "kubernetes", Path: "github.com/pulumi/pulumi-kubernetes/sdk/v4", Version: "v4.32.0", Root: "go/kubernetes"},
+	{Package: "kubernetes", Path: "github.com/pulumi/pulumi-kubernetes/sdk/v4", Version: "v4.29.0", Root: "go/kubernetes"},
 }
 
 // Kind is the shape of a value.

@@ -21,7 +21,7 @@ import (
 // pulumi-kubernetes/provider/v4 at the only version the module proxy serves,
 // a commit of 2026-01-15 named by its Go pseudo-version (a test keeps it
 // equal to hack/pulumi-kubernetes/go.mod); its schema is checked against the
-// nearest SDK served, v4.32.0.
+// SDK the plugin is built with, v4.29.0 (hack/pulumi-kubernetes/go.mod).
 var Versions = map[string]string{
 	"aws":        "6.83.4",
 	"gcp":        "9.6.0",
