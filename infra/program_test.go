@@ -247,9 +247,9 @@ func BenchmarkProgram(b *testing.B) {
 	secrets := map[string]map[string]string{
 		"local":   nil,
 		"eks-dev": {"runnerfleet:teamABuildToken": "glrt-a", "runnerfleet:gitlabAPIToken": "glpat-a"},
-		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-c", "runnerfleet:sharedProductionLinuxToken": "glrt-1",
-			"runnerfleet:sharedProductionFleetingToken": "glrt-2", "runnerfleet:sharedStagingLinuxToken": "glrt-3",
-			"runnerfleet:sharedStagingFleetingToken": "glrt-4"},
+		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-team-c", "runnerfleet:sharedProductionLinuxToken": "glrt-shared-1",
+			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-2", "runnerfleet:sharedStagingLinuxToken": "glrt-shared-3",
+			"runnerfleet:sharedStagingFleetingToken": "glrt-shared-4"},
 	}
 	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
 		b.Run(stack, func(b *testing.B) {
