@@ -246,7 +246,7 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 	}
 	now := g.now().UTC()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).RunnerToken()}}
-	_, err := controllerutil.CreateOrUpdate(ctx, g.Client, sec, func() error {
+	fill := func(sec *corev1.Secret) error {
 		sec.Labels = resources.Labels(rs, "runner-token")
 		sec.Type = corev1.SecretTypeOpaque
 		sec.Data = map[string][]byte{
@@ -260,7 +260,22 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 			sec.Data[keyExpiresAt] = []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		return controllerutil.SetControllerReference(rs, sec, g.Client.Scheme())
-	})
+	}
+	// Create, else read through the API reader and update: a read through
+	// the cached client would start an informer holding every Secret of the
+	// cluster, where the controller watches Secrets' metadata only.
+	err := fill(sec)
+	if err == nil {
+		err = g.Client.Create(ctx, sec)
+	}
+	if apierrors.IsAlreadyExists(err) {
+		cur := &corev1.Secret{}
+		if err = g.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), cur); err == nil {
+			if err = fill(cur); err == nil {
+				err = g.Client.Update(ctx, cur)
+			}
+		}
+	}
 	if err != nil {
 		// The runner exists; the next pass finds it by its marker.
 		return nil, fmt.Errorf("storing the token of runner %d: %w", tok.RunnerID, err)
