@@ -78,6 +78,9 @@ func TestLocalStack(t *testing.T) {
 		if r.Parent == "" || !strings.Contains(r.Parent, "runnerfleet:kube:Fleet") {
 			t.Errorf("%s %s is not parented to the Fleet component (parent %q)", r.Token, r.Name, r.Parent)
 		}
+		if l := r.Input("metadata.labels"); !l.IsObject() || l.ObjectValue()["runnerfleet.dev/stack"].StringValue() != "local" {
+			t.Errorf("%s %s is not labelled with the stack: %v", r.Token, r.Name, l)
+		}
 	}
 }
 

@@ -108,6 +108,7 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 	}
 
 	class := RunnerClass(f, c)
+	class.Labels = Labels(stack)
 	classSet := map[string]pulumi.Input{}
 	if c.Cache != nil {
 		classSet["spec.defaults.cache.bucket"] = c.Cache.Bucket
@@ -193,7 +194,7 @@ func RunnerClass(f *stackconfig.Fleet, c *Cluster) *v1alpha1.RunnerClass {
 	spec.Policy.Identity.GCPServiceAccountPatterns = append(spec.Policy.Identity.GCPServiceAccountPatterns, f.Identity.GCPServiceAccountPatterns...)
 	return &v1alpha1.RunnerClass{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RunnerClass"},
-		ObjectMeta: metav1.ObjectMeta{Name: f.ClusterName, Labels: Labels("")},
+		ObjectMeta: metav1.ObjectMeta{Name: f.ClusterName},
 		Spec:       spec,
 	}
 }
