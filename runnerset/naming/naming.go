@@ -36,7 +36,8 @@ func (r Runner) Managers() string { return Join(r.Name, "manager") }
 func (r Runner) Config() string { return Join(r.Name, "config") }
 
 // JobServiceAccount is the ServiceAccount job pods run as; IRSA and Workload
-// Identity trust exactly system:serviceaccount:<Namespace>:<JobServiceAccount>.
+// Identity trust exactly system:serviceaccount:<Namespace>:<JobServiceAccount>
+// (and the manager's, ManagerServiceAccountSubject, which signs cache URLs).
 func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 
 // Capacity names the cluster-scoped capacity of this RunnerSet (NodePool,
@@ -79,6 +80,13 @@ func (r Runner) GCPServiceAccountID(cluster string) string {
 // policies and Workload Identity bindings name it.
 func (r Runner) ServiceAccountSubject() string {
 	return "system:serviceaccount:" + r.Namespace + ":" + r.JobServiceAccount()
+}
+
+// ManagerServiceAccountSubject is the Kubernetes subject of the manager
+// pods. They sign the job cache's URLs, so a job identity that the cache
+// uses trusts this subject too.
+func (r Runner) ManagerServiceAccountSubject() string {
+	return "system:serviceaccount:" + r.Namespace + ":" + r.ManagerServiceAccount()
 }
 
 // Join joins parts with '-' into a name of at most MaxLength characters. A

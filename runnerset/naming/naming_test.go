@@ -9,13 +9,14 @@ import (
 func TestNamesOfAShortRunnerSetAreReadable(t *testing.T) {
 	r := For("team-a", "build")
 	for got, want := range map[string]string{
-		r.ManagerServiceAccount(): "build-manager",
-		r.JobServiceAccount():     "build-job",
-		r.Config():                "build-config",
-		r.Managers():              "build-manager",
-		r.Capacity():              "rf-team-a-build",
-		r.IAMRole("prod"):         "prod-team-a-build-job",
-		r.ServiceAccountSubject(): "system:serviceaccount:team-a:build-job",
+		r.ManagerServiceAccount():        "build-manager",
+		r.JobServiceAccount():            "build-job",
+		r.Config():                       "build-config",
+		r.Managers():                     "build-manager",
+		r.Capacity():                     "rf-team-a-build",
+		r.IAMRole("prod"):                "prod-team-a-build-job",
+		r.ServiceAccountSubject():        "system:serviceaccount:team-a:build-job",
+		r.ManagerServiceAccountSubject(): "system:serviceaccount:team-a:build-manager",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
