@@ -188,6 +188,40 @@ func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
 	waitReady(t, rs)
 }
 
+// The managers sign the cache URLs the jobs use, so they carry the job
+// identity once the RunnerSet has a cloud cache, and not before.
+func TestTheManagerServiceAccountCarriesTheJobIdentityOnlyWithACache(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil) // no default cache
+	newSecret(t, ns, "sign-token", token)
+	rs := runnerSet(ns, "sign", class.Name)
+	arn := "arn:aws:iam::123456789012:role/ci-" + ns + "-sign"
+	rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: arn}
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "sign")
+	if a := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations; a[resources.AnnotationIRSA] != "" || a[resources.AnnotationWorkloadIdentity] != "" {
+		t.Errorf("manager ServiceAccount has a cloud identity without a cache: %v", a)
+	}
+	if get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA] != arn {
+		t.Error("job ServiceAccount lacks its role")
+	}
+
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.Cache = &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeS3, Bucket: "ci-cache", Region: "eu-west-1"}
+	})
+	eventually(t, "the manager ServiceAccount carries the job's role", func() error {
+		if got := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA]; got != arn {
+			return fmt.Errorf("manager ServiceAccount IRSA role %q, want %q", got, arn)
+		}
+		return nil
+	})
+	waitReady(t, rs)
+	if get(t, ns, n.Managers(), &appsv1.Deployment{}).Spec.Template.Annotations[resources.AnnotationIdentityHash] == "" {
+		t.Error("the manager pod template does not follow the identity: a new role would not reach running managers")
+	}
+}
+
 func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 	ns := newNamespace(t)
 	class := newClass(t, nil)

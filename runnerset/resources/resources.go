@@ -31,6 +31,11 @@ const (
 	// AnnotationConfigHash on the manager pod template rolls the managers when
 	// config.toml or the token changes.
 	AnnotationConfigHash = "runnerfleet.dev/config-hash"
+	// AnnotationIdentityHash on the manager pod template rolls the managers
+	// when spec.jobs.identity changes: IRSA binds a pod to its
+	// ServiceAccount's role only when the pod is created, so managers started
+	// before their ServiceAccount got the role would never sign cache URLs.
+	AnnotationIdentityHash = "runnerfleet.dev/identity-hash"
 	// AnnotationSpecHash on every object records the hash of the desired state
 	// it was written from; the controller rewrites an object only when it differs.
 	AnnotationSpecHash = "runnerfleet.dev/spec-hash"
@@ -87,11 +92,53 @@ func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
 	return WithHash(sa)
 }
 
-// ManagerServiceAccount is the ServiceAccount of the manager pods.
+// ManagerServiceAccount is ManagerServiceAccountFor without a RunnerClass:
+// only the RunnerSet's own spec.cache counts, not a class default.
 func ManagerServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
-	return WithHash(&corev1.ServiceAccount{
+	return ManagerServiceAccountFor(rs, nil)
+}
+
+// ManagerServiceAccountFor is the ServiceAccount of the manager pods of rs,
+// whose RunnerClass is class (nil counts no class default).
+//
+// gitlab-runner's manager process, not the job pod, signs the URLs of an S3
+// or GCS cache with its own credentials (the job's helper only uses them).
+// So when config.toml has such a cache, the managers carry the job identity
+// the cache needs: the IRSA role for S3, the Workload Identity account for
+// GCS. It is the RunnerSet's own spec.jobs.identity, which the class's
+// policy allowed before any ServiceAccount is written, and the cloud side
+// trusts both ServiceAccounts of the RunnerSet by their exact names.
+func ManagerServiceAccountFor(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *corev1.ServiceAccount {
+	sa := &corev1.ServiceAccount{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerServiceAccount(), "manager"),
-	})
+	}
+	if k, v := managerIdentity(rs, class); k != "" {
+		sa.Annotations = map[string]string{k: v}
+	}
+	return WithHash(sa)
+}
+
+// managerIdentity is the identity annotation the managers need to sign the
+// cache URLs of rs, or "" when its cache needs none or it has no identity.
+func managerIdentity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (key, value string) {
+	id := rs.Spec.Jobs.Identity
+	if id == nil {
+		return "", ""
+	}
+	// The cache config.toml gets, picked as runnerconfig.ForRunnerSet does.
+	c := rs.Spec.Cache
+	if c == nil && class != nil {
+		c = class.Spec.Defaults.Cache
+	}
+	switch {
+	case c == nil:
+		return "", ""
+	case c.Type == v1alpha1.CacheTypeS3 && id.AWSRoleARN != "":
+		return AnnotationIRSA, id.AWSRoleARN
+	case c.Type == v1alpha1.CacheTypeGCS && id.GCPServiceAccount != "":
+		return AnnotationWorkloadIdentity, id.GCPServiceAccount
+	}
+	return "", ""
 }
 
 // ManagerRole grants what the kubernetes executor needs in the RunnerSet's
@@ -151,6 +198,12 @@ func ConfigHash(configTOML []byte, token string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// identityHash identifies a job identity on the manager pod template.
+func identityHash(id *v1alpha1.JobIdentity) string {
+	sum := sha256.Sum256([]byte(id.AWSRoleARN + "\n" + id.GCPServiceAccount))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
 // Deployment runs the managers. They drain, never die mid-job: a preStop hook
 // sends gitlab-runner SIGQUIT (stop taking jobs, finish the running ones, then
 // exit) and waits for it to exit, whatever the image's STOPSIGNAL says, and the
@@ -161,6 +214,14 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alp
 	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
 	selector := SelectorLabels(rs, "manager")
 	podLabels := Labels(rs, "manager")
+	podAnnotations := map[string]string{
+		AnnotationConfigHash:   configHash,
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   fmt.Sprint(runnerconfig.MetricsPort),
+	}
+	if id := rs.Spec.Jobs.Identity; id != nil {
+		podAnnotations[AnnotationIdentityHash] = identityHash(id)
+	}
 
 	substitute := fmt.Sprintf(
 		`umask 077 && sed "s|%s|${%s}|" %s/%s > %s/%s`,
@@ -190,12 +251,8 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alp
 			RevisionHistoryLimit: ptr.To[int32](3),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels: podLabels,
-					Annotations: map[string]string{
-						AnnotationConfigHash:   configHash,
-						"prometheus.io/scrape": "true",
-						"prometheus.io/port":   fmt.Sprint(runnerconfig.MetricsPort),
-					},
+					Labels:      podLabels,
+					Annotations: podAnnotations,
 				},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            n.ManagerServiceAccount(),

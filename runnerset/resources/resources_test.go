@@ -127,6 +127,83 @@ func TestJobServiceAccountCarriesOnlyTheIdentityAsked(t *testing.T) {
 	}
 }
 
+func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing.T) {
+	const arn = "arn:aws:iam::123456789012:role/ci/team-a/build"
+	const gsa = "team-a-1a2b3c@p.iam.gserviceaccount.com"
+	s3 := &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeS3, Bucket: "ci-cache", Region: "eu-west-1"}
+	gcs := &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeGCS, Bucket: "ci-cache"}
+	aws := &v1alpha1.JobIdentity{AWSRoleARN: arn}
+	gcp := &v1alpha1.JobIdentity{GCPServiceAccount: gsa}
+	classWith := func(c *v1alpha1.CacheSpec) *v1alpha1.RunnerClass {
+		return &v1alpha1.RunnerClass{Spec: v1alpha1.RunnerClassSpec{Defaults: v1alpha1.RunnerClassDefaults{Cache: c}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		identity  *v1alpha1.JobIdentity
+		own       *v1alpha1.CacheSpec
+		class     *v1alpha1.RunnerClass
+		key, want string // "" key: no identity annotation at all
+	}{
+		{name: "S3 cache of the RunnerSet", identity: aws, own: s3, key: AnnotationIRSA, want: arn},
+		{name: "S3 cache of the class", identity: aws, class: classWith(s3), key: AnnotationIRSA, want: arn},
+		{name: "GCS cache of the RunnerSet", identity: gcp, own: gcs, key: AnnotationWorkloadIdentity, want: gsa},
+		{name: "GCS cache of the class", identity: gcp, class: classWith(gcs), key: AnnotationWorkloadIdentity, want: gsa},
+		{name: "no cache", identity: aws, class: classWith(nil)},
+		{name: "no class", identity: aws},
+		{name: "a cache but no identity", own: s3, class: classWith(s3)},
+		{name: "an identity the cache does not use", identity: gcp, own: s3},
+		{name: "the RunnerSet's cache wins over the class's", identity: aws, own: gcs, class: classWith(s3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rs()
+			r.Spec.Jobs.Identity, r.Spec.Cache = tc.identity, tc.own
+			sa := ManagerServiceAccountFor(r, tc.class)
+			for _, k := range []string{AnnotationIRSA, AnnotationWorkloadIdentity} {
+				want := ""
+				if k == tc.key {
+					want = tc.want
+				}
+				if got := sa.Annotations[k]; got != want {
+					t.Errorf("manager ServiceAccount %s = %q, want %q", k, got, want)
+				}
+			}
+			if tc.key != "" {
+				// The identity is the job's own, the one the class's policy allowed.
+				if job := JobServiceAccount(r); job.Annotations[tc.key] != sa.Annotations[tc.key] {
+					t.Errorf("manager %s %q, job %q", tc.key, sa.Annotations[tc.key], job.Annotations[tc.key])
+				}
+			}
+			if sa.Name != "build-manager" || sa.AutomountServiceAccountToken != nil {
+				t.Errorf("manager ServiceAccount %s, automount %v: the managers need their Kubernetes token", sa.Name, sa.AutomountServiceAccountToken)
+			}
+		})
+	}
+	// Without its class, only the RunnerSet's own cache counts.
+	r := rs()
+	r.Spec.Jobs.Identity = aws
+	if a := ManagerServiceAccount(r).Annotations; a[AnnotationIRSA] != "" {
+		t.Errorf("no cache, yet the manager ServiceAccount has %v", a)
+	}
+	r.Spec.Cache = s3
+	if got := ManagerServiceAccount(r).Annotations[AnnotationIRSA]; got != arn {
+		t.Errorf("manager ServiceAccount IRSA annotation %q with the RunnerSet's own S3 cache, want %q", got, arn)
+	}
+}
+
+func TestManagersRollWhenTheJobIdentityChanges(t *testing.T) {
+	r := rs()
+	if _, ok := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]; ok {
+		t.Error("identity hash on the managers of a RunnerSet without an identity")
+	}
+	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/build"}
+	a := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]
+	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/other"}
+	b := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]
+	if a == "" || b == "" || a == b {
+		t.Errorf("identity hashes %q and %q: a new role would not reach running managers", a, b)
+	}
+}
+
 func TestSpecHashChangesWithTheSpecOnly(t *testing.T) {
 	a := Deployment(rs(), "img", "h1", tokenRef)
 	b := Deployment(rs(), "img", "h1", tokenRef)
