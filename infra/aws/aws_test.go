@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -22,6 +23,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	rspolicy "github.com/runnerfleet/runnerfleet/runnerset/policy"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 const (
@@ -472,10 +475,19 @@ func TestEveryIRSATrustIsExact(t *testing.T) {
 	if len(oidc) != 1 || !slices.Equal(strs(oidc[0], "clientIdLists"), []string{"sts.amazonaws.com"}) || str(oidc[0], "url") != "https://"+issuerHost {
 		t.Fatalf("OIDC provider %v, want the cluster's issuer with audience sts.amazonaws.com", oidc)
 	}
-	want := map[string]string{ // role name → the one subject that may assume it
+	// A team role trusts exactly its RunnerSet's job ServiceAccount and its
+	// manager's, which signs the cache URLs the jobs use.
+	team := func(ns, rs string) []string {
+		n := naming.For(ns, rs)
+		return []string{n.ServiceAccountSubject(), n.ManagerServiceAccountSubject()}
+	}
+	want := map[string]any{ // role name → the exact subject, or list of subjects, that may assume it
 		cluster + "-karpenter":                          "system:serviceaccount:kube-system:karpenter",
-		naming.For("team", "build").IAMRole(cluster):    naming.For("team", "build").ServiceAccountSubject(),
-		naming.For("team-a", "deploy").IAMRole(cluster): naming.For("team-a", "deploy").ServiceAccountSubject(),
+		naming.For("team", "build").IAMRole(cluster):    team("team", "build"),
+		naming.For("team-a", "deploy").IAMRole(cluster): team("team-a", "deploy"),
+	}
+	if got := team("team-a", "deploy"); !slices.Equal(got, []string{"system:serviceaccount:team-a:deploy-job", "system:serviceaccount:team-a:deploy-manager"}) {
+		t.Fatalf("team-a/deploy's subjects %v", got)
 	}
 	found := map[string]bool{}
 	for _, r := range d.m.ByToken("aws:iam/role:Role") {
@@ -660,6 +672,76 @@ func TestCacheBucketPolicyGrantsOnlyTeamRoles(t *testing.T) {
 	if len(granted) != len(roles) {
 		t.Errorf("granted %v, want every team role %v", granted, roles)
 	}
+}
+
+// TestCachePrefixesAreWhereTheRunnersWrite ties the bucket policy to what
+// the controller makes of the fleet's RunnerClass and RunnerSets: each
+// team's runner keeps its cache under the prefix its role is granted, in
+// the cache bucket, and its managers, which sign the cache URLs, carry the
+// team's role.
+func TestCachePrefixesAreWhereTheRunnersWrite(t *testing.T) {
+	d := deploy(t, fleet(nil))
+	doc := document(t, d.m.ByToken("aws:s3/bucketPolicy:BucketPolicy")[0], "policy")
+	bucketARN := "arn:aws:s3:::" + d.out["bucket"]
+	class := kube.RunnerClass(d.f, d.c)
+	class.Spec.Defaults.Cache.Bucket = d.out["bucket"] // Declare sets it at deploy time
+	checked := 0
+	for _, team := range d.f.Teams {
+		key := kube.IdentityKey(team.Namespace, team.Name)
+		role, ok := d.out["identity:"+key]
+		if !ok {
+			continue
+		}
+		rs := kube.RunnerSet(team, class.Name)
+		rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: role}
+		c := runnerconfig.ForRunnerSet(rs, class, runnerconfig.JobPlacement{}).Runners[0].Cache
+		if c == nil || c.Type != "s3" || c.S3 == nil || c.S3.BucketName != d.out["bucket"] || c.S3.BucketLocation != "eu-west-1" || c.S3.AuthenticationType != "iam" {
+			t.Errorf("%s: cache %+v, want the S3 cache bucket with IAM credentials", key, c)
+			continue
+		}
+		// gitlab-runner's object names: <Path>/[runner/<token>/]project/<id>/<key>.
+		objects := []string{
+			bucketARN + "/" + path.Join(c.Path, "project", "42", "main-1"),
+			bucketARN + "/" + path.Join(c.Path, "runner", "t0k3n", "project", "42", "main-1"),
+		}
+		for _, obj := range objects {
+			if !grantsObject(doc, role, obj) {
+				t.Errorf("%s: its role %s may not read and write %s (cache Path %q)", key, role, obj, c.Path)
+			}
+		}
+		for _, other := range d.f.Teams {
+			if other.Namespace != team.Namespace && grantsObject(doc, role, bucketARN+"/"+path.Join(other.Namespace, "project", "42", "main-1")) {
+				t.Errorf("%s's role reaches namespace %s's cache", key, other.Namespace)
+			}
+		}
+		if got := resources.ManagerServiceAccountFor(rs, class).Annotations[resources.AnnotationIRSA]; got != role {
+			t.Errorf("%s: manager ServiceAccount IRSA role %q, want %q: the managers could not sign cache URLs", key, got, role)
+		}
+		checked++
+	}
+	if checked != 2 {
+		t.Errorf("checked %d teams, want team/build and team-a/deploy", checked)
+	}
+}
+
+// grantsObject reports whether an Allow statement of doc for exactly role
+// gives it s3:GetObject and s3:PutObject on object, matching '*' in its
+// resources as IAM does.
+func grantsObject(doc PolicyDocument, role, object string) bool {
+	get, put := false, false
+	for _, s := range doc.Statement {
+		if s.Effect != "Allow" || s.Principal["AWS"] != role {
+			continue
+		}
+		for _, res := range s.Resource {
+			prefix, wild := strings.CutSuffix(res, "*")
+			if res == object || (wild && strings.HasPrefix(object, prefix)) {
+				get = get || slices.Contains(s.Action, "s3:GetObject")
+				put = put || slices.Contains(s.Action, "s3:PutObject")
+			}
+		}
+	}
+	return get && put
 }
 
 func TestInterruptionQueueWired(t *testing.T) {

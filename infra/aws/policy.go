@@ -51,30 +51,39 @@ func serviceTrust(actions []string, services ...string) string {
 // Audience is the audience of the tokens EKS projects for IRSA.
 const Audience = "sts.amazonaws.com"
 
-// IRSATrust is the trust policy of a role that exactly one Kubernetes
-// service account may assume through the cluster's OIDC provider: only
+// IRSATrust is the trust policy of a role that exactly the given Kubernetes
+// service accounts (one or more "system:serviceaccount:<ns>:<name>") may
+// assume through the cluster's OIDC provider: only
 // sts:AssumeRoleWithWebIdentity, and StringEquals (never StringLike) on
-// both the token's subject and its audience.
-func IRSATrust(oidcProviderARN, issuerHost, subject string) string {
+// both the token's subject and its audience. Several subjects are a list,
+// which StringEquals matches when the subject equals any one of them.
+func IRSATrust(oidcProviderARN, issuerHost string, subjects ...string) string {
+	var sub any = subjects
+	if len(subjects) == 1 {
+		sub = subjects[0]
+	}
 	return policy(Statement{
 		Effect:    "Allow",
 		Principal: map[string]any{"Federated": oidcProviderARN},
 		Action:    []string{"sts:AssumeRoleWithWebIdentity"},
 		Condition: map[string]map[string]any{"StringEquals": {
-			issuerHost + ":sub": subject,
+			issuerHost + ":sub": sub,
 			issuerHost + ":aud": Audience,
 		}},
 	}).String()
 }
 
 // irsaTrust is IRSATrust of the cluster's OIDC provider, as an output.
-func irsaTrust(c *Cluster, subject string) pulumi.StringOutput {
+func irsaTrust(c *Cluster, subjects ...string) pulumi.StringOutput {
 	return pulumi.All(c.OIDCProviderArn, c.IssuerHost).ApplyT(func(v []any) (string, error) {
 		arn, host := v[0].(string), v[1].(string)
 		if arn == "" || host == "" {
 			return "", fmt.Errorf("the cluster's OIDC provider is not known yet (arn %q, issuer %q)", arn, host)
 		}
-		return IRSATrust(arn, host, subject), nil
+		if len(subjects) == 0 {
+			return "", fmt.Errorf("an IRSA trust needs at least one subject")
+		}
+		return IRSATrust(arn, host, subjects...), nil
 	}).(pulumi.StringOutput)
 }
 
