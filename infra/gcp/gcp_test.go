@@ -15,8 +15,10 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 const (
@@ -156,40 +158,92 @@ func TestNodePoolsAreSpotWithWorkloadIdentityMetadata(t *testing.T) {
 	}
 }
 
-func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobServiceAccount(t *testing.T) {
+// A team's account trusts exactly two Kubernetes ServiceAccounts of its
+// RunnerSet: its jobs' and its managers' (which sign the GCS cache URLs).
+func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobAndManagerServiceAccounts(t *testing.T) {
 	p := shared(t)
 	want := map[string]bool{}
+	signers := map[string]bool{} // the member each team account grants ManagerSignerRole to: itself
 	for _, team := range p.fleet.Teams {
 		if team.WantsIdentity(p.fleet.Platform) {
-			want[fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, team.Namespace, naming.For(team.Namespace, team.Name).JobServiceAccount())] = true
+			n := naming.For(team.Namespace, team.Name)
+			for _, ksa := range []string{n.JobServiceAccount(), n.ManagerServiceAccount()} {
+				want[fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, team.Namespace, ksa)] = true
+			}
+			signers["serviceAccount:"+p.emails[team.Namespace+"/"+team.Name]] = true
 		}
+	}
+	if len(want) != 4 || len(signers) != 2 {
+		t.Fatalf("want %v and signers %v, for the two teams with an identity", want, signers)
 	}
 	members := p.m.ByToken("gcp:serviceaccount/iAMMember:IAMMember")
-	if len(members) != len(want) {
-		t.Fatalf("%d Workload Identity members, want one per team with an identity (%d)", len(members), len(want))
+	if len(members) != len(want)+len(signers) {
+		t.Fatalf("%d members on service accounts, want two Workload Identity members and one signer per team with an identity (%d)", len(members), len(want)+len(signers))
 	}
 	for _, r := range members {
-		member := str(r.Input("member"))
-		if strings.ContainsAny(member, "*{}") || !want[member] {
-			t.Errorf("%s grants %s to %q, which is not exactly one team's job ServiceAccount (want one of %v)", r.Name, str(r.Input("role")), member, want)
+		member, sa := str(r.Input("member")), str(r.Input("serviceAccountId"))
+		switch role := str(r.Input("role")); role {
+		case "roles/iam.workloadIdentityUser":
+			if strings.ContainsAny(member, "*{}") || !want[member] {
+				t.Errorf("%s grants %s to %q, which is not exactly one team's job or manager ServiceAccount (want one of %v)", r.Name, role, member, want)
+			}
+			delete(want, member)
+			// The member's namespace and the account's must be the same team's.
+			ns := member[strings.Index(member, "[")+1 : strings.Index(member, "/")]
+			if !strings.Contains(sa, "/serviceAccounts/"+ns+"-") {
+				t.Errorf("%s lets namespace %s act as %s, another team's account", r.Name, ns, sa)
+			}
+			if !dependsOn(r, "gcp:container/cluster:Cluster", "runners-prod-cluster") {
+				t.Errorf("%s does not wait for the cluster: the project's identity pool may not exist yet", r.Name)
+			}
+		case "roles/iam.serviceAccountTokenCreator":
+			// Only on itself: the managers sign cache URLs as the account.
+			if !signers[member] || !strings.HasSuffix(sa, "/serviceAccounts/"+strings.TrimPrefix(member, "serviceAccount:")) {
+				t.Errorf("%s grants %s on %s to %q, want a team account on itself only", r.Name, role, sa, member)
+			}
+			delete(signers, member)
+		default:
+			t.Errorf("%s grants %s on %s to %q, want roles/iam.workloadIdentityUser or the signer role only", r.Name, role, sa, member)
 		}
-		delete(want, member)
-		if got := str(r.Input("role")); got != "roles/iam.workloadIdentityUser" {
-			t.Errorf("%s grants %s, want roles/iam.workloadIdentityUser only", r.Name, got)
-		}
-		// The member's namespace and the account's must be the same team's.
-		ns := member[strings.Index(member, "[")+1 : strings.Index(member, "/")]
-		sa := str(r.Input("serviceAccountId"))
-		if !strings.Contains(sa, "/serviceAccounts/"+ns+"-") {
-			t.Errorf("%s lets namespace %s act as %s, another team's account", r.Name, ns, sa)
-		}
-		if !dependsOn(r, "gcp:container/cluster:Cluster", "runners-prod-cluster") {
-			t.Errorf("%s does not wait for the cluster: the project's identity pool may not exist yet", r.Name)
-		}
+	}
+	if len(want) > 0 || len(signers) > 0 {
+		t.Errorf("not granted: Workload Identity %v, signer %v", want, signers)
 	}
 	for _, tok := range []string{"gcp:serviceaccount/iAMBinding:IAMBinding", "gcp:serviceaccount/iAMPolicy:IAMPolicy", "gcp:projects/iAMBinding:IAMBinding", "gcp:projects/iAMPolicy:IAMPolicy"} {
 		if rs := p.m.ByToken(tok); len(rs) > 0 {
 			t.Errorf("%s %s would remove members others granted", tok, rs[0].Name)
+		}
+	}
+}
+
+// TestTheManagersThatSignTheCacheActAsTheTeamAccount ties the bindings to
+// what the controller makes of the fleet's RunnerClass and RunnerSets: the
+// manager ServiceAccount it writes carries the team's account, and that
+// account lets exactly that ServiceAccount act as it.
+func TestTheManagersThatSignTheCacheActAsTheTeamAccount(t *testing.T) {
+	p := shared(t)
+	class := kube.RunnerClass(p.fleet, p.cluster)
+	class.Spec.Defaults.Cache.Bucket = p.bucket // Declare sets it at deploy time
+	bound := map[string]bool{}
+	for _, r := range p.m.ByToken("gcp:serviceaccount/iAMMember:IAMMember") {
+		if str(r.Input("role")) == "roles/iam.workloadIdentityUser" {
+			bound[str(r.Input("serviceAccountId"))+" "+str(r.Input("member"))] = true
+		}
+	}
+	for _, team := range p.fleet.Teams {
+		email, ok := p.emails[kube.IdentityKey(team.Namespace, team.Name)]
+		if !ok {
+			continue
+		}
+		rs := kube.RunnerSet(team, class.Name)
+		rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{GCPServiceAccount: email}
+		sa := resources.ManagerServiceAccountFor(rs, class)
+		if got := sa.Annotations[resources.AnnotationWorkloadIdentity]; got != email {
+			t.Errorf("%s/%s: manager ServiceAccount acts as %q, want %q: the managers could not sign cache URLs", team.Namespace, team.Name, got, email)
+		}
+		key := "projects/" + project + "/serviceAccounts/" + email + " " + WorkloadIdentityMember(project, sa.Namespace, sa.Name)
+		if !bound[key] {
+			t.Errorf("%s/%s: no Workload Identity binding %s", team.Namespace, team.Name, key)
 		}
 	}
 }

@@ -8,9 +8,17 @@ import (
 )
 
 // Identities are the teams' Google service accounts. Each one trusts exactly
-// its team's job ServiceAccount through Workload Identity: one IAMMember per
-// account (not IAMBinding, which would remove every other member of the
-// role, nor a wildcard principal set).
+// two Kubernetes ServiceAccounts of its team's RunnerSet through Workload
+// Identity, its jobs' and its managers': gitlab-runner's manager, not the
+// job, signs the GCS cache URLs the jobs use, as the account the metadata
+// server names (the controller binds the managers to the account only when
+// the RunnerSet has a GCS cache). One IAMMember per member (not IAMBinding,
+// which would remove every other member of the role, nor a wildcard
+// principal set).
+//
+// Signing without a key goes through the IAM signBlob API, so each account
+// also holds ManagerSignerRole on itself, and only there: it lets the
+// account sign as, or mint tokens for, nothing but itself.
 type Identities struct {
 	pulumi.ResourceState
 
@@ -52,11 +60,26 @@ func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts .
 		if err != nil {
 			return nil, err
 		}
-		_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+"-workload-identity", pulumi.Map{
+		// The project's identity pool exists once a cluster uses it.
+		afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
+		for _, wi := range []struct{ suffix, ksa string }{
+			{"-workload-identity", r.JobServiceAccount()},
+			{"-workload-identity-manager", r.ManagerServiceAccount()},
+		} {
+			_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+wi.suffix, pulumi.Map{
+				"serviceAccountId": sa.Name,
+				"role":             pulumi.String(WorkloadIdentityRole),
+				"member":           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, wi.ksa)),
+			}, e.opts(ids, afterCluster)...)
+			if err != nil {
+				return nil, err
+			}
+		}
+		_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+"-signer", pulumi.Map{
 			"serviceAccountId": sa.Name,
-			"role":             pulumi.String("roles/iam.workloadIdentityUser"),
-			"member":           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, r.JobServiceAccount())),
-		}, e.opts(ids, pulumi.DependsOn([]pulumi.Resource{cl.Resource}))...)
+			"role":             pulumi.String(ManagerSignerRole),
+			"member":           sa.Member,
+		}, e.opts(ids)...)
 		if err != nil {
 			return nil, err
 		}
