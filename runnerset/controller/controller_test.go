@@ -99,7 +99,11 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if jobSA.AutomountServiceAccountToken == nil || *jobSA.AutomountServiceAccountToken {
 		t.Error("job ServiceAccount mounts a Kubernetes token")
 	}
-	get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{})
+	// The class's default S3 cache is signed by the managers: they carry the
+	// job's role too.
+	if got := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
+		t.Errorf("manager ServiceAccount IRSA annotation = %q, want the job's role, which signs the class's cache URLs", got)
+	}
 	role := get(t, ns, n.ManagerRole(), &rbacv1.Role{})
 	if len(role.Rules) == 0 {
 		t.Error("manager Role has no rules")

@@ -16,7 +16,7 @@ import (
 func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	for _, obj := range []client.Object{
 		resources.JobServiceAccount(s.rs),
-		resources.ManagerServiceAccount(s.rs),
+		resources.ManagerServiceAccountFor(s.rs, s.class),
 		resources.ManagerRole(s.rs),
 		resources.ManagerRoleBinding(s.rs),
 	} {

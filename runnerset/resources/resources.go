@@ -92,12 +92,6 @@ func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
 	return WithHash(sa)
 }
 
-// ManagerServiceAccount is ManagerServiceAccountFor without a RunnerClass:
-// only the RunnerSet's own spec.cache counts, not a class default.
-func ManagerServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
-	return ManagerServiceAccountFor(rs, nil)
-}
-
 // ManagerServiceAccountFor is the ServiceAccount of the manager pods of rs,
 // whose RunnerClass is class (nil counts no class default).
 //

@@ -181,11 +181,11 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 	// Without its class, only the RunnerSet's own cache counts.
 	r := rs()
 	r.Spec.Jobs.Identity = aws
-	if a := ManagerServiceAccount(r).Annotations; a[AnnotationIRSA] != "" {
+	if a := ManagerServiceAccountFor(r, nil).Annotations; a[AnnotationIRSA] != "" {
 		t.Errorf("no cache, yet the manager ServiceAccount has %v", a)
 	}
 	r.Spec.Cache = s3
-	if got := ManagerServiceAccount(r).Annotations[AnnotationIRSA]; got != arn {
+	if got := ManagerServiceAccountFor(r, nil).Annotations[AnnotationIRSA]; got != arn {
 		t.Errorf("manager ServiceAccount IRSA annotation %q with the RunnerSet's own S3 cache, want %q", got, arn)
 	}
 }
@@ -233,7 +233,7 @@ func TestConfigHashRollsOnTokenChangeWithoutRevealingIt(t *testing.T) {
 func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
-		JobServiceAccount(r), ManagerServiceAccount(r), ManagerRole(r), ManagerRoleBinding(r),
+		JobServiceAccount(r), ManagerServiceAccountFor(r, nil), ManagerRole(r), ManagerRoleBinding(r),
 		ConfigMap(r, nil), Deployment(r, "i", "h", tokenRef), PodDisruptionBudget(r),
 	} {
 		if o.GetLabels()[LabelManagedBy] != ManagedBy || o.GetLabels()[LabelRunnerSet] != "build" {
