@@ -53,10 +53,17 @@ func newCache(ctx *pulumi.Context, name string, e *env, ids *Identities, opts ..
 		return nil, err
 	}
 	for _, t := range ids.Teams {
+		// Each team reaches only its own namespace's part of the bucket,
+		// where its runner's cache.toml Path puts its objects.
 		_, err := pulumix.New(ctx, "gcp:storage/bucketIAMMember:BucketIAMMember", name+"-"+t.AccountID, pulumi.Map{
 			"bucket": bucket.Name,
 			"role":   pulumi.String(CacheRole),
 			"member": t.Member,
+			"condition": pulumi.Map{
+				"title":       pulumi.String("runnerfleet cache of namespace " + t.Namespace),
+				"description": pulumi.String("Only the objects under the team's namespace prefix"),
+				"expression":  pulumi.Sprintf(`resource.name.startsWith("projects/_/buckets/%s/objects/%s/")`, bucket.Name, t.Namespace),
+			},
 		}, e.opts(c)...)
 		if err != nil {
 			return nil, err

@@ -279,8 +279,10 @@ func TestCacheBucketIsPrivateExpiringAndOnlyForTheTeams(t *testing.T) {
 	}
 
 	teams := map[string]bool{}
-	for _, e := range p.emails {
+	namespaceOf := map[string]string{}
+	for k, e := range p.emails {
 		teams["serviceAccount:"+e] = true
+		namespaceOf["serviceAccount:"+e], _, _ = strings.Cut(k, "/")
 	}
 	grants := p.m.ByToken("gcp:storage/bucketIAMMember:BucketIAMMember")
 	if len(grants) != len(teams) {
@@ -293,6 +295,10 @@ func TestCacheBucketIsPrivateExpiringAndOnlyForTheTeams(t *testing.T) {
 		}
 		if role := str(g.Input("role")); role != "roles/storage.objectUser" {
 			t.Errorf("bucket grant %s gives %s, want roles/storage.objectUser", g.Name, role)
+		}
+		want := fmt.Sprintf(`resource.name.startsWith("projects/_/buckets/%s/objects/%s/")`, str(g.Input("bucket")), namespaceOf[member])
+		if got := str(g.Input("condition.expression")); got != want {
+			t.Errorf("bucket grant %s condition %q, want the team's own prefix: %s", g.Name, got, want)
 		}
 	}
 	for _, tok := range []string{"gcp:storage/bucketIAMBinding:BucketIAMBinding", "gcp:storage/bucketIAMPolicy:BucketIAMPolicy", "gcp:storage/bucketACL:BucketACL", "gcp:storage/bucketAccessControl:BucketAccessControl"} {
