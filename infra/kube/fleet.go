@@ -80,7 +80,7 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 	apiDeps = append(apiDeps, c.DependsOn...)
 	for _, crd := range defs {
 		crd.SetGroupVersionKind(crdGVK)
-		crd.Labels = merge(crd.Labels, Labels(stack))
+		crd.Labels = pulumix.Merge(crd.Labels, Labels(stack))
 		o, err := Declare(ctx, name+"-crd-"+crd.Spec.Names.Plural, crd, nil, with(c.DependsOn...)...)
 		if err != nil {
 			return nil, err
@@ -154,16 +154,6 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 }
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 func namespace(name, stack string) *corev1.Namespace {
 	return &corev1.Namespace{
@@ -287,7 +277,7 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 // PodDisruptionBudget.
 func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, role *rbacv1.ClusterRole, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	ns := f.Controller.Namespace
-	labels := merge(Labels(stack), map[string]string{"app.kubernetes.io/name": ControllerName})
+	labels := pulumix.Merge(Labels(stack), map[string]string{"app.kubernetes.io/name": ControllerName})
 	selector := map[string]string{"app.kubernetes.io/name": ControllerName}
 	meta := metav1.ObjectMeta{Namespace: ns, Name: ControllerName, Labels: labels}
 

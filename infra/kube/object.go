@@ -46,7 +46,7 @@ func Declare(ctx *pulumi.Context, name string, obj runtime.Object, set map[strin
 	if md, ok := u["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp")
 	}
-	inputs := toInputs(u).(pulumi.Map)
+	inputs := pulumix.ToInput(normalize(u)).(pulumi.Map)
 	keys := make([]string, 0, len(set))
 	for k := range set {
 		keys = append(keys, k)
@@ -79,38 +79,27 @@ var schemaExtensions = map[string]string{
 	"x-kubernetes-validations":             "x_kubernetes_validations",
 }
 
-func toInputs(v any) pulumi.Input {
+// normalize renames the schema extension keys the provider spells with
+// underscores, throughout an unstructured object.
+func normalize(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
-		m := make(pulumi.Map, len(x))
+		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if e == nil {
-				continue
-			}
 			if u, ok := schemaExtensions[k]; ok {
 				k = u
 			}
-			m[k] = toInputs(e)
+			out[k] = normalize(e)
 		}
-		return m
+		return out
 	case []any:
-		a := make(pulumi.Array, len(x))
+		out := make([]any, len(x))
 		for i, e := range x {
-			a[i] = toInputs(e)
+			out[i] = normalize(e)
 		}
-		return a
-	case string:
-		return pulumi.String(x)
-	case bool:
-		return pulumi.Bool(x)
-	case int64:
-		return pulumi.Float64(float64(x))
-	case int:
-		return pulumi.Float64(float64(x))
-	case float64:
-		return pulumi.Float64(x)
+		return out
 	}
-	panic(fmt.Sprintf("kube: unexpected %T in an unstructured object", v))
+	return v
 }
 
 func setPath(m pulumi.Map, path []string, v pulumi.Input) error {

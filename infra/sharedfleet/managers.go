@@ -140,7 +140,7 @@ func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPl
 			m.host = name + "." + w.Domain
 			m.session = &corev1.Service{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-				ObjectMeta: metav1.ObjectMeta{Name: name + "-session", Namespace: ns, Labels: merge(labels, map[string]string{LabelRelease: name})},
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-session", Namespace: ns, Labels: pulumix.Merge(labels, map[string]string{LabelRelease: name})},
 				Spec: corev1.ServiceSpec{
 					Selector: map[string]string{LabelRelease: name},
 					Ports: []corev1.ServicePort{{
@@ -173,7 +173,7 @@ func scaler(g shared.ManagerGroup, name string, n int, s shared.Scaling) (*unstr
 		return nil, err
 	}
 	so.SetName(name)
-	so.SetLabels(merge(so.GetLabels(), map[string]string{LabelRelease: name}))
+	so.SetLabels(pulumix.Merge(so.GetLabels(), map[string]string{LabelRelease: name}))
 	spec := so.Object["spec"].(map[string]any)
 	spec["minReplicaCount"] = int64(0)
 	spec["maxReplicaCount"] = int64(1)
@@ -387,38 +387,7 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 	if p.spec.ManagerImage != "" {
 		v["image"] = imageValues(p.spec.ManagerImage)
 	}
-	return toInput(v).(pulumi.Map)
-}
-
-// toInput turns a tree of Go values and Pulumi inputs into inputs.
-func toInput(v any) pulumi.Input {
-	switch x := v.(type) {
-	case pulumi.Input:
-		return x
-	case map[string]any:
-		m := pulumi.Map{}
-		for k, e := range x {
-			m[k] = toInput(e)
-		}
-		return m
-	case []any:
-		a := make(pulumi.Array, len(x))
-		for i, e := range x {
-			a[i] = toInput(e)
-		}
-		return a
-	case string:
-		return pulumi.String(x)
-	case bool:
-		return pulumi.Bool(x)
-	case int:
-		return pulumi.Int(x)
-	case int64:
-		return pulumi.Int(int(x))
-	case float64:
-		return pulumi.Float64(x)
-	}
-	panic(fmt.Sprintf("sharedfleet: unexpected %T in chart values", v))
+	return pulumix.ToInput(v).(pulumi.Map)
 }
 
 // declareGroup declares one group's objects and its managers' releases.

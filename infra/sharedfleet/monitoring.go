@@ -94,7 +94,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 		pp.files[name] = string(b)
 		fmt.Fprintf(h, "%s\x00%s\x00", name, b)
 	}
-	labels := merge(prometheusSelector, map[string]string{"app.kubernetes.io/managed-by": "runnerfleet"})
+	labels := pulumix.Merge(prometheusSelector, map[string]string{"app.kubernetes.io/managed-by": "runnerfleet"})
 	meta := metav1.ObjectMeta{Name: prometheusName, Namespace: ns, Labels: labels}
 	saMeta := meta
 	saMeta.Name = PrometheusServiceAccount

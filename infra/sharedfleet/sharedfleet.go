@@ -257,14 +257,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 func join(parts ...string) string { return strings.Join(parts, "-") }

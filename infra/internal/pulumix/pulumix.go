@@ -10,6 +10,7 @@ package pulumix
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -81,6 +82,50 @@ func StringMap(m map[string]string) pulumi.StringMap {
 	out := make(pulumi.StringMap, len(m))
 	for k, v := range m {
 		out[k] = pulumi.String(v)
+	}
+	return out
+}
+
+// ToInput turns a tree of Go values (maps, slices, strings, bools and
+// numbers, as encoding/json or an unstructured object holds them) and Pulumi
+// inputs into inputs. nil map entries are dropped.
+func ToInput(v any) pulumi.Input {
+	switch x := v.(type) {
+	case pulumi.Input:
+		return x
+	case map[string]any:
+		m := make(pulumi.Map, len(x))
+		for k, e := range x {
+			if e != nil {
+				m[k] = ToInput(e)
+			}
+		}
+		return m
+	case []any:
+		a := make(pulumi.Array, len(x))
+		for i, e := range x {
+			a[i] = ToInput(e)
+		}
+		return a
+	case string:
+		return pulumi.String(x)
+	case bool:
+		return pulumi.Bool(x)
+	case int:
+		return pulumi.Int(x)
+	case int64:
+		return pulumi.Int(int(x))
+	case float64:
+		return pulumi.Float64(x)
+	}
+	panic(fmt.Sprintf("pulumix: no input for a %T", v))
+}
+
+// Merge returns the union of the maps; later ones win.
+func Merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
 	}
 	return out
 }
