@@ -98,6 +98,8 @@ func TestBadStackConfigsCreateNothing(t *testing.T) {
 			[]string{"runnerfleet:fleet.identity.awsRoleARNPatterns[0]: Invalid value: \"arn:aws:iam::123456789012:role/ci-*\": every identity pattern must contain {namespace}"}},
 		{"missing region", strings.Replace(base, `"platform":"local"`, `"platform":"eks","aws":{"zones":["eu-west-1a","eu-west-1b"]},"controller":{"image":"example/controller:v1"}`, 1),
 			[]string{"runnerfleet:fleet.aws.region: Required value"}},
+		{"CIDR overlap", strings.Replace(base, `"platform":"local"`, `"platform":"eks","controller":{"image":"example/controller:v1"},"aws":{"region":"eu-west-1","zones":["eu-west-1a","eu-west-1b"],"vpcCIDR":"10.0.0.0/16","privateSubnetCIDRs":["10.0.0.0/19","10.0.16.0/20"],"publicSubnetCIDRs":["10.0.224.0/24","10.0.225.0/24"]}`, 1),
+			[]string{"runnerfleet:fleet.aws.privateSubnetCIDRs[1]"}},
 		{"missing platform", strings.Replace(base, `"platform":"local",`, ``, 1),
 			[]string{"runnerfleet:fleet.platform: Required value: set platform to local, eks or gke"}},
 		{"on-demand not allowed", strings.Replace(base, `"tags":["a"]`, `"tags":["a"],"capacity":{"capacityTypes":["on-demand"]}`, 1),
