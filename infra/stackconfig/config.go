@@ -151,11 +151,12 @@ func (t Team) WantsIdentity(p Platform) bool {
 // the stack, returning every problem at once.
 func Decode(raw []byte, stack string) (*Fleet, error) {
 	var f Fleet
-	if errs := Strict(raw, &f, Root); len(errs) > 0 {
+	errs, decoded := Strict(raw, &f, Root)
+	if !decoded {
 		return nil, asError(errs)
 	}
 	f.setDefaults(stack)
-	if errs := f.Validate(); len(errs) > 0 {
+	if errs = append(errs, f.Validate()...); len(errs) > 0 {
 		return nil, asError(errs)
 	}
 	return &f, nil

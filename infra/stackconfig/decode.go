@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -21,30 +22,28 @@ import (
 // Strict decodes raw JSON into out, refusing keys out's type does not have.
 // Unlike json.Decoder.DisallowUnknownFields, which stops at the first unknown
 // key and does not say where it is, every unknown key is reported with its
-// path and the keys allowed there.
-func Strict(raw []byte, out any, root *field.Path) field.ErrorList {
+// path and the keys allowed there. The known keys are still decoded, so that
+// the caller can validate them and report everything at once; decoded is
+// false when out could not be filled (malformed JSON, a value of the wrong
+// type).
+func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decoded bool) {
 	var generic any
 	if err := json.Unmarshal(raw, &generic); err != nil {
-		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}
+		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}, false
 	}
-	errs := unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
-	if len(errs) > 0 {
-		return errs
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
+	errs = unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(out); err != nil {
 		var te *json.UnmarshalTypeError
 		if ok := asTypeError(err, &te); ok {
 			p := root
 			if te.Field != "" {
 				p = pathOf(root, te.Field)
 			}
-			return field.ErrorList{field.TypeInvalid(p, te.Value, fmt.Sprintf("want %s", kindName(te.Type)))}
+			return append(errs, field.TypeInvalid(p, te.Value, fmt.Sprintf("want %s", kindName(te.Type)))), false
 		}
-		return field.ErrorList{field.Invalid(root, "", err.Error())}
+		return append(errs, field.Invalid(root, "", err.Error())), false
 	}
-	return nil
+	return errs, true
 }
 
 func asTypeError(err error, te **json.UnmarshalTypeError) bool {
@@ -55,9 +54,15 @@ func asTypeError(err error, te **json.UnmarshalTypeError) bool {
 	return ok
 }
 
+// pathOf turns encoding/json's dotted field path (teams.0.tags) into a
+// field path (teams[0].tags).
 func pathOf(root *field.Path, dotted string) *field.Path {
 	p := root
 	for _, part := range strings.Split(dotted, ".") {
+		if i, err := strconv.Atoi(part); err == nil {
+			p = p.Index(i)
+			continue
+		}
 		p = p.Child(part)
 	}
 	return p
