@@ -158,7 +158,7 @@ func local(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster,
 	if err != nil {
 		return nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
 	}
-	p, err := kube.NewProvider(ctx, "local", pulumi.ToSecret(pulumi.String(b)).(pulumi.StringOutput))
+	p, err := kube.NewProvider(ctx, "local", f.ClusterName, pulumi.ToSecret(pulumi.String(b)).(pulumi.StringOutput))
 	if err != nil {
 		return nil, err
 	}

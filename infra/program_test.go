@@ -3,6 +3,7 @@ package infra_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,14 +54,20 @@ func TestLocalStack(t *testing.T) {
 	if p := class.Input("spec.provider"); !p.IsString() || p.StringValue() != "kwok" {
 		t.Errorf("RunnerClass provider = %v, want kwok", p)
 	}
-	rs := m.Get(t, tokRunnerSet, "local-team-a-build")
+	rs := m.Get(t, tokRunnerSet, "local/team-a/build")
 	if v := rs.Input("spec.className"); v.StringValue() != "local" {
 		t.Errorf("RunnerSet className = %v, want the class local", v)
 	}
 	if v := rs.Input("spec.gitlab.tokenSecretRef.name"); v.StringValue() != "build-gitlab-token" {
 		t.Errorf("RunnerSet token secret = %v, want build-gitlab-token", v)
 	}
-	sec := m.Get(t, tokSecret, "local-team-a-build-token")
+	if rs.DeleteTimeout != "11m0s" {
+		t.Errorf("RunnerSet delete timeout %q, want its shutdownTimeout (1m) and 10m of margin: the provider must wait for the drain", rs.DeleteTimeout)
+	}
+	if !rs.DeleteBeforeReplace || !slices.Contains(rs.ReplaceOnChanges, "spec.className") || !slices.Contains(rs.ReplaceOnChanges, "spec.gitlab.runner.type") {
+		t.Errorf("RunnerSet replace options %v (delete before replace %v): changes the API refuses must replace it, the old one first", rs.ReplaceOnChanges, rs.DeleteBeforeReplace)
+	}
+	sec := m.Get(t, tokSecret, "local/team-a/build:token")
 	tok := sec.Inputs["stringData"]
 	if !tok.IsObject() || !tok.ObjectValue()["token"].ContainsSecrets() {
 		t.Errorf("the runner token Secret's stringData.token is not a Pulumi secret: %v", tok)
@@ -81,6 +88,29 @@ func TestLocalStack(t *testing.T) {
 		if l := r.Input("metadata.labels"); !l.IsObject() || l.ObjectValue()["runnerfleet.dev/stack"].StringValue() != "local" {
 			t.Errorf("%s %s is not labelled with the stack: %v", r.Token, r.Name, l)
 		}
+	}
+}
+
+// Teams whose namespace and name join into the same string with '-', and a
+// runner token Secret against an API token Secret, still get distinct
+// resource names: the engine refuses a duplicate URN.
+func TestTeamNamesNeverCollide(t *testing.T) {
+	fleet := `{"platform":"local","clusterName":"local","gitlabURL":"https://gitlab.example.com","teams":[
+		{"namespace":"a-b","name":"c","tags":["t1"],"tokenConfigKey":"tok"},
+		{"namespace":"a","name":"b-c","tags":["t2"],"tokenConfigKey":"tok"},
+		{"namespace":"a","name":"b-api","tags":["t3"],"tokenConfigKey":"tok"},
+		{"namespace":"a","name":"b","tags":["t4"],"runner":{"type":"group","groupID":1},"apiTokenConfigKey":"api"}]}`
+	m := infratest.NewMocks(t)
+	err := infratest.Run(m, "local", map[string]string{"runnerfleet:fleet": fleet, "runnerfleet:tok": "glrt-xxxxxxxx", "runnerfleet:api": "glpat-xxxxxxxx"},
+		[]string{"runnerfleet:tok", "runnerfleet:api"}, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.ByToken(tokRunnerSet)); n != 4 {
+		t.Errorf("%d RunnerSets, want 4", n)
+	}
+	if n := len(m.ByToken(tokSecret)); n != 4 {
+		t.Errorf("%d Secrets, want 3 runner tokens and 1 API token", n)
 	}
 }
 

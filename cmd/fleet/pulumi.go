@@ -110,9 +110,10 @@ func (p *program) open(ctx context.Context) (auto.Stack, error) {
 	return st, nil
 }
 
-// copyStackFile copies the stack's config into the workspace, keeping the
-// encryption salt the CLI wrote into the previous copy (the state's secrets
-// are encrypted with it).
+// copyStackFile copies the stack's config into the workspace. Secure values
+// in it are encrypted with its own encryptionsalt, so that salt wins; a
+// stack config without one keeps the salt the CLI wrote into the previous
+// copy, with which the state's secrets are encrypted.
 func (p *program) copyStackFile() error {
 	dest := filepath.Join(p.dir, "Pulumi."+p.stack+".yaml")
 	if filepath.Clean(p.stackFile) == dest {
@@ -122,25 +123,28 @@ func (p *program) copyStackFile() error {
 	if err != nil {
 		return fmt.Errorf("the stack config: %w", err)
 	}
-	var out bytes.Buffer
-	for _, line := range strings.SplitAfter(string(b), "\n") {
-		if !strings.HasPrefix(line, "encryptionsalt:") {
-			out.WriteString(line)
-		}
-	}
-	if old, err := os.ReadFile(dest); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(old))
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "encryptionsalt:") {
-				if out.Len() > 0 && !bytes.HasSuffix(out.Bytes(), []byte("\n")) {
-					out.WriteByte('\n')
+	if salt(b) == "" {
+		if old, err := os.ReadFile(dest); err == nil {
+			if line := salt(old); line != "" {
+				if len(b) > 0 && !bytes.HasSuffix(b, []byte("\n")) {
+					b = append(b, '\n')
 				}
-				out.WriteString(line + "\n")
-				break
+				b = append(b, line+"\n"...)
 			}
 		}
 	}
-	return os.WriteFile(dest, out.Bytes(), 0o600)
+	return os.WriteFile(dest, b, 0o600)
+}
+
+// salt returns the encryptionsalt line of a stack config, "" without one.
+func salt(b []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "encryptionsalt:") {
+			return line
+		}
+	}
+	return ""
 }
 
 // up runs the program and returns the RunnerSets it declared.

@@ -228,7 +228,7 @@ func newCluster(p *platform, name string, net *Network, opts ...pulumi.ResourceO
 	c.Kubeconfig = pulumi.ToSecret(pulumi.All(eks.Name, eks.Endpoint, ca).ApplyT(func(v []any) (string, error) {
 		return Kubeconfig(v[0].(string), v[1].(string), v[2].(string), region)
 	})).(pulumi.StringOutput)
-	c.Kubernetes, err = kube.NewProvider(ctx, name+"-k8s", c.Kubeconfig, pulumi.Parent(c))
+	c.Kubernetes, err = kube.NewProvider(ctx, name+"-k8s", p.cluster, c.Kubeconfig, pulumi.Parent(c))
 	if err != nil {
 		return nil, err
 	}

@@ -197,7 +197,7 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 		return Kubeconfig(a[0].(string), a[1].(string), ca)
 	}).(pulumi.StringOutput)
 	c.Kubeconfig = pulumi.ToSecret(kubeconfig).(pulumi.StringOutput)
-	c.Kubernetes, err = kube.NewProvider(ctx, name+"-kubernetes", c.Kubeconfig, pulumi.Parent(c))
+	c.Kubernetes, err = kube.NewProvider(ctx, name+"-kubernetes", cluster, c.Kubeconfig, pulumi.Parent(c))
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,11 @@ type Resource struct {
 	Inputs   resource.PropertyMap
 	// DependsOn lists the URNs the resource was told to wait for.
 	DependsOn []string
+	// ReplaceOnChanges, DeleteBeforeReplace and DeleteTimeout are the
+	// resource options of those names.
+	ReplaceOnChanges    []string
+	DeleteBeforeReplace bool
+	DeleteTimeout       string
 }
 
 // Input returns the named input, following dotted keys into objects and
@@ -104,6 +109,9 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 	if rpc := args.RegisterRPC; rpc != nil {
 		r.Parent = rpc.GetParent()
 		r.DependsOn = rpc.GetDependencies()
+		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
+		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
+		r.DeleteTimeout = rpc.GetCustomTimeouts().GetDelete()
 		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
 	var problems []string
@@ -111,11 +119,18 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		problems = m.schema.Check(args.TypeToken, args.Inputs)
 	}
 	m.mu.Lock()
+	// The engine refuses two resources of one type and name under one
+	// parent ("Duplicate resource URN"); the mock monitor does not.
+	for _, o := range m.resources {
+		if o.Token == r.Token && o.Name == r.Name && o.Parent == r.Parent {
+			problems = append(problems, fmt.Sprintf("%s %q: duplicate resource URN (another resource of this type has this name)", r.Token, r.Name))
+		}
+	}
 	m.resources = append(m.resources, r)
 	m.problems = append(m.problems, problems...)
 	m.mu.Unlock()
 	if len(problems) > 0 {
-		return "", nil, fmt.Errorf("%s %q does not match the provider schema:\n  %s", args.TypeToken, args.Name, strings.Join(problems, "\n  "))
+		return "", nil, fmt.Errorf("%s %q is refused:\n  %s", args.TypeToken, args.Name, strings.Join(problems, "\n  "))
 	}
 	out := args.Inputs.Copy()
 	if f, ok := m.Outputs[args.TypeToken]; ok {

@@ -53,11 +53,15 @@ type Provider struct {
 // NewProvider declares a Kubernetes provider for the cluster of kubeconfig
 // (the file's content, not its path), with server-side apply so that
 // fields other managers own (the controller's status, Karpenter's
-// defaults) are left alone.
-func NewProvider(ctx *pulumi.Context, name string, kubeconfig pulumi.StringInput, opts ...pulumi.ResourceOption) (*Provider, error) {
+// defaults) are left alone. cluster identifies the cluster for good: the
+// provider is replaced, and every object on it with it, only when cluster
+// changes, never because the kubeconfig did (a new endpoint, a rotated
+// certificate, an EKS or GKE update still unknown at preview).
+func NewProvider(ctx *pulumi.Context, name, cluster string, kubeconfig pulumi.StringInput, opts ...pulumi.ResourceOption) (*Provider, error) {
 	var p Provider
 	err := pulumix.Register(ctx, "pulumi:providers:kubernetes", name, pulumi.Map{
 		"kubeconfig":            kubeconfig,
+		"clusterIdentifier":     pulumi.String(cluster),
 		"enableServerSideApply": pulumi.Bool(true),
 	}, &p, opts...)
 	if err != nil {

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	appsv1 "k8s.io/api/apps/v1"
@@ -227,7 +228,9 @@ func RunnerSet(t stackconfig.Team, className string) *v1alpha1.RunnerSet {
 
 func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.Fleet, c *Cluster, secrets map[string]pulumi.StringOutput,
 	stack string, class, ns *Object, with func(...pulumi.Resource) []pulumi.ResourceOption) (*Object, error) {
-	prefix := fmt.Sprintf("%s-%s-%s", name, t.Namespace, t.Name)
+	// '/' and ':' cannot occur in a namespace or a name, so no two teams'
+	// resources share a name (team a-b/c and a/b-c would, joined by '-').
+	prefix := fmt.Sprintf("%s/%s/%s", name, t.Namespace, t.Name)
 	deps := []pulumi.Resource{class, ns}
 	secret := func(suffix, secretName, key string) error {
 		v, ok := secrets[key]
@@ -239,7 +242,7 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: secretName, Labels: Labels(stack)},
 			Type:       corev1.SecretTypeOpaque,
 		}
-		o, err := Declare(ctx, prefix+"-"+suffix, s, map[string]pulumi.Input{"stringData.token": pulumi.ToSecret(v).(pulumi.StringOutput)}, with(ns)...)
+		o, err := Declare(ctx, prefix+":"+suffix, s, map[string]pulumi.Input{"stringData.token": pulumi.ToSecret(v).(pulumi.StringOutput)}, with(ns)...)
 		if err != nil {
 			return err
 		}
@@ -269,7 +272,17 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 	} else if t.WantsIdentity(f.Platform) {
 		return nil, fmt.Errorf("kube: team %s/%s wants an identity but the platform created none", t.Namespace, t.Name)
 	}
-	return Declare(ctx, prefix, rs, set, with(deps...)...)
+	// Deleting a RunnerSet waits for its managers to drain, for as long as
+	// its shutdownTimeout; the provider would give up after 10 minutes.
+	// Changing what the API makes immutable (the class, the runner's
+	// scope) replaces the RunnerSet: the old one drains and releases its
+	// runner before the new one registers.
+	drain := rs.Spec.Managers.ShutdownTimeoutOrDefault() + 10*time.Minute
+	opts := append(with(deps...),
+		pulumi.Timeouts(&pulumi.CustomTimeouts{Delete: drain.String(), Update: "10m"}),
+		pulumi.ReplaceOnChanges([]string{"spec.className", "spec.gitlab.runner.type", "spec.gitlab.runner.groupID", "spec.gitlab.runner.projectID"}),
+		pulumi.DeleteBeforeReplace(true))
+	return Declare(ctx, prefix, rs, set, opts...)
 }
 
 // controller declares the in-cluster runnerset-controller: its

@@ -120,7 +120,7 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 		if err != nil {
 			return err
 		}
-		p, err := kube.NewProvider(ctx, "gke", pulumi.ToSecret(pulumi.String("apiVersion: v1\nkind: Config\n")).(pulumi.StringOutput))
+		p, err := kube.NewProvider(ctx, "gke", "runners-prod", pulumi.ToSecret(pulumi.String("apiVersion: v1\nkind: Config\n")).(pulumi.StringOutput))
 		if err != nil {
 			return err
 		}
