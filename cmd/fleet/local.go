@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,14 +76,24 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	}
 	keep := "\n(the control plane keeps running for you to look; fleet down --stack local stops it)"
 	// The program declares runnerfleet's CRDs, the RunnerClass and the
-	// teams; the controller starts once its API exists.
+	// teams; the controller starts once its API exists. When the API is
+	// already there (a stack brought up before), the controller starts
+	// first, so that a team the program removes drains and lets go.
+	apiUp := cl.Client.Get(ctx, client.ObjectKey{Name: "runnersets." + v1alpha1.GroupVersion.Group}, &apiextensionsv1.CustomResourceDefinition{}) == nil
+	if apiUp {
+		if err := s.startController(ctx, cl); err != nil {
+			return fmt.Errorf("%w%s", err, keep)
+		}
+	}
 	p := s.program(tools, stackFile, cl.Kubeconfig)
 	sets, err := p.up(ctx)
 	if err != nil {
 		return fmt.Errorf("%w%s", err, keep)
 	}
-	if err := s.startController(ctx, cl); err != nil {
-		return fmt.Errorf("%w%s", err, keep)
+	if !apiUp {
+		if err := s.startController(ctx, cl); err != nil {
+			return fmt.Errorf("%w%s", err, keep)
+		}
 	}
 	if err := s.waitReady(ctx, cl, sets, o.timeout); err != nil {
 		return err

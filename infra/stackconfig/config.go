@@ -248,6 +248,12 @@ func (f *Fleet) Validate() field.ErrorList {
 	if !strings.HasPrefix(f.GitLabURL, "https://") && !strings.HasPrefix(f.GitLabURL, "http://") {
 		errs = append(errs, field.Invalid(p.Child("gitlabURL"), f.GitLabURL, "the GitLab instance's URL, for example https://gitlab.example.com"))
 	}
+	if m := f.Capacity.MaxConcurrency; m != nil && *m < 1 {
+		errs = append(errs, field.Invalid(p.Child("capacity", "maxConcurrency"), *m, "at least 1: the most managers × concurrent jobs one RunnerSet may run"))
+	}
+	if why := reservedNamespace(f.Controller.Namespace, f); why != "" && f.Controller.Namespace != "" {
+		errs = append(errs, field.Invalid(p.Child("controller", "namespace"), f.Controller.Namespace, "the namespace "+why+"; the stack creates the controller's namespace and deletes it on destroy, so use one of its own (default runnerfleet-system)"))
+	}
 	if f.Cache.ExpireDays < 1 || f.Cache.ExpireDays > 3650 {
 		errs = append(errs, field.Invalid(p.Child("cache", "expireDays"), f.Cache.ExpireDays, "between 1 and 3650 days: cache objects must expire"))
 	}
@@ -300,10 +306,57 @@ func validatePatterns(p *field.Path, patterns []string, prefix, example string) 
 
 var configKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 
+// reservedNamespace says why the stack may not own a namespace: the stack
+// creates its teams' namespaces and deletes them with everything in them on
+// destroy, so it must never adopt one the cluster or another part owns.
+func reservedNamespace(ns string, f *Fleet) string {
+	switch {
+	case ns == "default" || strings.HasPrefix(ns, "kube-"):
+		return "belongs to Kubernetes"
+	case ns == MonitoringNamespace && len(f.SharedFleets) > 0:
+		return "is the shared fleets' central monitoring namespace"
+	}
+	// A shared fleet's own namespace is checked with the shared fleets.
+	return ""
+}
+
 func (t Team) validate(p *field.Path, f *Fleet) field.ErrorList {
 	var errs field.ErrorList
 	for _, m := range validation.IsDNS1123Label(t.Namespace) {
 		errs = append(errs, field.Invalid(p.Child("namespace"), t.Namespace, m))
+	}
+	if why := reservedNamespace(t.Namespace, f); why != "" {
+		errs = append(errs, field.Invalid(p.Child("namespace"), t.Namespace, "the namespace "+why+"; the stack owns its teams' namespaces and deletes them on destroy, so give the team a namespace of its own"))
+	}
+	for i, tag := range t.Tags {
+		if strings.TrimSpace(tag) != tag || tag == "" || strings.Contains(tag, ",") {
+			errs = append(errs, field.Invalid(p.Child("tags").Index(i), tag, "a tag is a non-empty word without commas or surrounding spaces, for example team-a"))
+		}
+	}
+	if t.TokenSecretRef != nil && t.TokenSecretRef.Name == "" {
+		errs = append(errs, field.Required(p.Child("tokenSecretRef", "name"), "the name of the Secret in the team's namespace that holds the runner token"))
+	}
+	if t.APITokenConfigKey != "" && !configKey.MatchString(t.APITokenConfigKey) {
+		errs = append(errs, field.Invalid(p.Child("apiTokenConfigKey"), t.APITokenConfigKey, "a config key name such as gitlabAPIToken (letters, digits, '-' and '_'), set with pulumi config set --secret"))
+	}
+	if r := t.Runner; r != nil {
+		rp := p.Child("runner")
+		switch r.Type {
+		case v1alpha1.RunnerTypeInstance:
+		case v1alpha1.RunnerTypeGroup:
+			if r.GroupID == nil {
+				errs = append(errs, field.Required(rp.Child("groupID"), "a group runner needs the group's numeric ID"))
+			}
+		case v1alpha1.RunnerTypeProject:
+			if r.ProjectID == nil {
+				errs = append(errs, field.Required(rp.Child("projectID"), "a project runner needs the project's numeric ID"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(rp.Child("type"), r.Type, []v1alpha1.RunnerType{v1alpha1.RunnerTypeInstance, v1alpha1.RunnerTypeGroup, v1alpha1.RunnerTypeProject}))
+		}
+		if t.APITokenConfigKey != "" && r.APITokenSecretRef.Name != "" {
+			errs = append(errs, field.Forbidden(rp.Child("apiTokenSecretRef"), "give either apiTokenConfigKey (the stack writes the Secret) or runner.apiTokenSecretRef (an existing Secret), not both"))
+		}
 	}
 	for _, m := range validation.IsDNS1123Label(t.Name) {
 		errs = append(errs, field.Invalid(p.Child("name"), t.Name, m))

@@ -36,3 +36,26 @@ func TestWrongTypeNamesTheKey(t *testing.T) {
 		t.Fatalf("Decode = %v, want the key of the wrongly typed value", err)
 	}
 }
+
+func TestTeamsRefusedBeforeTheyFailAtDeploy(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","capacity":{"maxConcurrency":0},"teams":[
+		{"namespace":"default","name":"a","tags":["a"],"tokenConfigKey":"t"},
+		{"namespace":"kube-system","name":"b","tags":[" b","c,d"],"tokenSecretRef":{}},
+		{"namespace":"team-c","name":"c","tags":["e"],"runner":{"type":"bogus"},"apiTokenConfigKey":"k k"},
+		{"namespace":"team-d","name":"d","tags":["f"],"runner":{"type":"group"},"apiTokenConfigKey":"api"}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.capacity.maxConcurrency: Invalid value: 0: at least 1`,
+		`runnerfleet:fleet.teams[0].namespace: Invalid value: "default": the namespace belongs to Kubernetes`,
+		`runnerfleet:fleet.teams[1].namespace: Invalid value: "kube-system": the namespace belongs to Kubernetes`,
+		`runnerfleet:fleet.teams[1].tags[0]: Invalid value: " b"`,
+		`runnerfleet:fleet.teams[1].tags[1]: Invalid value: "c,d"`,
+		`runnerfleet:fleet.teams[1].tokenSecretRef.name: Required value`,
+		`runnerfleet:fleet.teams[2].runner.type: Unsupported value: "bogus"`,
+		`runnerfleet:fleet.teams[2].apiTokenConfigKey: Invalid value: "k k"`,
+		`runnerfleet:fleet.teams[3].runner.groupID: Required value`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}
