@@ -59,3 +59,17 @@ func TestTeamsRefusedBeforeTheyFailAtDeploy(t *testing.T) {
 		}
 	}
 }
+
+// Durations and quantities decode themselves; their errors still name the key.
+func TestSelfDecodingValuesNameTheirKey(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","teams":[
+		{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"shutdownTimeout":"soon","resources":{"requests":{"cpu":"lots"}}}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.teams[0].managers.shutdownTimeout: Invalid value: "soon"`,
+		`runnerfleet:fleet.teams[0].managers.resources.requests[cpu]: Invalid value: "lots"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}

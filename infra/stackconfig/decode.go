@@ -33,6 +33,13 @@ func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decode
 	}
 	errs = unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
 	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(out); err != nil {
+		if len(errs) > 0 {
+			// A value that failed its own decoder is already named above.
+			var te *json.UnmarshalTypeError
+			if !asTypeError(err, &te) {
+				return errs, false
+			}
+		}
 		var te *json.UnmarshalTypeError
 		if ok := asTypeError(err, &te); ok {
 			p := root
@@ -93,8 +100,16 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	// Types that decode themselves (durations, quantities) are theirs to judge.
+	// Types that decode themselves (durations, quantities) are theirs to
+	// judge: decode the value here, so that their error names its key.
 	if reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(b, reflect.New(t).Interface())
+		}
+		if err != nil {
+			return field.ErrorList{field.Invalid(p, v, err.Error())}
+		}
 		return nil
 	}
 	var errs field.ErrorList
