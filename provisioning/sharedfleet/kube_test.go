@@ -2,9 +2,6 @@ package sharedfleet
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,38 +9,17 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
-// kedaVersion's CRDs are read from KEDA's own module, as it ships them.
-const kedaVersion = "v2.21.0"
-
 func kedaCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/kedacore/keda/v2@"+kedaVersion)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("downloading KEDA %s for its CRDs: %v", kedaVersion, err)
-	}
-	var dir string
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), `"Dir": "`); ok {
-			dir = strings.TrimSuffix(v, `",`)
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "config", "crd", "bases", "keda.sh_scaledobjects.yaml"))
+	c, err := testenv.KEDACRDs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(b, crd); err != nil {
-		t.Fatal(err)
-	}
-	return []*apiextensionsv1.CustomResourceDefinition{crd}
+	return c
 }
 
 // The manager group's Kubernetes objects are accepted by a real

@@ -24,10 +24,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
 
+	"github.com/runnerfleet/runnerfleet/internal/gomod"
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
@@ -107,6 +109,26 @@ func Start(opts ...Option) (*Env, error) {
 		return nil, err
 	}
 	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
+}
+
+// KEDAVersion's CRDs are read from KEDA's own module, as it ships them.
+const KEDAVersion = "v2.21.0"
+
+// KEDACRDs returns KEDA's ScaledObject CRD, from its module source.
+func KEDACRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dir, err := gomod.Download(ctx, "github.com/kedacore/keda/v2", KEDAVersion)
+	if err != nil {
+		return nil, fmt.Errorf("KEDA's CRDs: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config", "crd", "bases", "keda.sh_scaledobjects.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("KEDA's CRDs: %w", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(b, crd); err != nil {
+		return nil, fmt.Errorf("KEDA's ScaledObject CRD: %w", err)
+	}
+	return []*apiextensionsv1.CustomResourceDefinition{crd}, nil
 }
 
 // Stop stops kube-apiserver, then etcd.

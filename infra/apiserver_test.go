@@ -1,0 +1,130 @@
+package infra_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/infra"
+	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
+)
+
+// TestStackObjectsAreAcceptedByTheAPIServer sends every Kubernetes object the
+// program declares on each example stack to a real kube-apiserver as a
+// server-side dry run, with runnerfleet's, Karpenter's, GKE's ComputeClass and
+// KEDA's CRDs installed: the schemas and CEL rules of the CRDs judge the
+// RunnerClass and RunnerSets (which the provider schema check cannot), and
+// the API server's own validation everything else. Helm releases and patches
+// of objects a chart creates are the provider's and the chart's, not objects
+// of their own, and are left out.
+func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	keda, err := testenv.KEDACRDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.WithCRDs(keda...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+
+	secrets := map[string]map[string]string{
+		"local":   nil,
+		"eks-dev": {"runnerfleet:teamABuildToken": "glrt-team-a-token", "runnerfleet:gitlabAPIToken": "glpat-api-token"},
+		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-team-c", "runnerfleet:sharedProductionLinuxToken": "glrt-shared-1",
+			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-2", "runnerfleet:sharedStagingLinuxToken": "glrt-shared-3",
+			"runnerfleet:sharedStagingFleetingToken": "glrt-shared-4"},
+	}
+	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
+		t.Run(stack, func(t *testing.T) {
+			m := infratest.NewMocks(t)
+			cfg, keys := stackConfig(t, stack, secrets[stack])
+			if err := infratest.Run(m, stack, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
+				t.Fatal(err)
+			}
+			var objs []*unstructured.Unstructured
+			for _, r := range m.Resources() {
+				if !r.Custom || !strings.HasPrefix(r.Token, "kubernetes:") || r.Token == "kubernetes:helm.sh/v3:Release" || strings.HasSuffix(r.Token, "Patch") {
+					continue
+				}
+				objs = append(objs, object(t, r))
+			}
+			if len(objs) == 0 {
+				t.Fatal("the program declared no Kubernetes objects")
+			}
+			// Namespaces for real, first: a dry run in a namespace that
+			// does not exist is refused before it is judged.
+			sort.SliceStable(objs, func(i, j int) bool { return objs[i].GetKind() == "Namespace" && objs[j].GetKind() != "Namespace" })
+			kinds := map[string]int{}
+			for _, o := range objs {
+				kinds[o.GetKind()]++
+				var err error
+				if o.GetKind() == "Namespace" {
+					err = env.Client.Create(ctx, o)
+					if apierrors.IsAlreadyExists(err) {
+						err = nil
+					}
+				} else {
+					err = env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("pulumi-kubernetes"), client.ForceOwnership, client.DryRunAll)
+				}
+				if err != nil {
+					t.Errorf("%s %s/%s refused by the API server: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+			}
+			t.Logf("%d objects accepted: %v", len(objs), kinds)
+			for _, want := range []string{"RunnerClass", "RunnerSet", "Namespace"} {
+				if kinds[want] == 0 {
+					t.Errorf("no %s among the stack's objects", want)
+				}
+			}
+		})
+	}
+}
+
+// object turns a registered Kubernetes resource's inputs back into the
+// object the provider sends: secrets revealed, schema extension keys dashed.
+func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
+	t.Helper()
+	m := r.Inputs.MapRepl(func(k string) (string, bool) {
+		if strings.HasPrefix(k, "x_kubernetes_") {
+			return strings.ReplaceAll(k, "_", "-"), true
+		}
+		return "", false
+	}, func(v resource.PropertyValue) (any, bool) {
+		if v.IsSecret() {
+			return v.SecretValue().Element.Mappable(), true
+		}
+		return nil, false
+	})
+	o := &unstructured.Unstructured{Object: m}
+	if o.GetAPIVersion() == "" || o.GetKind() == "" {
+		t.Fatalf("%s %s has no apiVersion/kind among its inputs", r.Token, r.Name)
+	}
+	if o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
+		// The token arrives as stringData; make sure it is there. (The
+		// gitlab-runner chart's Secret also carries an empty
+		// runner-registration-token: registration tokens are gone.)
+		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
+		if sd["token"] == "" && sd["runner-token"] == "" {
+			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), keys(sd))
+		}
+	}
+	return o
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
