@@ -2,6 +2,8 @@ package infra_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -36,17 +38,10 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 
-	secrets := map[string]map[string]string{
-		"local":   nil,
-		"eks-dev": {"runnerfleet:teamABuildToken": "glrt-team-a-token", "runnerfleet:gitlabAPIToken": "glpat-api-token"},
-		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-team-c", "runnerfleet:sharedProductionLinuxToken": "glrt-shared-1",
-			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-2", "runnerfleet:sharedStagingLinuxToken": "glrt-shared-3",
-			"runnerfleet:sharedStagingFleetingToken": "glrt-shared-4"},
-	}
 	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
 		t.Run(stack, func(t *testing.T) {
 			m := infratest.NewMocks(t)
-			cfg, keys := stackConfig(t, stack, secrets[stack])
+			cfg, keys := stackConfig(t, stack, stackSecrets[stack])
 			if err := infratest.Run(m, stack, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
 				t.Fatal(err)
 			}
@@ -114,17 +109,8 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 		// runner-registration-token: registration tokens are gone.)
 		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
 		if sd["token"] == "" && sd["runner-token"] == "" {
-			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), keys(sd))
+			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), slices.Sorted(maps.Keys(sd)))
 		}
 	}
 	return o
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -31,6 +31,20 @@ func stackConfig(t *testing.T, stack string, secrets map[string]string) (map[str
 	return cfg, secretKeys
 }
 
+// stackSecrets are the config secrets each example stack names, as a test
+// supplies them (stack files never hold secrets).
+var stackSecrets = map[string]map[string]string{
+	"local":   nil,
+	"eks-dev": {"runnerfleet:teamABuildToken": "glrt-team-a-secret", "runnerfleet:gitlabAPIToken": "glpat-api-secret"},
+	"gke-shared": {
+		"runnerfleet:teamCBuildToken":               "glrt-team-c-secret",
+		"runnerfleet:sharedProductionLinuxToken":    "glrt-shared-prod-linux-secret",
+		"runnerfleet:sharedProductionFleetingToken": "glrt-shared-prod-fleeting-secret",
+		"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
+		"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
+	},
+}
+
 func kubeconfig(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "kubeconfig")
@@ -179,14 +193,8 @@ func TestCloudStacks(t *testing.T) {
 		stack, identityField, cacheType string
 		secrets                         map[string]string
 	}{
-		{"eks-dev", "awsRoleARN", "s3", map[string]string{"runnerfleet:teamABuildToken": "glrt-team-a-secret", "runnerfleet:gitlabAPIToken": "glpat-api-secret"}},
-		{"gke-shared", "gcpServiceAccount", "gcs", map[string]string{
-			"runnerfleet:teamCBuildToken":               "glrt-team-c-secret",
-			"runnerfleet:sharedProductionLinuxToken":    "glrt-shared-prod-linux-secret",
-			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-prod-fleeting-secret",
-			"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
-			"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
-		}},
+		{"eks-dev", "awsRoleARN", "s3", stackSecrets["eks-dev"]},
+		{"gke-shared", "gcpServiceAccount", "gcs", stackSecrets["gke-shared"]},
 	}
 	for _, c := range cases {
 		t.Run(c.stack, func(t *testing.T) {
@@ -279,16 +287,9 @@ func leaks(v resource.PropertyValue, s string) bool {
 // BenchmarkProgram runs the whole program on each example stack under the
 // mocks, every resource checked against the provider schemas.
 func BenchmarkProgram(b *testing.B) {
-	secrets := map[string]map[string]string{
-		"local":   nil,
-		"eks-dev": {"runnerfleet:teamABuildToken": "glrt-a", "runnerfleet:gitlabAPIToken": "glpat-a"},
-		"gke-shared": {"runnerfleet:teamCBuildToken": "glrt-team-c", "runnerfleet:sharedProductionLinuxToken": "glrt-shared-1",
-			"runnerfleet:sharedProductionFleetingToken": "glrt-shared-2", "runnerfleet:sharedStagingLinuxToken": "glrt-shared-3",
-			"runnerfleet:sharedStagingFleetingToken": "glrt-shared-4"},
-	}
 	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
 		b.Run(stack, func(b *testing.B) {
-			cfg, keys, err := infratest.StackConfig(filepath.Join("..", "stacks", "Pulumi."+stack+".yaml"), secrets[stack])
+			cfg, keys, err := infratest.StackConfig(filepath.Join("..", "stacks", "Pulumi."+stack+".yaml"), stackSecrets[stack])
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,19 +18,26 @@ import (
 // top.
 func eksFleet(t *testing.T, aws map[string]any, extra map[string]any) []byte {
 	t.Helper()
-	a := map[string]any{"region": "eu-west-1", "zones": []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}}
-	for k, v := range aws {
+	return fleetJSON(t, "eks", "aws", map[string]any{"region": "eu-west-1", "zones": []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}}, aws, extra)
+}
+
+// fleetJSON returns a fleet of the platform as JSON: its section (aws, gcp)
+// is base with over merged in (a nil value deletes a key), and extra keys
+// are set at the top.
+func fleetJSON(t *testing.T, platform, section string, base, over, extra map[string]any) []byte {
+	t.Helper()
+	for k, v := range over {
 		if v == nil {
-			delete(a, k)
+			delete(base, k)
 			continue
 		}
-		a[k] = v
+		base[k] = v
 	}
 	f := map[string]any{
-		"platform":   "eks",
+		"platform":   platform,
 		"gitlabURL":  "https://gitlab.example.com",
 		"controller": map[string]any{"image": "example.invalid/runnerset-controller:v1"},
-		"aws":        a,
+		section:      base,
 	}
 	for k, v := range extra {
 		f[k] = v

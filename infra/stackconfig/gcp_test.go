@@ -1,7 +1,6 @@
 package stackconfig
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -12,28 +11,7 @@ import (
 // minimal gcp section and extra keys set at the top.
 func gkeFleet(t *testing.T, gcp map[string]any, extra map[string]any) []byte {
 	t.Helper()
-	g := map[string]any{"project": "ci-project-1", "region": "europe-west1"}
-	for k, v := range gcp {
-		if v == nil {
-			delete(g, k)
-			continue
-		}
-		g[k] = v
-	}
-	f := map[string]any{
-		"platform":   "gke",
-		"gitlabURL":  "https://gitlab.example.com",
-		"controller": map[string]any{"image": "example.invalid/runnerset-controller:v1"},
-		"gcp":        g,
-	}
-	for k, v := range extra {
-		f[k] = v
-	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return fleetJSON(t, "gke", "gcp", map[string]any{"project": "ci-project-1", "region": "europe-west1"}, gcp, extra)
 }
 
 func TestGCPDefaultsFillEverythingButProjectAndRegion(t *testing.T) {
