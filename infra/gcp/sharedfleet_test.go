@@ -246,7 +246,7 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		c, err := NewPlatform(ctx, f)
+		c, err := newPlatform(ctx, f)
 		if err != nil {
 			return err
 		}

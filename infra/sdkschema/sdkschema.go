@@ -123,11 +123,10 @@ func Load(ctx context.Context, pkgs ...string) (*Schema, error) {
 		}
 		root, ok := s.Dirs[provider]
 		if !ok {
-			d, err := gomod.Download(ctx, mod.Path, mod.Version)
-			if err != nil {
-				return nil, fmt.Errorf("sdkschema: %w", err)
+			var err error
+			if root, err = moduleRoot(ctx, mod); err != nil {
+				return nil, err
 			}
-			root = filepath.Join(d, mod.Root)
 			s.Dirs[provider] = root
 		}
 		l := &loader{root: root, pkgs: map[string]*pkg{}}
@@ -137,6 +136,16 @@ func Load(ctx context.Context, pkgs ...string) (*Schema, error) {
 	}
 	loaded[key] = s
 	return s, nil
+}
+
+// moduleRoot downloads mod (a no-op once it is in the module cache) and
+// returns the directory of its Go packages.
+func moduleRoot(ctx context.Context, mod *Module) (string, error) {
+	d, err := gomod.Download(ctx, mod.Path, mod.Version)
+	if err != nil {
+		return "", fmt.Errorf("sdkschema: %w", err)
+	}
+	return filepath.Join(d, mod.Root), nil
 }
 
 // Check returns what is wrong with the inputs registered for a resource of
@@ -285,6 +294,9 @@ type pkg struct {
 	// to the root ("" for packages outside the SDK).
 	imports map[*ast.TypeSpec]map[string]string
 	done    map[string]*Type
+	// docs are the types' doc comments, funcs the package's New functions.
+	docs  map[string]*ast.CommentGroup
+	funcs []*ast.FuncDecl
 }
 
 func (l *loader) pkg(dir string) (*pkg, error) {
@@ -296,13 +308,13 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pkg{dir: dir, types: map[string]*ast.TypeSpec{}, imports: map[*ast.TypeSpec]map[string]string{}, done: map[string]*Type{}}
+	p := &pkg{dir: dir, types: map[string]*ast.TypeSpec{}, imports: map[*ast.TypeSpec]map[string]string{}, done: map[string]*Type{}, docs: map[string]*ast.CommentGroup{}}
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, filepath.Join(abs, e.Name()), nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, filepath.Join(abs, e.Name()), nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return nil, err
 		}
@@ -316,6 +328,10 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 			imports[name] = l.rel(ip)
 		}
 		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Body != nil && strings.HasPrefix(fn.Name.Name, "New") {
+				p.funcs = append(p.funcs, fn)
+				continue
+			}
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.TYPE {
 				continue
@@ -324,6 +340,10 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 				ts := sp.(*ast.TypeSpec)
 				p.types[ts.Name.Name] = ts
 				p.imports[ts] = imports
+				p.docs[ts.Name.Name] = ts.Doc
+				if ts.Doc == nil && len(g.Specs) == 1 {
+					p.docs[ts.Name.Name] = g.Doc
+				}
 			}
 		}
 	}

@@ -15,6 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	sdkappsv1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/apps/v1"
+	sdkcorev1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/core/v1"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
+	sdkmetav1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/meta/v1"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
@@ -440,42 +444,40 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 		}
 		fleeting := gp.group.Executor == shared.ExecutorDockerAutoscaler
 		script := configTOML.ApplyT(func(c string) string { return StartScript(c, fleeting) }).(pulumi.StringOutput)
-		var rel pulumix.Resource
-		err := pulumix.Register(ctx, "kubernetes:helm.sh/v3:Release", p.component+"-"+m.name, pulumi.Map{
-			"name":           pulumi.String(m.name),
-			"chart":          pulumi.String(ChartName),
-			"version":        pulumi.String(ChartVersion),
-			"namespace":      pulumi.String(p.namespace),
-			"repositoryOpts": pulumi.Map{"repo": pulumi.String(ChartRepository)},
-			"values":         p.values(gp, m, configTOML, script),
+		rel, err := helmv3.NewRelease(ctx, p.component+"-"+m.name, &helmv3.ReleaseArgs{
+			Name:           pulumi.String(m.name),
+			Chart:          pulumi.String(ChartName),
+			Version:        pulumi.String(ChartVersion),
+			Namespace:      pulumi.String(p.namespace),
+			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(ChartRepository)},
+			Values:         p.values(gp, m, configTOML, script),
 			// A rollout waits for the new manager, not for the old one's
 			// drain; a failed one is not rolled back (that would be
 			// another rollout).
-			"timeout":    pulumi.Int(900),
-			"atomic":     pulumi.Bool(false),
-			"maxHistory": pulumi.Int(10),
-		}, &rel, on(ns, tok, sa)...)
+			Timeout:    pulumi.Int(900),
+			Atomic:     pulumi.Bool(false),
+			MaxHistory: pulumi.Int(10),
+		}, on(ns, tok, sa)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("creating the release of manager %s: %w", m.name, err)
 		}
-		fl.Releases[m.name] = &rel
+		fl.Releases[m.name] = rel
 		fl.Managers[gp.spec.Name] = append(fl.Managers[gp.spec.Name], m.name)
 		// The chart has no value for a preStop hook: add the drain to its
 		// Deployment (its container is named after the release's full name).
-		var patch pulumix.Resource
-		err = pulumix.Register(ctx, "kubernetes:apps/v1:DeploymentPatch", p.component+"-"+m.name+"-drain", pulumi.Map{
-			"apiVersion": pulumi.String("apps/v1"),
-			"kind":       pulumi.String("Deployment"),
-			"metadata":   pulumi.Map{"name": pulumi.String(m.name), "namespace": pulumi.String(p.namespace)},
-			"spec": pulumi.Map{"template": pulumi.Map{"spec": pulumi.Map{"containers": pulumi.Array{pulumi.Map{
-				"name": pulumi.String(m.name),
-				"lifecycle": pulumi.Map{"preStop": pulumi.Map{"exec": pulumi.Map{
-					"command": pulumi.ToStringArray(drainCommand),
-				}}},
-			}}}}},
-		}, &patch, on(&rel)...)
+		_, err = sdkappsv1.NewDeploymentPatch(ctx, p.component+"-"+m.name+"-drain", &sdkappsv1.DeploymentPatchArgs{
+			Metadata: &sdkmetav1.ObjectMetaPatchArgs{Name: pulumi.String(m.name), Namespace: pulumi.String(p.namespace)},
+			Spec: &sdkappsv1.DeploymentSpecPatchArgs{Template: &sdkcorev1.PodTemplateSpecPatchArgs{Spec: &sdkcorev1.PodSpecPatchArgs{
+				Containers: []sdkcorev1.ContainerPatchArgs{{
+					Name: pulumi.String(m.name),
+					Lifecycle: &sdkcorev1.LifecyclePatchArgs{PreStop: &sdkcorev1.LifecycleHandlerPatchArgs{Exec: &sdkcorev1.ExecActionPatchArgs{
+						Command: pulumi.ToStringArray(drainCommand),
+					}}},
+				}},
+			}}},
+		}, on(rel)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("adding the drain to manager %s: %w", m.name, err)
 		}
 		if m.session != nil {
 			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-session", m.session, nil, on(ns)...); err != nil {
@@ -484,7 +486,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 			fl.TerminalHosts = append(fl.TerminalHosts, m.host)
 		}
 		if m.scaler != nil {
-			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-scaler", m.scaler, nil, on(&rel)...); err != nil {
+			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-scaler", m.scaler, nil, on(rel)...); err != nil {
 				return err
 			}
 		}

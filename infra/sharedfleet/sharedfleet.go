@@ -92,7 +92,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 )
@@ -147,7 +147,7 @@ type SharedFleet struct {
 	// Managers are the fleet's managers, one Helm release each, by group.
 	Managers map[string][]string
 	// Releases are the managers' Helm releases by manager name.
-	Releases map[string]*pulumix.Resource
+	Releases map[string]*helmv3.Release
 	// TerminalHosts are the managers' web terminal hostnames.
 	TerminalHosts []string
 	// Prometheus is the fleet's Prometheus, as KEDA and the central one

@@ -388,7 +388,7 @@ func TestNoTokenIsInClearInAnyResource(t *testing.T) {
 			t.Errorf("%s: runners.secret %q, the token Secret is %s", name, secret, str(t, s, "metadata.name"))
 		}
 		data := s.Inputs["stringData"]
-		if !data.IsObject() || !data.ObjectValue()[SecretKeyRunnerToken].ContainsSecrets() {
+		if !data.ContainsSecrets() || !s.Input("stringData."+SecretKeyRunnerToken).IsString() {
 			t.Errorf("%s: the Secret's %s is not a Pulumi secret", name, SecretKeyRunnerToken)
 		}
 		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
