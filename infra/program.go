@@ -47,8 +47,9 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		// The shared fleets' tokens too, before anything is declared.
-		if _, err := sharedfleet.ReadTokens(ctx, f); err != nil {
+		// The shared fleets' tokens too, once, before anything is declared.
+		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		if err != nil {
 			return err
 		}
 		cluster, err := platform(ctx, f, o)
@@ -65,7 +66,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, f, cluster)
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: cluster, Tokens: tokens})
 		if err != nil {
 			return err
 		}

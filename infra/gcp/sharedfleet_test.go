@@ -250,7 +250,11 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, f, c)
+		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		if err != nil {
+			return err
+		}
+		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: c, Tokens: tokens})
 		return err
 	})
 	if err != nil {

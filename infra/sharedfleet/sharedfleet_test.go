@@ -129,7 +129,11 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
 			InCluster: true,
 		}
-		out, err = New(ctx, f, c)
+		tokens, err := ReadTokens(ctx, f)
+		if err != nil {
+			return err
+		}
+		out, err = New(ctx, &Args{Fleet: f, Cluster: c, Tokens: tokens})
 		return err
 	})
 	return m, out, err
