@@ -169,10 +169,10 @@ func (s SharedFleet) JobTimeoutOrDefault() time.Duration {
 	return s.JobTimeout.Duration
 }
 
-// ManagerName is the group's manager name, shared by its managers: their
-// headless metrics Service, PodDisruptionBudget and the runnerfleet-manager
-// label of their VMs.
-func (s SharedFleet) ManagerName(g ManagerGroup) string { return s.Namespace + "-" + g.Name }
+// ManagerName is the group's manager name (sharedfleet.ManagerName).
+func (s SharedFleet) ManagerName(g ManagerGroup) string {
+	return sharedfleet.ManagerName(s.Namespace, g.Name)
+}
 
 // ManagerNames are the group's managers, one Helm release each:
 // <namespace>-<group>-<n>.

@@ -156,7 +156,13 @@ func (g ManagerGroup) Validate() error {
 // ManagerName names the group's manager: its Helm release, Deployment and
 // headless Service, and the runnerfleet-manager label of its VMs, which fleet
 // gc and the OrphanedVMs alert read. Its replicas share it.
-func (g ManagerGroup) ManagerName() string { return g.Fleet + "-" + g.Name }
+func (g ManagerGroup) ManagerName() string { return ManagerName(g.Fleet, g.Name) }
+
+// ManagerName is the manager name of group of the fleet in namespace
+// fleet, shared by the group's managers (<fleet>-<group>): their headless
+// metrics Service, PodDisruptionBudget, the runnerfleet-manager label of
+// their VMs, and the prefix of their Helm releases.
+func ManagerName(fleet, group string) string { return fleet + "-" + group }
 
 // Config is the config.toml of the group's managers. The token is
 // runnerconfig.TokenPlaceholder.
