@@ -4,8 +4,9 @@
 // exactly that team's job ServiceAccount, and a private GCS cache bucket.
 //
 // Every GCP resource goes through one explicit gcp provider, which carries
-// the project, the region and the labels, and is registered by type token
-// (see infra/internal/pulumix) rather than through the generated SDK.
+// the project, the region and the labels, and is declared through the typed
+// constructors generated from the pinned pulumi-gcp SDK (infra/internal/sdk)
+// rather than through the SDK itself.
 package gcp
 
 import (

@@ -1,14 +1,18 @@
 // Package sdkschema reads the resource schemas of Pulumi providers from the
 // source of their generated Go SDKs (pulumi-aws, pulumi-gcp,
-// pulumi-kubernetes), and checks the inputs a program registers against them.
+// pulumi-kubernetes) at the versions pinned in Modules. It does two things
+// with them:
 //
-// The runnerfleet program registers provider resources by type token rather
-// than through the generated SDKs, whose cold compile (25 minutes and 7.5 GB
-// for aws ec2/eks/iam and gcp compute/container on two cores) would not fit
-// the CI budget. This package is what keeps that honest: every resource a
-// mock test registers is checked here for a type token the provider has,
-// input names the provider knows, values of the right shape, and the
-// required inputs, all read from the SDK source pinned in Modules.
+//   - Generate writes the typed constructors, Args and outputs of exactly
+//     the resources in Resources into infra/internal/sdk (make generate), so
+//     that the program gets the SDKs' types and constructor behaviour
+//     without compiling the SDKs, whose cold compile (25 minutes and 7.5 GB
+//     for aws ec2/eks/iam and gcp compute/container on two cores) would not
+//     fit the CI budget;
+//   - Load and Check let the mock tests check every registration as the
+//     provider would: a type token the provider has, input names it knows
+//     (with a did-you-mean), values of the right shape and the required
+//     inputs, nested objects included.
 package sdkschema
 
 import (
