@@ -40,7 +40,6 @@ type fleetPlan struct {
 
 // groupPlan is one manager group.
 type groupPlan struct {
-	spec    stackconfig.ManagerGroup
 	group   shared.ManagerGroup
 	manager string
 	// tokenSecret is the chart's runners.secret.
@@ -73,8 +72,20 @@ func Namespace(s stackconfig.SharedFleet) string { return s.Namespace }
 // ManagerServiceAccount is the Kubernetes ServiceAccount, in Namespace(s),
 // that every manager of group g runs as: the one annotated with the fleet's
 // gcpServiceAccount for Workload Identity.
-func ManagerServiceAccount(s stackconfig.SharedFleet, g stackconfig.ManagerGroup) string {
+func ManagerServiceAccount(s stackconfig.SharedFleet, g shared.ManagerGroup) string {
 	return s.ManagerName(g)
+}
+
+// monitoringSpec is fleet s as its Prometheus sees it; its VM quota
+// defaults to the groups' maxVMs times their maxManagers.
+func monitoringSpec(s stackconfig.SharedFleet) shared.Fleet {
+	m := shared.Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups}
+	if m.VMQuota == 0 {
+		for _, g := range s.Groups {
+			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
+		}
+	}
+	return m
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time
@@ -88,7 +99,7 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		component:  "shared-" + s.Name,
 		namespace:  Namespace(s),
 		grace:      int64(s.JobTimeoutOrDefault().Seconds()) + DrainMarginSeconds,
-		monitoring: s.MonitoringSpec(f),
+		monitoring: monitoringSpec(s),
 	}
 	for j := range s.Groups {
 		gp, err := planGroup(f, s, j)
@@ -114,13 +125,12 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPlan, error) {
 	g := s.Groups[j]
 	gp := &groupPlan{
-		spec:        g,
-		group:       s.Group(f, j),
+		group:       g,
 		manager:     s.ManagerName(g),
 		tokenSecret: s.ManagerName(g) + "-token",
 	}
 	ns := Namespace(s)
-	scaling := g.ScalingSpec()
+	scaling := g.Scaling
 	labels := map[string]string{shared.LabelManagerPod: gp.manager, "app.kubernetes.io/managed-by": "runnerfleet"}
 
 	gp.serviceAccount = &corev1.ServiceAccount{
@@ -347,7 +357,7 @@ func imageValues(ref string) map[string]any {
 // deploy time.
 func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pulumi.StringInput) pulumi.Map {
 	replicas := 0
-	if int32(m.index) < gp.spec.Scaling.MinManagers {
+	if int32(m.index) < gp.group.Scaling.MinManagers {
 		replicas = 1
 	}
 	v := map[string]any{
@@ -363,7 +373,7 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 			"config":   configTOML,
 		},
 		"unregisterRunners":             false,
-		"concurrent":                    gp.spec.Concurrent,
+		"concurrent":                    gp.group.Concurrent,
 		"checkInterval":                 3,
 		"logFormat":                     "json",
 		"shutdown_timeout":              runnerconfig.ForcedShutdownTimeout,
@@ -462,7 +472,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 			return fmt.Errorf("creating the release of manager %s: %w", m.name, err)
 		}
 		fl.Releases[m.name] = rel
-		fl.Managers[gp.spec.Name] = append(fl.Managers[gp.spec.Name], m.name)
+		fl.Managers[gp.group.Name] = append(fl.Managers[gp.group.Name], m.name)
 		// The chart has no value for a preStop hook: add the drain to its
 		// Deployment (its container is named after the release's full name).
 		_, err = sdkappsv1.NewDeploymentPatch(ctx, p.component+"-"+m.name+"-drain", &sdkappsv1.DeploymentPatchArgs{

@@ -237,7 +237,7 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 		bucket = c.Cache.Bucket
 	}
 	for _, gp := range p.groups {
-		token, ok := tokens[gp.spec.TokenConfigKey]
+		token, ok := tokens[gp.group.TokenConfigKey]
 		if !ok {
 			return nil, fmt.Errorf("sharedfleet: the token of %s was not read", gp.manager)
 		}

@@ -668,3 +668,19 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// A fleet's Prometheus gets the stack's VM quota, or the groups' maxVMs
+// times their maxManagers when the stack names none.
+func TestMonitoringSpecQuota(t *testing.T) {
+	f, err := stackconfig.Decode([]byte(stackJSON), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, staging := monitoringSpec(f.SharedFleets[0]), monitoringSpec(f.SharedFleets[1])
+	if prod.Name != "production" || prod.VMQuota != 800 || len(prod.Groups) != 2 {
+		t.Errorf("production %+v, want its vmQuota 800 and both groups", prod)
+	}
+	if staging.Name != "staging" || staging.VMQuota != 10 || len(staging.Groups) != 1 || staging.Groups[0].Fleet != "staging" {
+		t.Errorf("staging %+v, want quota 10 (maxVMs 10 × 1 manager) and its group", staging)
+	}
+}
