@@ -48,8 +48,8 @@ build: ## the controller and the fleet CLI into bin/
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
-	hack/tools.sh envtest local pulumi >/dev/null
+tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache; the real node's Debian packages
+	hack/tools.sh node envtest local pulumi >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 

@@ -22,6 +22,9 @@
 #               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);
 #               prints a directory holding bin/pulumi, bin/pulumi-resource-kubernetes and
 #               home/, a PULUMI_HOME with that plugin installed
+#   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
+#               (containernetworking-plugins), umoci and a static busybox (the stand-in
+#               runner image's shell); installed with apt-get when missing (root only)
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -207,6 +210,23 @@ pulumi() {
   echo "$dir"
 }
 
+# What the real node of the local cluster runs, by the file that shows it is
+# installed → the Debian package that ships it.
+NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static"
+
+node() {
+  local pkgs=() spec
+  for spec in $NODE_PACKAGES; do [ -e "${spec%=*}" ] || pkgs+=("${spec#*=}"); done
+  [ ${#pkgs[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "tools: the local cluster's node needs the Debian packages ${pkgs[*]}: install them as root (apt-get install ${pkgs[*]})" >&2
+    exit 1
+  fi
+  log "installing ${pkgs[*]} with apt-get"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -233,12 +253,12 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,29p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,32p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi) $t ;;
+    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node) $t ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, path)" >&2; exit 2 ;;
   esac
 done
