@@ -79,7 +79,9 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 		return err
 	}
 	defer srv.Close()
-	srv.SetLogf(func(format string, args ...any) { fmt.Fprintf(stderr, time.Now().UTC().Format(time.RFC3339)+" "+format+"\n", args...) })
+	srv.SetLogf(func(format string, args ...any) {
+		fmt.Fprintf(stderr, time.Now().UTC().Format(time.RFC3339)+" "+format+"\n", args...)
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /runners", func(w http.ResponseWriter, r *http.Request) {
 		var in demoRunner

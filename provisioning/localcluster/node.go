@@ -74,7 +74,9 @@ const (
 func nodeDir(dir string) string { return filepath.Join(dir, "node") }
 
 // ContainerdSocket is the CRI socket of the real node.
-func ContainerdSocket(dir string) string { return filepath.Join(nodeDir(dir), "run", "containerd.sock") }
+func ContainerdSocket(dir string) string {
+	return filepath.Join(nodeDir(dir), "run", "containerd.sock")
+}
 
 // PodLogsDir is where the kubelet writes the logs of the real node's
 // containers: <namespace>_<pod>_<uid>/<container>/<restart>.log.
