@@ -244,8 +244,8 @@ func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, ke
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("RunnerSet %s not Ready after %s: see `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
-				strings.Join(waiting, ", "), timeout, cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
+			return fmt.Errorf("RunnerSet %s not Ready after %s%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
+				strings.Join(waiting, ", "), timeout, managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -519,4 +519,35 @@ func age(t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// managerTrouble says why manager pods do not run: an image the node does
+// not have, a container that keeps exiting, a pod no node takes.
+func managerTrouble(cl *localcluster.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := cl.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+				fmt.Fprintf(&b, "\n  pod %s/%s container %s: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+				if strings.Contains(w.Reason, "Image") {
+					fmt.Fprintf(&b, " (the real node has only the images fleet up imports: %s)", localcluster.StandinImage)
+				}
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				fmt.Fprintf(&b, "\n  pod %s/%s is not scheduled: %s", p.Namespace, p.Name, c.Message)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return ":" + b.String()
 }

@@ -68,6 +68,8 @@ const (
 	// nodeOwnerFile records which state directory runs the machine's one
 	// real node (the bridge and HostIP are per machine).
 	nodeOwnerFile = "/run/runnerfleet-node.owner"
+	// containerLogLinks is where the kubelet links container logs (fixed).
+	containerLogLinks = "/var/log/containers"
 )
 
 // nodeDir is where everything of the real node lives.
@@ -203,7 +205,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 		"name":       "runnerfleet",
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				// The bridge already has HostIP (ensureBridge); as a
+				// gateway the plugin would also turn on the machine's IP
+				// forwarding, which pods that only talk to this machine
+				// do not need and which would outlive the cluster.
+				"type": "bridge", "bridge": Bridge, "isGateway": false, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
 					"ranges":  [][]map[string]string{{{"subnet": PodCIDR, "gateway": HostIP}}},
@@ -594,6 +600,13 @@ func sweepNode(dir, name string, log io.Writer) error {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", cg, err))
+		}
+	}
+	// The kubelet links every container log into /var/log/containers.
+	links, _ := filepath.Glob(filepath.Join(containerLogLinks, "*.log"))
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, PodLogsDir(dir)+"/") {
+			_ = os.Remove(l)
 		}
 	}
 	if _, err := net.InterfaceByName(Bridge); err == nil {
