@@ -359,6 +359,14 @@ func (e *nodeEnv) waitRolledOut(tm *team, replicas int, oldPods []string, timeou
 	})
 }
 
+// release deletes a team's RunnerSet once its test is done, so that later
+// tests (the drain) find only their own managers on the node.
+func (e *nodeEnv) release(tm *team) {
+	if err := e.c.Delete(context.Background(), tm.rs); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Errorf("deleting RunnerSet %s: %v", tm.ns, err)
+	}
+}
+
 func podNames(pods []corev1.Pod) []string {
 	var out []string
 	for _, p := range pods {
@@ -399,6 +407,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		if d := e.drainTimes(tm.ns); len(d) != len(old) {
 			t.Errorf("%d managers logged their drain, want %d (%v)", len(d), len(old), d)
 		}
+		e.release(tm)
 	})
 
 	t.Run("the controller is killed and restarted mid-rollout", func(t *testing.T) {
@@ -423,6 +432,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		if p := e.lostJobs(tm, 3*time.Minute); len(p) > 0 {
 			t.Errorf("jobs lost while the controller restarted mid-rollout:\n  %s", strings.Join(p, "\n  "))
 		}
+		e.release(tm)
 	})
 
 	t.Run("kubectl drain of the node", func(t *testing.T) {

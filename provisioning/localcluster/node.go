@@ -264,9 +264,9 @@ resolvConf: %q
 podLogsDir: %q
 podCIDR: %s
 maxPods: 30
-# A development machine's disk is often fuller than a node's: never evict
-# or garbage-collect images for it.
-evictionHard: {memory.available: "1Mi", nodefs.available: "0%%", nodefs.inodesFree: "0%%", imagefs.available: "0%%"}
+# A development machine's disk is often fuller than a node's: evict only
+# when it is all but full, and never garbage-collect images.
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
