@@ -206,6 +206,7 @@ func (c *Cluster) controlPlane(pki PKI, assets string) []Process {
 				// kubectl logs and exec on the real node's pods.
 				"--kubelet-client-certificate=" + pki.Path(adminCertFile),
 				"--kubelet-client-key=" + pki.Path(adminKeyFile),
+				"--kubelet-preferred-address-types=InternalIP,Hostname",
 			},
 			Ready: func(ctx context.Context) error {
 				hc, err := rest.HTTPClientFor(c.Config)

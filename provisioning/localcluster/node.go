@@ -153,6 +153,34 @@ func ensureBridge() error {
 	return nil
 }
 
+// ensureCgroupRoot creates the node's cgroup in every hierarchy: the
+// kubelet refuses a cgroupRoot that does not exist. A v1 cpuset cgroup
+// starts with no CPUs and no memory nodes; it gets its parent's.
+func ensureCgroupRoot(name string) error {
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hier {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue // not a hierarchy
+		}
+		cg := filepath.Join(h, cgroupRoot(name))
+		if err := os.MkdirAll(cg, 0o755); err != nil {
+			return fmt.Errorf("creating the real node's cgroup %s: %w", cg, err)
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(cg, f), b, 0o644); err != nil {
+					return fmt.Errorf("setting %s of %s: %w", f, cg, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // nodeFiles writes containerd's and the kubelet's configuration, the CNI
 // network and the kubelet's kubeconfig.
 func (c *Cluster) nodeFiles(pki PKI, pauseRef string, kubeletPort, healthzPort int) error {
@@ -372,6 +400,9 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 	}
 	imgs = NodeImages{Pause: pause.Ref, Standin: standin.Ref}
 	if err := ensureBridge(); err != nil {
+		return imgs, err
+	}
+	if err := ensureCgroupRoot(c.Name); err != nil {
 		return imgs, err
 	}
 	kubeletPort, err := FreePort()
