@@ -52,13 +52,22 @@ type nodeEnv struct {
 	imgs  localcluster.NodeImages
 	ctrl  string // the runnerset-controller binary
 	class string
+
+	mu     sync.Mutex
+	drains map[string]drain // by system_id
+}
+
+// drain is when a manager logged standin.DrainLine.
+type drain struct {
+	ns string
+	at time.Time
 }
 
 // startNodeEnv starts a local cluster with the real node, the controller
 // and a loopback GitLab that the node's pods reach.
 func startNodeEnv(t *testing.T) *nodeEnv {
 	root := repoRoot(t)
-	e := &nodeEnv{t: t, root: root, state: t.TempDir(), class: "real-node"}
+	e := &nodeEnv{t: t, root: root, state: t.TempDir(), class: "real-node", drains: map[string]drain{}}
 	bin := t.TempDir()
 	run(t, root, 5*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/runnerset-controller")
 	e.ctrl = filepath.Join(bin, localcluster.Controller)
@@ -88,6 +97,20 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 		t.Fatal(err)
 	}
 	e.startController()
+	// The kubelet deletes a pod's logs with the pod: read them while the
+	// managers drain.
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				e.scanDrains()
+			}
+		}
+	}()
 	if e.gl, err = gitlabtest.NewOn(localcluster.HostIP + ":0"); err != nil {
 		t.Fatal(err)
 	}
@@ -257,14 +280,13 @@ func (e *nodeEnv) waitRunning(tm *team, n int) {
 	})
 }
 
-// drainTimes reads, from the kubelet's pod logs, when each manager of ns
+// scanDrains reads, from the kubelet's pod logs, when each manager
 // stopped taking jobs after SIGQUIT (the stand-in's own clock), by
-// system_id.
-func (e *nodeEnv) drainTimes(ns string) map[string]time.Time {
-	out := map[string]time.Time{}
-	dirs, _ := filepath.Glob(filepath.Join(localcluster.PodLogsDir(e.state), ns+"_*", "manager", "*.log"))
-	for _, f := range dirs {
-		pod := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)[1]
+// system_id ("s_" + its pod's name).
+func (e *nodeEnv) scanDrains() {
+	files, _ := filepath.Glob(filepath.Join(localcluster.PodLogsDir(e.state), "*", "manager", "*.log"))
+	for _, f := range files {
+		nsPod := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)
 		fh, err := os.Open(f)
 		if err != nil {
 			continue
@@ -276,11 +298,26 @@ func (e *nodeEnv) drainTimes(ns string) map[string]time.Time {
 			fields := strings.Fields(sc.Text())
 			if len(fields) > 5 && fields[4] == "standin:" && fields[5] == standin.DrainLine+":" {
 				if ts, err := time.Parse(time.RFC3339Nano, fields[3]); err == nil {
-					out["s_"+pod] = ts
+					e.mu.Lock()
+					e.drains["s_"+nsPod[1]] = drain{ns: nsPod[0], at: ts}
+					e.mu.Unlock()
 				}
 			}
 		}
 		fh.Close()
+	}
+}
+
+// drainTimes returns the drain times of the managers of ns seen so far.
+func (e *nodeEnv) drainTimes(ns string) map[string]time.Time {
+	e.scanDrains()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, d := range e.drains {
+		if d.ns == ns {
+			out[id] = d.at
+		}
 	}
 	return out
 }
