@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -567,6 +568,20 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		}
 	})
 
+	t.Run("a job longer than the shutdown timeout is named as lost", func(t *testing.T) {
+		tm := e.newTeam("overrun", 1, 1, time.Minute)
+		ids := e.queue(tm, 1, 10*time.Minute)
+		e.waitRunning(tm, 1)
+		if err := e.c.Delete(ctx, tm.rs); err != nil {
+			t.Fatal(err)
+		}
+		problems := e.lostJobs(tm, 90*time.Second)
+		want := fmt.Sprintf("job %d (10m0s, on s_", ids[0])
+		if len(problems) != 1 || !strings.Contains(problems[0], want) || !strings.Contains(problems[0], "never reported its end") {
+			t.Errorf("a 10m job on a manager with a 1m shutdown timeout, deleted: problems %q, want one naming job %d as never finished", problems, ids[0])
+		}
+	})
+
 	t.Run("negative control: SIGTERM and a short grace period lose jobs", func(t *testing.T) {
 		tm := e.newTeam("control", 1, concurrent, 2*time.Minute)
 		// A second runner and a copy of the managers without the preStop
@@ -644,4 +659,58 @@ func httpGet(ctx context.Context, url string) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+// A kubelet that cannot start: Up says so with the kubelet's log, and
+// stops what it started, leaving no process, mount, cgroup or bridge.
+func TestRealNodeWhoseKubeletFailsLeavesNothing(t *testing.T) {
+	root := repoRoot(t)
+	good := os.Getenv("RUNNERFLEET_LOCAL_ASSETS")
+	if good == "" {
+		good = strings.TrimSpace(run(t, root, 60*time.Minute, filepath.Join(root, "hack", "tools.sh"), "local"))
+	}
+	assets := t.TempDir()
+	ents, err := os.ReadDir(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Symlink(filepath.Join(good, e.Name()), filepath.Join(assets, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The real kubelet, with a flag it refuses: it exits at once.
+	kubelet := filepath.Join(assets, localcluster.Kubelet)
+	os.Remove(kubelet)
+	script := "#!/bin/sh\nexec " + filepath.Join(good, localcluster.Kubelet) + " --no-such-flag \"$@\"\n"
+	if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	_, err = localcluster.Up(context.Background(), localcluster.Options{
+		Dir: state, Name: "e2efail", RepoRoot: root, Assets: assets, Node: true,
+		Log: &logWriter{t: t, prefix: "localcluster: "},
+	})
+	if err == nil {
+		localcluster.Down(context.Background(), state)
+		t.Fatal("Up succeeded with a kubelet that cannot start")
+	}
+	t.Logf("Up: %v", err)
+	for _, want := range []string{"starting the kubelet", "no-such-flag", localcluster.LogFile(state, localcluster.Kubelet)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Up's error does not say %q", want)
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-fa", state).Output(); len(out) > 0 {
+		t.Errorf("processes of %s still run after the failed Up:\n%s", state, out)
+	}
+	if m := localcluster.NodeMounts(state); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if cg := localcluster.NodeCgroups("e2efail"); len(cg) > 0 {
+		t.Errorf("cgroups left: %v", cg)
+	}
+	if _, err := net.InterfaceByName(localcluster.Bridge); err == nil {
+		t.Errorf("bridge %s left behind", localcluster.Bridge)
+	}
 }
