@@ -163,11 +163,11 @@ func (e *nodeEnv) down() {
 	if cg := localcluster.NodeCgroups("e2enode"); len(cg) > 0 {
 		t.Errorf("cgroups left after down: %v", cg)
 	}
-	for _, n := range []string{localcluster.Kubelet, localcluster.Containerd} {
-		if out, _ := exec.Command("pgrep", "-f", e.state).Output(); len(out) > 0 {
-			t.Errorf("processes naming %s still run after down (%s): %s", e.state, n, out)
-			break
-		}
+	if _, err := net.InterfaceByName(localcluster.Bridge); err == nil {
+		t.Errorf("bridge %s left after down", localcluster.Bridge)
+	}
+	if out, _ := exec.Command("pgrep", "-fa", e.state).Output(); len(out) > 0 {
+		t.Errorf("processes naming %s still run after down:\n%s", e.state, out)
 	}
 }
 

@@ -386,11 +386,11 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 	if err := checkNodeHost(); err != nil {
 		return imgs, err
 	}
-	if err := claimNode(c.Dir); err != nil {
-		return imgs, err
-	}
 	// Whatever an earlier run left (a crash, a kill -9) goes first.
 	if err := c.sweepNode(opts.Log); err != nil {
+		return imgs, err
+	}
+	if err := claimNode(c.Dir); err != nil {
 		return imgs, err
 	}
 	start := time.Now()
@@ -640,11 +640,14 @@ func sweepNode(dir, name string, log io.Writer) error {
 			_ = os.Remove(l)
 		}
 	}
-	if _, err := net.InterfaceByName(Bridge); err == nil {
-		if owner, _ := os.ReadFile(nodeOwnerFile); strings.TrimSpace(string(owner)) == dir {
+	if owner, _ := os.ReadFile(nodeOwnerFile); strings.TrimSpace(string(owner)) == dir {
+		if _, err := net.InterfaceByName(Bridge); err == nil {
 			if out, err := exec.Command("ip", "link", "del", Bridge).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", Bridge, err, out))
 			}
+		}
+		if len(errs) == 0 {
+			_ = os.Remove(nodeOwnerFile)
 		}
 	}
 	if killed+len(mounts) > 0 {
