@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,7 +81,11 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 	}
 	defer srv.Close()
 	srv.SetLogf(func(format string, args ...any) {
-		fmt.Fprintf(stderr, time.Now().UTC().Format(time.RFC3339)+" "+format+"\n", args...)
+		line := fmt.Sprintf(format, args...)
+		if strings.Contains(line, "/jobs/request: 204") {
+			return // every manager asks every few seconds; only answers with a job are news
+		}
+		fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line)
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /runners", func(w http.ResponseWriter, r *http.Request) {
