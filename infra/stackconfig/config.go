@@ -98,9 +98,9 @@ type Controller struct {
 
 // Defaults are the RunnerClass defaults teams inherit.
 type Defaults struct {
-	ManagerImage string `json:"managerImage,omitempty"`
-	HelperImage  string `json:"helperImage,omitempty"`
-	JobImage     string `json:"jobImage,omitempty"`
+	ManagerImage v1alpha1.ImageReference `json:"managerImage,omitempty"`
+	HelperImage  v1alpha1.ImageReference `json:"helperImage,omitempty"`
+	JobImage     v1alpha1.ImageReference `json:"jobImage,omitempty"`
 }
 
 // Team is one team's runner: a namespace and a RunnerSet in it.
@@ -134,9 +134,9 @@ type Team struct {
 // TeamJobs are the job pod settings of a team; the identity is the
 // program's to set.
 type TeamJobs struct {
-	Image      string                `json:"image,omitempty"`
-	Privileged bool                  `json:"privileged,omitempty"`
-	Resources  v1alpha1.JobResources `json:"resources,omitempty"`
+	Image      v1alpha1.ImageReference `json:"image,omitempty"`
+	Privileged bool                    `json:"privileged,omitempty"`
+	Resources  v1alpha1.JobResources   `json:"resources,omitempty"`
 }
 
 // WantsIdentity reports whether the team gets a cloud identity.
