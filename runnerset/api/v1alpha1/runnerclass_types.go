@@ -46,6 +46,7 @@ type RunnerClassSpec struct {
 	// GitLabURL is the GitLab instance runners of this class register with.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlabURL must be an http(s) URL such as https://gitlab.com"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="gitlabURL must be a URL with a host and no spaces or newlines, such as https://gitlab.example.com"
 	// +kubebuilder:default="https://gitlab.com"
 	// +optional
 	GitLabURL string `json:"gitlabURL,omitempty"`

@@ -59,6 +59,7 @@ type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlab.url must be an http(s) URL such as https://gitlab.example.com"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="gitlab.url must be a URL with a host and no spaces or newlines, such as https://gitlab.example.com"
 	// +optional
 	URL string `json:"url,omitempty"`
 
