@@ -198,7 +198,19 @@ func TestDeletingTheNamespaceReleasesTheRunnerAndFinishes(t *testing.T) {
 			t.Fatalf("the API token Secret is not held for %s: %v", name, api.Finalizers)
 		}
 	}
+	// GitLab is down while the namespace controller deletes everything in
+	// the namespace (pods first, then the rest at once): the RunnerSets
+	// cannot release their runners before the API token Secret is deleted.
+	srv.FailNext("GET", "/api/v4/groups/*/runners", 503, 1<<30)
 	must(t, k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	eventuallyWithin(t, time.Minute, "the namespace controller deleted the API token Secret", func() error {
+		api := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: patName}, api); err == nil && api.DeletionTimestamp.IsZero() {
+			return errors.New("API token Secret not deleted yet")
+		}
+		return nil
+	})
+	srv.Reset() // GitLab is back
 	eventuallyWithin(t, 2*time.Minute, "namespace gone with both runners released", func() error {
 		for _, uid := range uids {
 			if n := len(runnersOf(srv, uid)); n != 0 {
