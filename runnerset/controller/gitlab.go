@@ -103,6 +103,10 @@ func (g *GitLabTokens) api(ctx context.Context, rs *v1alpha1.RunnerSet, url stri
 		if err := g.Client.Patch(ctx, sec, patch); err != nil {
 			return nil, fmt.Errorf("holding Secret %s until the runner is released: %w", sec.Name, err)
 		}
+		// A Secret the RunnerSet named before is no longer needed.
+		if err := g.letGoOfAPITokens(ctx, rs, sec.Name); err != nil {
+			return nil, err
+		}
 	}
 	return g.NewGitLab(url, pat)
 }
@@ -115,20 +119,26 @@ func ReleaseFinalizer(rs *v1alpha1.RunnerSet) string {
 	return "release.runnerfleet.dev/" + string(rs.UID)
 }
 
-// letGoOfAPIToken removes ReleaseFinalizer(rs) from the API token Secret.
-func (g *GitLabTokens) letGoOfAPIToken(ctx context.Context, rs *v1alpha1.RunnerSet) error {
-	name := rs.Spec.GitLab.Runner.APITokenSecretRef.Name
-	sec := &corev1.Secret{}
-	if err := g.APIReader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, sec); err != nil {
-		return client.IgnoreNotFound(err)
+// letGoOfAPITokens removes ReleaseFinalizer(rs) from every Secret of the
+// namespace that carries it but keep, so that no Secret the RunnerSet
+// named once stays held (and its namespace Terminating) after it moved on
+// or went. It reads the Secrets' metadata only.
+func (g *GitLabTokens) letGoOfAPITokens(ctx context.Context, rs *v1alpha1.RunnerSet, keep string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := g.APIReader.List(ctx, list, client.InNamespace(rs.Namespace)); err != nil {
+		return fmt.Errorf("listing Secrets: %w", err)
 	}
-	if !controllerutil.ContainsFinalizer(sec, ReleaseFinalizer(rs)) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(sec, ReleaseFinalizer(rs))
-	if err := g.Client.Patch(ctx, sec, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("letting go of Secret %s: %w", name, err)
+	for i := range list.Items {
+		sec := &list.Items[i]
+		if sec.Name == keep || !controllerutil.ContainsFinalizer(sec, ReleaseFinalizer(rs)) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(sec, ReleaseFinalizer(rs))
+		if err := g.Client.Patch(ctx, sec, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("letting go of Secret %s: %w", sec.Name, err)
+		}
 	}
 	return nil
 }
@@ -380,7 +390,7 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 			return fmt.Errorf("deleting Secret %s: %w", name, err)
 		}
 	}
-	return g.letGoOfAPIToken(ctx, rs)
+	return g.letGoOfAPITokens(ctx, rs, "")
 }
 
 // explain turns a GitLab error into a TokenError that says what to fix, or

@@ -233,6 +233,41 @@ func TestDeletingTheNamespaceReleasesTheRunnerAndFinishes(t *testing.T) {
 	})
 }
 
+// A RunnerSet that moves to another API token Secret lets go of the old
+// one, which would otherwise stay held (and its namespace Terminating).
+func TestAnAPITokenSecretNoLongerNamedIsLetGo(t *testing.T) {
+	srv := gitlabServer(t)
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, patName, pat)
+	newSecret(t, ns, "gitlab-api-new", pat)
+	rs := createdRunnerSet(srv, ns, "moves", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.GitLab.Runner.APITokenSecretRef.Name = "gitlab-api-new" })
+	eventually(t, "the old Secret let go, the new one held", func() error {
+		if old := get(t, ns, patName, &corev1.Secret{}); controllerutil.ContainsFinalizer(old, controller.ReleaseFinalizer(cur)) {
+			return fmt.Errorf("old Secret still held: %v", old.Finalizers)
+		}
+		if n := get(t, ns, "gitlab-api-new", &corev1.Secret{}); !controllerutil.ContainsFinalizer(n, controller.ReleaseFinalizer(cur)) {
+			return fmt.Errorf("new Secret not held: %v", n.Finalizers)
+		}
+		return nil
+	})
+	must(t, k8s.Delete(ctx, cur))
+	eventually(t, "no Secret held after deletion", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("RunnerSet still there (%v)", err)
+		}
+		for _, name := range []string{patName, "gitlab-api-new"} {
+			if s := get(t, ns, name, &corev1.Secret{}); len(s.Finalizers) > 0 {
+				return fmt.Errorf("Secret %s still held: %v", name, s.Finalizers)
+			}
+		}
+		return nil
+	})
+}
+
 // A RunnerSet whose API token Secret is gone with its namespace (made
 // before the Secret was held) still lets the namespace go: an Event names
 // the runner left in GitLab.
