@@ -174,6 +174,7 @@ func (e *nodeEnv) down() {
 // team is one RunnerSet with its own runner (and tag) in the loopback GitLab.
 type team struct {
 	ns, tag string
+	token   string
 	rs      *v1alpha1.RunnerSet
 }
 
@@ -196,7 +197,7 @@ func (e *nodeEnv) newTeam(ns string, replicas, concurrent int32, shutdown time.D
 		},
 	}
 	create(t, e.c, rs)
-	tm := &team{ns: ns, tag: ns, rs: rs}
+	tm := &team{ns: ns, tag: ns, token: rn.Token, rs: rs}
 	e.waitManagers(tm, int(replicas), 4*time.Minute)
 	return tm
 }
@@ -593,7 +594,18 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		// drain, with a 3s grace period: the image's own stop signal
 		// (SIGTERM) ends them.
 		rn := e.gl.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"control-sigterm"}})
-		create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-token"}, Data: map[string][]byte{"token": []byte(rn.Token)}})
+		// The controller's config.toml (a Secret holding the token), with
+		// the second runner's token.
+		cfg := &corev1.Secret{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: tm.ns, Name: naming.For(tm.ns, "build").Config()}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		toml := string(cfg.Data["config.toml"])
+		if !strings.Contains(toml, tm.token) {
+			t.Fatalf("the managers' config.toml does not hold the runner's token")
+		}
+		create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-config"},
+			Data: map[string][]byte{"config.toml": []byte(strings.ReplaceAll(toml, tm.token, rn.Token))}})
 		ours := e.deployment(tm)
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-managers"}}
 		d.Spec = *ours.Spec.DeepCopy()
@@ -605,13 +617,15 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		for i := range d.Spec.Template.Spec.Containers {
 			d.Spec.Template.Spec.Containers[i].Lifecycle = nil
 		}
-		for i := range d.Spec.Template.Spec.InitContainers {
-			for j, env := range d.Spec.Template.Spec.InitContainers[i].Env {
-				if env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil {
-					d.Spec.Template.Spec.InitContainers[i].Env[j].ValueFrom.SecretKeyRef.Name = "sigterm-token"
-					d.Spec.Template.Spec.InitContainers[i].Env[j].ValueFrom.SecretKeyRef.Key = "token"
-				}
+		swapped := 0
+		for i, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == cfg.Name {
+				d.Spec.Template.Spec.Volumes[i].Secret.SecretName = "sigterm-config"
+				swapped++
 			}
+		}
+		if swapped != 1 {
+			t.Fatalf("the manager Deployment mounts its config Secret %s %d times, want once", cfg.Name, swapped)
 		}
 		create(t, e.c, d)
 		ctl := &team{ns: tm.ns, tag: "control-sigterm"}

@@ -31,14 +31,14 @@ const (
 	// gitlab-runner, so the manager Deployment's command starts it.
 	standinPath = "/usr/bin/gitlab-runner"
 	// busyboxPath is Debian's static busybox (busybox-static): the stand-in
-	// image's /bin/sh, sed, kill and sleep, which the manager pod's init
+	// image's /bin/sh, cp, kill and sleep, which the manager pod's init
 	// container and preStop hook run.
 	busyboxPath = "/bin/busybox"
 )
 
 // busyboxApplets are the commands the manager pod runs besides
 // gitlab-runner, and a few for a newcomer's kubectl exec.
-var busyboxApplets = []string{"sh", "sed", "kill", "sleep", "cat", "ls", "ps", "env"}
+var busyboxApplets = []string{"sh", "cp", "sed", "kill", "sleep", "cat", "ls", "ps", "env"}
 
 // builtImage is an image archive ready to import.
 type builtImage struct {

@@ -14,8 +14,8 @@ import (
 )
 
 // The stand-in image carries what the manager pod runs: gitlab-runner on
-// PATH for the container's command, and sh, sed, kill and sleep for the
-// init container's token substitution and the preStop drain.
+// PATH for the container's command, and sh, cp, kill and sleep for the
+// init container's copy of config.toml and the preStop drain.
 func TestImagesCarryWhatTheManagerPodRuns(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -75,7 +75,7 @@ func TestImagesCarryWhatTheManagerPodRuns(t *testing.T) {
 	if h := files[busyboxPath]; h == nil || h.Mode&0o111 == 0 {
 		t.Errorf("%s missing or not executable", busyboxPath)
 	}
-	for _, a := range []string{"sh", "sed", "kill", "sleep"} {
+	for _, a := range []string{"sh", "cp", "kill", "sleep"} {
 		if h := files["/bin/"+a]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
 			t.Errorf("/bin/%s is not a link to busybox: %+v", a, h)
 		}
