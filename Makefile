@@ -54,6 +54,14 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 build: ## the controller and the fleet CLI into bin/, version-stamped
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
+.PHONY: image
+image: ## OCI images of runnerset-controller, fleet and fleet-agent, no container engine: dist/images/<binary>/ (OCI layout) and <binary>.tar
+	go run ./hack/release --images-only --version $(VERSION) --commit $(COMMIT) --out dist
+
+.PHONY: release
+release: ## a release into dist/<version>: images, chart, manifests (hack/release.sh; VERSION=vX.Y.Z)
+	hack/release.sh $(VERSION)
+
 .PHONY: tools
 tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
 	hack/tools.sh envtest local pulumi >/dev/null
