@@ -39,6 +39,8 @@ var expr = map[string]string{
 	"affinity":          ".Values.affinity",
 	"podAnnotations":    ".Values.podAnnotations",
 	"logLevel":          ".Values.logLevel",
+	"smInterval":        ".Values.serviceMonitor.interval",
+	"smLabels":          ".Values.serviceMonitor.labels",
 }
 
 // A marker is @@kind:name@@ in a generated object:
@@ -49,6 +51,7 @@ var expr = map[string]string{
 //	block  a key's whole value:          key: {{- toYaml expr | nindent N }}
 //	with   an optional key's value:      {{- with expr }} key: {{- toYaml . | nindent N }} {{- end }}
 //	withq  an optional string value:     {{- with expr }} key: {{ . | quote }} {{- end }}
+//	merge  a line of a map:              {{- with expr }} {{- toYaml . | nindent N }} {{- end }}
 func marker(kind, name string) string {
 	if _, ok := expr[name]; !ok {
 		panic("charts: no expression for marker " + name)
@@ -57,7 +60,7 @@ func marker(kind, name string) string {
 }
 
 var (
-	lineMarker   = regexp.MustCompile(`^(\s*)(- )?([A-Za-z]+): ['"]?@@(block|with|withq):(\w+)@@['"]?$`)
+	lineMarker   = regexp.MustCompile(`^(\s*)(- )?([A-Za-z.\-/]+): ['"]?@@(block|with|withq|merge):(\w+)@@['"]?$`)
 	quotedMarker = regexp.MustCompile(`['"]?@@(q|i):(\w+)@@['"]?`)
 	innerMarker  = regexp.MustCompile(`@@in:(\w+)@@`)
 	leftMarker   = regexp.MustCompile(`@@\w+:\w+@@`)
@@ -78,6 +81,8 @@ func template(y []byte) (string, error) {
 				out = append(out, fmt.Sprintf("%s{{- with %s }}", pad, e), fmt.Sprintf("%s%s: {{- toYaml . | nindent %d }}", pad, key, n), pad+"{{- end }}")
 			case "withq":
 				out = append(out, fmt.Sprintf("%s{{- with %s }}", pad, e), fmt.Sprintf("%s%s: {{ . | quote }}", pad, key), pad+"{{- end }}")
+			case "merge":
+				out = append(out, fmt.Sprintf("%s{{- with %s }}", pad, e), fmt.Sprintf("%s{{- toYaml . | nindent %d }}", pad, len(pad)), pad+"{{- end }}")
 			}
 			continue
 		}
@@ -130,13 +135,16 @@ func set(u map[string]any, path string, v any) {
 // templates are the chart's templates, by file name.
 func templates() (map[string]string, error) {
 	o := install.Options{
-		Namespace:           marker("q", "namespace"),
-		Image:               marker("q", "image"),
-		ImagePullPolicy:     "IfNotPresent",
-		Replicas:            1,
-		LogLevel:            marker("in", "logLevel"),
-		PodDisruptionBudget: true,
-		Labels:              map[string]string{},
+		Namespace:              marker("q", "namespace"),
+		Image:                  marker("q", "image"),
+		ImagePullPolicy:        "IfNotPresent",
+		Replicas:               1,
+		LogLevel:               marker("in", "logLevel"),
+		PodDisruptionBudget:    true,
+		ServiceMonitor:         true,
+		ServiceMonitorInterval: marker("q", "smInterval"),
+		ServiceMonitorLabels:   map[string]string{"zz-merge": marker("merge", "smLabels")},
+		Labels:                 map[string]string{},
 	}
 	for k, v := range Labels("release", "service") {
 		switch v {
@@ -180,8 +188,11 @@ func templates() (map[string]string, error) {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 		name := strings.ToLower(kind) + ".yaml"
-		if kind == "PodDisruptionBudget" {
+		switch kind {
+		case "PodDisruptionBudget":
 			t = "{{- if .Values.podDisruptionBudget.enabled }}\n" + t + "{{- end }}\n"
+		case "ServiceMonitor":
+			t = "{{- if .Values.serviceMonitor.enabled }}\n" + t + "{{- end }}\n"
 		}
 		files[name] = header + t
 	}

@@ -71,6 +71,11 @@ var values = []value{
 	{"podDisruptionBudget", "A PodDisruptionBudget that lets node drains take one controller replica at a time.", object([]value{
 		{"enabled", "Create the PodDisruptionBudget.", map[string]any{"type": "boolean"}},
 	})},
+	{"serviceMonitor", "A Prometheus operator ServiceMonitor for the controller's metrics (needs the operator's CRDs).", object([]value{
+		{"enabled", "Create the ServiceMonitor.", map[string]any{"type": "boolean"}},
+		{"interval", "Scrape interval, a Prometheus duration.", map[string]any{"type": "string", "pattern": `^([0-9]+(ms|s|m|h))+$`}},
+		{"labels", "Labels your Prometheus selects ServiceMonitors by, for example release: kube-prometheus-stack.", stringMap()},
+	})},
 }
 
 // Schema is values.schema.json: every key typed, no key unknown.

@@ -55,6 +55,14 @@ type Values struct {
 	PodAnnotations      map[string]string           `json:"podAnnotations"`
 	LogLevel            string                      `json:"logLevel"`
 	PodDisruptionBudget Toggle                      `json:"podDisruptionBudget"`
+	ServiceMonitor      ServiceMonitor              `json:"serviceMonitor"`
+}
+
+// ServiceMonitor is the Prometheus operator's scrape of the metrics Service.
+type ServiceMonitor struct {
+	Enabled  bool              `json:"enabled"`
+	Interval string            `json:"interval"`
+	Labels   map[string]string `json:"labels"`
 }
 
 // Image is the controller's image.
@@ -82,6 +90,7 @@ func DefaultValues() Values {
 		PodAnnotations:      map[string]string{},
 		LogLevel:            d.LogLevel,
 		PodDisruptionBudget: Toggle{Enabled: d.PodDisruptionBudget},
+		ServiceMonitor:      ServiceMonitor{Interval: d.ServiceMonitorInterval, Labels: map[string]string{}},
 	}
 }
 
@@ -119,6 +128,10 @@ func (v Values) Options(release, namespace string) install.Options {
 	}
 	if len(v.PodAnnotations) > 0 {
 		o.PodAnnotations = maps.Clone(v.PodAnnotations)
+	}
+	o.ServiceMonitor, o.ServiceMonitorInterval = v.ServiceMonitor.Enabled, v.ServiceMonitor.Interval
+	if len(v.ServiceMonitor.Labels) > 0 {
+		o.ServiceMonitorLabels = maps.Clone(v.ServiceMonitor.Labels)
 	}
 	return o
 }

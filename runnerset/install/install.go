@@ -17,6 +17,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -63,6 +65,12 @@ type Options struct {
 	// Labels are added to every object (the installer's: managed-by,
 	// instance, stack).
 	Labels map[string]string
+	// ServiceMonitor has the Prometheus operator scrape the metrics Service
+	// every ServiceMonitorInterval; ServiceMonitorLabels are what its
+	// Prometheus selects ServiceMonitors by (release: kube-prometheus-stack).
+	ServiceMonitor         bool
+	ServiceMonitorInterval string
+	ServiceMonitorLabels   map[string]string
 }
 
 // Defaults are the options of a release: the release's image, two replicas
@@ -77,9 +85,10 @@ func Defaults() Options {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 		},
-		PriorityClassName:   "system-cluster-critical",
-		LogLevel:            "info",
-		PodDisruptionBudget: true,
+		PriorityClassName:      "system-cluster-critical",
+		LogLevel:               "info",
+		PodDisruptionBudget:    true,
+		ServiceMonitorInterval: "30s",
 	}
 }
 
@@ -156,6 +165,9 @@ func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
 	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), Deployment(o), Service(o)}
 	if o.PodDisruptionBudget {
 		out = append(out, PodDisruptionBudget(o))
+	}
+	if o.ServiceMonitor {
+		out = append(out, ServiceMonitor(o))
 	}
 	return out
 }
@@ -278,4 +290,34 @@ func Service(o Options) *corev1.Service {
 			Ports:    []corev1.ServicePort{{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
 		},
 	}
+}
+
+// ServiceMonitorGVK is the Prometheus operator's ServiceMonitor.
+var ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+// ServiceMonitor has the Prometheus operator scrape the metrics Service. It
+// is unstructured: the operator's Go module is not worth its weight for one
+// object; the tests check it against the operator's CRD.
+func ServiceMonitor(o Options) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"selector":  map[string]any{"matchLabels": toAny(Selector())},
+			"endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": o.ServiceMonitorInterval}},
+		},
+	}}
+	u.SetGroupVersionKind(ServiceMonitorGVK)
+	u.SetNamespace(o.Namespace)
+	u.SetName(Name)
+	l := o.labels()
+	maps.Copy(l, o.ServiceMonitorLabels)
+	u.SetLabels(l)
+	return u
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
