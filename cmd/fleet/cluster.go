@@ -177,9 +177,8 @@ func (s *clusterStack) labels() map[string]string {
 // cluster already (for tokens the stack config keeps encrypted).
 func (s *clusterStack) plan(v *stackValues, image string, existing func(ns, name string) bool) ([]client.Object, error) {
 	f := v.fleet
-	if f.Platform != stackconfig.PlatformLocal {
-		return nil, fmt.Errorf("stack %s is on platform %s, whose RunnerClass names what its platform creates (the node role and cache bucket on eks, the team identities on eks and gke): install its controller with fleet up --kubeconfig on a local-platform stack config, the chart or the manifests, and apply a RunnerClass written for your cluster (examples/%s/runnerclass.yaml); or create the whole platform with pulumi up --stack %s",
-			s.name, f.Platform, map[stackconfig.Platform]string{stackconfig.PlatformEKS: "eks", stackconfig.PlatformGKE: "gke"}[f.Platform], s.name)
+	if err := s.supported(v); err != nil {
+		return nil, err
 	}
 	var out []client.Object
 	defs, err := crds.CRDs()
@@ -246,6 +245,17 @@ func (s *clusterStack) plan(v *stackValues, image string, existing func(ns, name
 		return nil, errors.New(strings.Join(missing, "\n"))
 	}
 	return out, nil
+}
+
+// supported refuses stacks whose RunnerClass needs what only their platform
+// creates.
+func (s *clusterStack) supported(v *stackValues) error {
+	f := v.fleet
+	if f.Platform != stackconfig.PlatformLocal {
+		return fmt.Errorf("stack %s is on platform %s, whose RunnerClass names what its platform creates (the node role and cache bucket on eks, the team identities on eks and gke): install its controller with fleet up --kubeconfig on a local-platform stack config, the chart or the manifests, and apply a RunnerClass written for your cluster (examples/%s/runnerclass.yaml); or create the whole platform with pulumi up --stack %s",
+			s.name, f.Platform, map[stackconfig.Platform]string{stackconfig.PlatformEKS: "eks", stackconfig.PlatformGKE: "gke"}[f.Platform], s.name)
+	}
+	return nil
 }
 
 // resourceOf maps an object to its API resource: runnerfleet's kinds from
@@ -396,6 +406,9 @@ func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
 	v, err := parseStack(s.name, s.config)
 	if err != nil {
+		return err
+	}
+	if err := s.supported(v); err != nil {
 		return err
 	}
 	_, c, err := s.connect(ctx)

@@ -179,6 +179,12 @@ func TestUpKubeconfigRefusesUnreachableAndForbiddenClusters(t *testing.T) {
 
 func TestUnknownStackListsTheStacks(t *testing.T) {
 	var out, errOut bytes.Buffer
+	// A cloud stack's RunnerClass names what its platform creates: refused
+	// before fleet touches the cluster.
+	err0 := run(context.Background(), []string{"up", "--stack", "eks-dev", "--kubeconfig", "/nonexistent"}, &out, &errOut)
+	if err0 == nil || !strings.Contains(err0.Error(), "platform eks") || !strings.Contains(err0.Error(), "examples/eks/runnerclass.yaml") {
+		t.Errorf("fleet up --stack eks-dev --kubeconfig: %v", err0)
+	}
 	err := run(context.Background(), []string{"status", "--stack", "prod"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), `no stack "prod"`) || !strings.Contains(err.Error(), "eks-dev, gke-shared, local") {
 		t.Errorf("fleet status --stack prod: %v", err)
