@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,7 +58,7 @@ func TestInstallPathsOnTheLocalControlPlane(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = localcluster.DownWithTimeout(context.Background(), state, 10*time.Second, nil) })
+			t.Cleanup(func() { _ = localcluster.DownWithTimeout(context.Background(), state, 10*time.Second, io.Discard) })
 			start := time.Now()
 			var sets []client.ObjectKey
 			switch path {
