@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
 const stackLocal = "local"
@@ -31,16 +31,22 @@ const stackLocal = "local"
 type localStack struct {
 	root           string // the runnerfleet checkout, "" when fleet runs outside one
 	dir            string // the state directory
+	config         string // --config
 	stdout, stderr io.Writer
 }
 
 func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
-	s := &localStack{root: repoRoot(), dir: c.stateDir, stdout: stdout, stderr: stderr}
+	s := &localStack{root: repoRoot(), dir: c.stateDir, config: c.config, stdout: stdout, stderr: stderr}
 	if s.dir == "" {
-		if s.root == "" {
-			return nil, errors.New("no runnerfleet checkout above the working directory: run fleet inside one, or give --state-dir")
+		if s.root != "" {
+			s.dir = filepath.Join(s.root, ".local", stackLocal)
+		} else {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, fmt.Errorf("no state directory: give --state-dir (%w)", err)
+			}
+			s.dir = filepath.Join(home, ".local", "state", "runnerfleet", stackLocal)
 		}
-		s.dir = filepath.Join(s.root, ".local", stackLocal)
 	}
 	abs, err := filepath.Abs(s.dir)
 	if err != nil {
@@ -52,12 +58,9 @@ func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
 
 func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
-	stackFile := o.config
-	if stackFile == "" {
-		if s.root == "" {
-			return errors.New("no stack config: run fleet in a runnerfleet checkout, or give --config stacks/Pulumi.local.yaml")
-		}
-		stackFile = filepath.Join(s.root, "stacks", "Pulumi."+stackLocal+".yaml")
+	stackFile, err := s.stackFile()
+	if err != nil {
+		return err
 	}
 	tools, err := pulumiTools(ctx, s.root, s.stderr)
 	if err != nil {
@@ -114,7 +117,27 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 		s.waitPicked(ctx, 30*time.Second)
 	}
 	fmt.Fprintf(s.stderr, "The local stack is up (%.1fs)\n\n", time.Since(start).Seconds())
-	return s.Status(ctx)
+	return s.Status(ctx, statusOptions{output: "table"})
+}
+
+// stackFile is --config, else the checkout's stacks/Pulumi.local.yaml, else
+// the one compiled into fleet, written into the state directory.
+func (s *localStack) stackFile() (string, error) {
+	if s.config != "" {
+		return s.config, nil
+	}
+	if s.root != "" {
+		return filepath.Join(s.root, "stacks", "Pulumi."+stackLocal+".yaml"), nil
+	}
+	b, err := stacks.Config(stackLocal)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(s.dir, "Pulumi."+stackLocal+".yaml")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, b, 0o600)
 }
 
 func (s *localStack) program(tools, stackFile, kubeconfig string) *program {
@@ -251,43 +274,56 @@ func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, ke
 	}
 }
 
-func (s *localStack) Status(ctx context.Context) error {
+func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 	st, err := localcluster.Status(ctx, s.dir)
 	if err != nil {
 		return err
 	}
-	w := s.stdout
+	rep := statusReport{Stack: stackLocal, Up: st.Ready, RunnerSets: []runnerSetRow{}}
 	if st.Ready {
 		cl, err := localcluster.Open(ctx, s.dir)
 		if err != nil {
 			return err
 		}
-		if err := printRunnerSets(ctx, w, cl.Client); err != nil {
+		if rep.RunnerSets, err = runnerSetRows(ctx, cl.Client); err != nil {
+			return err
+		}
+		if rep.Nodes, err = countNodes(ctx, cl.Client); err != nil {
+			return err
+		}
+		rep.Kubeconfig = st.Kubeconfig
+	}
+	for _, p := range st.Processes {
+		rep.Processes = append(rep.Processes, processRow{Name: p.Name, Running: p.PID != 0, PID: p.PID, Endpoint: p.Endpoint, Log: p.Log})
+	}
+	if o.output == "json" {
+		return printJSON(s.stdout, rep)
+	}
+	w := s.stdout
+	if st.Ready {
+		printRunnerSetTable(w, rep.RunnerSets)
+		cl, err := localcluster.Open(ctx, s.dir)
+		if err != nil {
 			return err
 		}
 		if err := printManagers(ctx, w, cl.Client); err != nil {
 			return err
 		}
 		s.printJobs(ctx, w)
-		if err := printNodes(ctx, w, cl.Client); err != nil {
-			return err
-		}
+		fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n",
+			rep.Nodes.Total, rep.Nodes.Ready, rep.Nodes.realNode(), rep.Nodes.kwok())
 	} else {
 		fmt.Fprintf(w, "The local stack is down (%v): start it with fleet up --stack local\n", st.Err)
 	}
 	fmt.Fprintf(w, "\nControl plane (%s)\n", st.Dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tSTATE\tPID\tENDPOINT\tLOG")
-	for _, p := range st.Processes {
+	for _, p := range rep.Processes {
 		state, pid := "stopped", "-"
-		if p.PID != 0 {
+		if p.Running {
 			state, pid = "running", fmt.Sprint(p.PID)
 		}
-		endpoint := p.Endpoint
-		if endpoint == "" {
-			endpoint = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, pid, endpoint, p.Log)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, pid, dash(p.Endpoint), p.Log)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -298,61 +334,25 @@ func (s *localStack) Status(ctx context.Context) error {
 	return nil
 }
 
-// printRunnerSets prints the RunnerSets of every namespace with the columns
-// of `kubectl get runnersets -A -o wide`.
-func printRunnerSets(ctx context.Context, w io.Writer, c client.Client) error {
-	list := &v1alpha1.RunnerSetList{}
-	if err := c.List(ctx, list); err != nil {
-		return fmt.Errorf("listing RunnerSets: %w", err)
-	}
-	if len(list.Items) == 0 {
-		fmt.Fprintln(w, "No RunnerSets: add a team to stacks/Pulumi.local.yaml and run fleet up again")
-		return nil
-	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := list.Items[i], list.Items[j]
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tTAGS\tCLASS\tREADY\tMANAGERS\tREASON\tAGE")
-	for _, rs := range list.Items {
-		ready, reason := "Unknown", "-"
-		if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-			ready, reason = string(c.Status), c.Reason
-		}
-		managers := rs.Status.Managers
-		if managers == "" {
-			managers = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rs.Namespace, rs.Name, strings.Join(rs.Spec.Tags, ","),
-			rs.Spec.ClassName, ready, managers, reason, age(rs.CreationTimestamp.Time))
-	}
-	return tw.Flush()
-}
-
-func printNodes(ctx context.Context, w io.Writer, c client.Client) error {
+func countNodes(ctx context.Context, c client.Client) (*nodeCount, error) {
 	nodes := &corev1.NodeList{}
 	if err := c.List(ctx, nodes); err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	ready, fake := 0, 0
-	real := "no real node"
-	for _, n := range nodes.Items {
-		isReady := false
-		for _, cond := range n.Status.Conditions {
+	n := &nodeCount{Total: len(nodes.Items)}
+	for _, node := range nodes.Items {
+		ready := false
+		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				isReady = true
-				ready++
+				ready = true
+				n.Ready++
 			}
 		}
-		if n.Name == localcluster.NodeName {
-			real = fmt.Sprintf("%s (containerd + kubelet on this machine, Ready=%v): managers run there as real containers", n.Name, isReady)
-		} else {
-			fake++
+		if node.Name == localcluster.NodeName {
+			n.Real, n.RealReady = node.Name, ready
 		}
 	}
-	fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n", len(nodes.Items), ready, real, fake)
-	return nil
+	return n, nil
 }
 
 // printManagers lists the manager pods and where they run.
