@@ -18,6 +18,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -266,7 +267,7 @@ func (gp *groupPlan) config(m *managerPlan, bucket string) (string, error) {
 	if g.CacheBucket == "" {
 		g.CacheBucket = bucket
 	}
-	c, err := g.Config()
+	c, err := g.ConfigFor(m.name)
 	if err != nil {
 		return "", err
 	}
@@ -308,10 +309,15 @@ set -euo pipefail
 dir="${CONFIG_PATH_FOR_INIT:-%s}"
 token="${CI_SERVER_TOKEN:?the runner token Secret has no runner-token}"
 umask 077
-sed "s|%s|${token}|" > "${dir%%/}/config.toml.runnerfleet" <<'%s'
+# The VMs this pod creates carry its name (a pod's hostname, which bash
+# sets from the kernel if the environment has none) as their manager's
+# incarnation: its docker+machine state lives and dies with the pod, and
+# fleet gc finds the VMs of a pod that is gone.
+incarnation="$(printf %%s "${HOSTNAME:?the pod has no hostname}" | tr 'A-Z' 'a-z')"
+sed -e "s|%s|${token}|" -e "s|%s|${incarnation}|" > "${dir%%/}/config.toml.runnerfleet" <<'%s'
 %s%s
 mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
-`, ConfigPathFallback, runnerconfig.TokenPlaceholder, configDelimiter, configTOML, configDelimiter)
+`, ConfigPathFallback, runnerconfig.TokenPlaceholder, vmfleet.IncarnationPlaceholder, configDelimiter, configTOML, configDelimiter)
 	if fleeting {
 		b.WriteString(`gitlab-runner fleeting --config "${dir%/}/config.toml" install
 `)
@@ -373,6 +379,11 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 		"sessionServer":  map[string]any{"enabled": false},
 		"rbac":           map[string]any{"create": false},
 		"serviceAccount": map[string]any{"create": false, "name": gp.serviceAccount.Name},
+		// fleet gc finds the manager by this label (a release scaled to
+		// zero has a Deployment and no pod).
+		"deploymentLabels": map[string]any{vmfleet.PodLabelManager: m.name},
+		// fleet gc refuses a grace shorter than this.
+		"podAnnotations": map[string]any{vmfleet.AnnotationIdleTime: gp.group.LongestIdleTime().String()},
 		"podLabels": map[string]any{
 			shared.LabelManagerPod:         gp.manager,
 			LabelRelease:                   m.name,

@@ -1,6 +1,8 @@
 package sharedfleet
 
 import (
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+
 	"context"
 	"fmt"
 	"os"
@@ -284,7 +286,11 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
 		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
-		`"google-label=runnerfleet-manager:production-linux"`, `"google-label=runnerfleet-fleet:production"`,
+		// Each manager's VMs carry its own name and the incarnation the
+		// start script fills in.
+		`"google-label=runnerfleet-manager:production-linux-1"`, `"google-label=runnerfleet-fleet:production"`,
+		`"google-label=runnerfleet-manager-group:linux"`, `"google-label=runnerfleet-incarnation:` + vmfleet.IncarnationPlaceholder + `"`,
+		`MachineName = "production-linux-1-%s"`,
 		`IdleCount = 10`, `IdleTime = 1800`, `MaxBuilds = 1`, `Periods = ["* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"]`,
 		`Timezone = "Europe/Berlin"`, `Type = "gcs"`, `BucketName = "` + cacheBucket + `"`,
 		`advertise_address = "production-linux-1.terminals.ci.example.com:443"`, `listen_address = "0.0.0.0:8093"`,
@@ -632,13 +638,14 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 // run without a token.
 func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
 	dir := t.TempDir()
-	cfg := "concurrent = 1\n[[runners]]\n  token = \"" + runnerconfig.TokenPlaceholder + "\"\n"
+	cfg := "concurrent = 1\n[[runners]]\n  token = \"" + runnerconfig.TokenPlaceholder + "\"\n" +
+		"  MachineOptions = [\"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder + "\"]\n"
 	script := StartScript(cfg, false)
 	path := filepath.Join(dir, "pre-entrypoint-script")
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-abc_DEF.123-xyz")
+	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-abc_DEF.123-xyz", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, sh)
 	}
@@ -646,13 +653,17 @@ func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Replace(cfg, runnerconfig.TokenPlaceholder, "glrt-abc_DEF.123-xyz", 1); string(b) != want {
+	// The pod's name is the incarnation its VMs carry (a GCE label value:
+	// lower case).
+	want := strings.Replace(cfg, runnerconfig.TokenPlaceholder, "glrt-abc_DEF.123-xyz", 1)
+	want = strings.Replace(want, vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q"), 1)
+	if string(b) != want {
 		t.Errorf("config.toml:\n%s\nwant:\n%s", b, want)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("config.toml mode %v (%v), want 0600", fi.Mode(), err)
 	}
-	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
+	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "HOSTNAME=p"); err == nil {
 		t.Errorf("the script ran without a token:\n%s", out)
 	}
 }

@@ -64,7 +64,11 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		RelabelConfigs: []prometheus.RelabelConfig{
 			{SourceLabels: []string{"__meta_gce_instance_status"}, Regex: "RUNNING", Action: "keep"},
 			{SourceLabels: []string{"__meta_gce_instance_name"}, TargetLabel: "instance"},
-			{SourceLabels: []string{"__meta_gce_label_" + strings.ReplaceAll(vmfleet.LabelManager, "-", "_")}, TargetLabel: "manager"},
+			// manager is the group's, as the managers' job has it:
+			// <fleet>-<group> (ManagerName); the VM's own manager is
+			// vm_manager.
+			{SourceLabels: []string{gceLabel(vmfleet.LabelFleet), gceLabel(vmfleet.LabelManagerGroup)}, Separator: "-", TargetLabel: "manager"},
+			{SourceLabels: []string{gceLabel(vmfleet.LabelManager)}, TargetLabel: "vm_manager"},
 		},
 	}
 	zones := f.zones()
@@ -72,7 +76,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		for _, z := range zones[project] {
 			vms.GCESDConfigs = append(vms.GCESDConfigs, prometheus.GCESDConfig{
 				Project: project, Zone: z, Port: NodeExporterPort, RefreshInterval: "60s",
-				Filter: fmt.Sprintf(`labels.runnerfleet-fleet = "%s"`, f.Name),
+				Filter: fmt.Sprintf(`labels.%s = "%s"`, vmfleet.LabelFleet, f.Name),
 			})
 		}
 	}
@@ -82,6 +86,9 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms},
 	}
 }
+
+// gceLabel is the GCE service discovery meta label of a VM label.
+func gceLabel(l string) string { return "__meta_gce_label_" + strings.ReplaceAll(l, "-", "_") }
 
 // RecordingRules pre-aggregate what the central Prometheus federates: small
 // series per fleet and manager instead of every VM's.
