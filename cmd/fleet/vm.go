@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/api/option"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -194,6 +197,8 @@ type gcFlags struct {
 	context    string
 	namespaces listFlag
 	output     string
+	// eventCronJob names the CronJob the result is recorded on as an Event.
+	eventCronJob string
 }
 
 func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -217,6 +222,7 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&g.Keep, "keep", 3, "newest images of each family to keep")
 	fs.BoolVar(&g.Apply, "apply", false, "delete what was found; without it, fleet gc only shows it")
 	fs.StringVar(&gf.output, "o", "table", "output: table or json")
+	fs.StringVar(&gf.eventCronJob, "event-cronjob", "", "record the result as an Event on this CronJob in --namespace (needs --source kubernetes and one --namespace)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -235,6 +241,10 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	g.Compute = c
+	if gf.eventCronJob != "" && (len(gf.namespaces) != 1 || !slices.Contains(gf.sources, vmfleet.HostKubernetes)) {
+		return fmt.Errorf("--event-cronjob %s needs --source %s and exactly one --namespace, the CronJob's", gf.eventCronJob, vmfleet.HostKubernetes)
+	}
+	var kube *vmfleet.KubeSource
 	seen := map[string]bool{}
 	for _, src := range gf.sources {
 		if seen[src] {
@@ -249,12 +259,18 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
+			kube = ks
 			g.Sources = append(g.Sources, ks)
 		default:
 			return fmt.Errorf("--source %q is not %s or %s", src, vmfleet.HostKubernetes, vmfleet.HostVM)
 		}
 	}
 	plan, err := g.Run(ctx)
+	if gf.eventCronJob != "" {
+		if eerr := recordEvent(ctx, kube, gf.namespaces[0], gf.eventCronJob, plan, err); eerr != nil {
+			fmt.Fprintf(stderr, "fleet gc: recording the result on CronJob %s: %v\n", gf.eventCronJob, eerr)
+		}
+	}
 	if errors.Is(err, vmfleet.ErrSourceUnavailable) {
 		return fmt.Errorf("fleet gc --apply refused: %w (fix the source, e.g. --kubeconfig/--context, or rerun without --apply to see the plan)", err)
 	}
@@ -270,6 +286,39 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return err
+}
+
+// recordEvent records gc's result as an Event on the CronJob that ran it:
+// Normal GarbageCollected, or Warning OrphanedVMs (orphans it could not
+// delete) or GCFailed.
+func recordEvent(ctx context.Context, ks *vmfleet.KubeSource, ns, cronJob string, plan vmfleet.Plan, runErr error) error {
+	w, ok := ks.Client.(client.Writer)
+	if !ok {
+		return errors.New("the cluster client cannot write")
+	}
+	deleted := 0
+	for _, r := range plan.Rows {
+		if r.Deleted {
+			deleted++
+		}
+	}
+	typ, reason := corev1.EventTypeNormal, "GarbageCollected"
+	msg := fmt.Sprintf("%d autoscaled VMs judged: %d deleted, %d orphans left (%d busy or unproven idle, %d waiting for the grace), %d unknown", len(plan.Rows), deleted, plan.Orphans(),
+		plan.Count(vmfleet.VerdictBusy), plan.Count(vmfleet.VerdictNoted)+plan.Count(vmfleet.VerdictWaiting), plan.Count(vmfleet.VerdictUnknown))
+	switch {
+	case runErr != nil:
+		typ, reason, msg = corev1.EventTypeWarning, "GCFailed", runErr.Error()
+	case plan.Count(vmfleet.VerdictBusy)+plan.Count(vmfleet.VerdictDeleteFail) > 0:
+		typ, reason = corev1.EventTypeWarning, "OrphanedVMs"
+	}
+	now := metav1.Now()
+	return w.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: cronJob + "-", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "batch/v1", Kind: "CronJob", Name: cronJob, Namespace: ns},
+		Type:           typ, Reason: reason, Message: msg,
+		Source:         corev1.EventSource{Component: "fleet-gc"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	})
 }
 
 // kubeSource opens the cluster of --kubeconfig/--context (or the pod's).

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 
@@ -243,9 +244,14 @@ func TestFleetGCLearnsKubernetesManagersFromTheCluster(t *testing.T) {
 	if err == nil || !strings.Contains(out+err.Error(), "--grace 10m0s is below manager production-linux-0's IdleTime 30m0s") || srv.Calls("TerminateInstances") != 0 {
 		t.Fatalf("a grace below the IdleTime: %v\n%s", err, out)
 	}
-	out, err = fleetCmd(t, append(args, "-o", "json")...)
+	out, err = fleetCmd(t, append(args, "-o", "json", "--event-cronjob", "production-gc")...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	var events corev1.EventList
+	if err := env.Client.List(ctx, &events, client.InNamespace("production")); err != nil || len(events.Items) != 1 ||
+		events.Items[0].InvolvedObject.Name != "production-gc" || events.Items[0].Reason != "GarbageCollected" || !strings.Contains(events.Items[0].Message, "2 deleted") {
+		t.Errorf("events %+v, %v", events.Items, err)
 	}
 	var plan vmfleet.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
@@ -260,5 +266,32 @@ func TestFleetGCLearnsKubernetesManagersFromTheCluster(t *testing.T) {
 	}
 	if got["of-the-pod"] != vmfleet.VerdictOwned || got["of-an-earlier-pod"] != "deleted" || got["of-a-gone-manager"] != "deleted" {
 		t.Errorf("verdicts %v\n%s", got, out)
+	}
+}
+
+// fleet takes AWS credentials the way the AWS CLI does: here from a
+// shared config profile, with nothing in the environment.
+func TestFleetUsesAnAWSProfile(t *testing.T) {
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	if err := os.WriteFile(cfg, []byte("[profile ci]\nregion = "+srv.Region()+"\naws_access_key_id = AKIAPROFILECI0000000\naws_secret_access_key = profile-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	out, err := fleetCmd(t, "gc", "--provider", "ec2", "--profile", "ci", "--endpoint", srv.URL(), "--source", "vm")
+	if err != nil || srv.AccessKeys()["AKIAPROFILECI0000000"] == 0 {
+		t.Fatalf("%v, keys %v\n%s", err, srv.AccessKeys(), out)
+	}
+	// Without the profile there are no credentials at all: a clear refusal.
+	out, err = fleetCmd(t, "gc", "--provider", "ec2", "--region", srv.Region(), "--endpoint", srv.URL(), "--source", "vm")
+	if err == nil || !strings.Contains(err.Error(), "no usable credentials") {
+		t.Fatalf("without credentials: %v\n%s", err, out)
 	}
 }

@@ -33,6 +33,7 @@ type fleetPlan struct {
 	// monitoring is the fleet as its Prometheus sees it.
 	monitoring shared.Fleet
 	prometheus *prometheusPlan
+	gc         *gcPlan
 }
 
 // groupPlan is one manager group.
@@ -105,6 +106,9 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	p.prometheus = prom
+	if p.gc, err = planGC(p, f.Controller.Image); err != nil {
+		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
+	}
 	return p, nil
 }
 

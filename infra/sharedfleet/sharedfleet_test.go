@@ -675,3 +675,48 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// Each fleet runs fleet gc --apply every 15 minutes as its own
+// ServiceAccount, which may only list the managers' pods and Deployments
+// and record Events in the fleet's namespace; its grace covers the
+// longest IdleTime of the fleet's managers.
+func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
+	m := deployedStack(t)
+	for _, fleet := range []string{"production", "staging"} {
+		name := GCName(fleet)
+		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
+		if str(t, cj, "spec.schedule") != GCSchedule || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
+			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
+		}
+		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
+		if pod["serviceAccountName"].StringValue() != name {
+			t.Errorf("%s: runs as %v", fleet, pod["serviceAccountName"])
+		}
+		args := gcArgs(pod)
+		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce "} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %q lack %q", fleet, args, want)
+			}
+		}
+		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
+		for _, r := range role.Inputs["rules"].ArrayValue() {
+			for _, v := range r.ObjectValue()["verbs"].ArrayValue() {
+				if v.StringValue() != "list" && v.StringValue() != "create" {
+					t.Errorf("%s: the gc Role grants %s", fleet, v.StringValue())
+				}
+			}
+		}
+	}
+	prod := gcArgs(object(t, m.Get(t, "kubernetes:batch/v1:CronJob", "shared-production-gc"), "spec.jobTemplate.spec.template.spec"))
+	if !strings.Contains(prod, " --grace 1h0m0s ") {
+		t.Errorf("production's grace: args %s, want 1h0m0s (its longest IdleTime, 30m, plus 30m)", prod)
+	}
+}
+
+func gcArgs(pod resource.PropertyMap) string {
+	var args []string
+	for _, a := range pod["containers"].ArrayValue()[0].ObjectValue()["args"].ArrayValue() {
+		args = append(args, a.StringValue())
+	}
+	return " " + strings.Join(args, " ") + " "
+}
