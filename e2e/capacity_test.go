@@ -319,12 +319,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // configOf reads back the config.toml the controller wrote for rs.
 func configOf(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) runnerconfig.Config {
 	t.Helper()
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Config()}, cm); err != nil {
+	sec := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Config()}, sec); err != nil {
 		t.Fatal(err)
 	}
 	var cfg runnerconfig.Config
-	if _, err := toml.Decode(cm.Data[resources.ConfigKey], &cfg); err != nil {
+	if _, err := toml.Decode(string(sec.Data[resources.ConfigKey]), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -21,7 +21,6 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
-	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // ControllerName is the controller's ServiceAccount, ClusterRole and
@@ -192,38 +191,16 @@ func RunnerClass(f *stackconfig.Fleet, c *Cluster) *v1alpha1.RunnerClass {
 
 // TokenSecretName is the Secret a team's runner token from the stack
 // config is written to.
-func TokenSecretName(t stackconfig.Team) string { return naming.Join(t.Name, "gitlab-token") }
+func TokenSecretName(t stackconfig.Team) string { return t.TokenSecretName() }
 
 // APITokenSecretName is the Secret a team's GitLab API token is written to.
-func APITokenSecretName(t stackconfig.Team) string { return naming.Join(t.Name, "gitlab-api-token") }
+func APITokenSecretName(t stackconfig.Team) string { return t.APITokenSecretName() }
 
 // RunnerSet is a team's RunnerSet, without what is known only at deploy
-// time (the job identity, set by the program).
+// time (the job identity, set by the program): the stack config validated
+// this very object against the RunnerSet CRD.
 func RunnerSet(t stackconfig.Team, className string) *v1alpha1.RunnerSet {
-	rs := &v1alpha1.RunnerSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RunnerSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name},
-		Spec: v1alpha1.RunnerSetSpec{
-			ClassName: className,
-			Tags:      t.Tags,
-			Managers:  t.Managers,
-			Jobs:      v1alpha1.JobSpec{Image: t.Jobs.Image, Privileged: t.Jobs.Privileged, Resources: t.Jobs.Resources},
-			Capacity:  t.Capacity,
-		},
-	}
-	switch {
-	case t.TokenConfigKey != "":
-		rs.Spec.GitLab.TokenSecretRef = &v1alpha1.SecretKeyRef{Name: TokenSecretName(t), Key: "token"}
-	case t.TokenSecretRef != nil:
-		rs.Spec.GitLab.TokenSecretRef = t.TokenSecretRef
-	case t.Runner != nil:
-		r := *t.Runner
-		if t.APITokenConfigKey != "" {
-			r.APITokenSecretRef = v1alpha1.SecretKeyRef{Name: APITokenSecretName(t), Key: "token"}
-		}
-		rs.Spec.GitLab.Runner = &r
-	}
-	return rs
+	return t.RunnerSet(className, TokenSecretName(t), APITokenSecretName(t))
 }
 
 func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.Fleet, c *Cluster, secrets map[string]pulumi.StringOutput,

@@ -50,12 +50,13 @@
 // defaults (executor kubernetes, request_concurrency 1, …), and writes the
 // global section from other values: the [session_server], listen_address or
 // shutdown_timeout of a template never arrive. So runners.config carries the
-// whole rendered file for the registration step, and the chart's
-// preEntrypointScript, which runs after it, writes the rendered file over
-// the registered one, putting in the token from the chart's runner Secret
-// (runners.secret, a Secret this package declares from a stack config
-// secret). docker-autoscaler managers then install their fleeting plugin.
-// The token is never in the release's values.
+// whole rendered file (with a placeholder token) for the registration step,
+// and the chart's preEntrypointScript, which runs after it, copies the
+// rendered file over the registered one from a config Secret per manager
+// that this package declares: config.toml with the token put in by the
+// TOML encoder (never by sed or a template), mounted through the chart's
+// secrets value. docker-autoscaler managers then install their fleeting
+// plugin. The token is never in the release's values.
 //
 // # Web terminal
 //
@@ -198,7 +199,7 @@ func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.St
 			case err != nil:
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s", path, key, key, ctx.Stack()))
 			case !tokenFormat.MatchString(v):
-				// The managers' start script substitutes it into config.toml.
+				// Nothing else is a runner token; config.toml gets it TOML-encoded.
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…)", path, key))
 			default:
 				out[key] = pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)

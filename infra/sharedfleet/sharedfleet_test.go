@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,15 +241,49 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 	}
 }
 
-// configOf returns the config.toml a manager runs.
-func configOf(t *testing.T, r infratest.Resource) string {
+// configOf returns the config.toml a manager runs, with its token, from the
+// config Secret its release mounts, and checks that it is runners.config
+// with only the token put in.
+func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	t.Helper()
 	c := str(t, r, "values.runners.config")
 	script := str(t, r, "values.preEntrypointScript")
-	if !strings.Contains(script, "<<'"+configDelimiter+"'\n"+c+configDelimiter+"\n") {
-		t.Errorf("%s: the start script does not write the config.toml of runners.config:\n%s", r.Name, script)
+	// The one edit allowed: the pod's name for the incarnation placeholder
+	// (a constant expression; the token is in no command line).
+	copyCmd := `sed "s|` + vmfleet.IncarnationPlaceholder + `|${incarnation}|g" ` + chartSecretsDir + ConfigSecretFile + " > "
+	if !strings.Contains(script, copyCmd) || strings.Count(script, "sed") != 1 || strings.Contains(script, "TOKEN") {
+		t.Errorf("%s: the start script does not copy the config Secret's config.toml as it is:\n%s", r.Name, script)
 	}
-	return c
+	s := m.Get(t, tokSecret, r.Name+"-config")
+	if name := str(t, s, "metadata.name"); name != ConfigSecretName(str(t, r, "values.fullnameOverride")) {
+		t.Errorf("%s: config Secret %s", r.Name, name)
+	}
+	if d := s.Inputs["stringData"]; !d.IsObject() || !d.ObjectValue()[ConfigSecretKey].ContainsSecrets() {
+		t.Errorf("%s: the config Secret's config.toml is not a Pulumi secret", r.Name)
+	}
+	if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
+		t.Errorf("%s: the release does not wait for its config Secret", r.Name)
+	}
+	mounted := r.Inputs["values"].ObjectValue()["secrets"].ArrayValue()
+	if len(mounted) != 1 || mounted[0].ObjectValue()["name"].StringValue() != str(t, s, "metadata.name") {
+		t.Errorf("%s: the chart mounts %v, not the config Secret", r.Name, mounted)
+	}
+	full := str(t, s, "stringData."+ConfigSecretKey)
+	var withToken, template runnerconfig.Config
+	if _, err := toml.Decode(full, &withToken); err != nil {
+		t.Fatalf("%s: %v", r.Name, err)
+	}
+	if _, err := toml.Decode(c, &template); err != nil {
+		t.Fatalf("%s: %v", r.Name, err)
+	}
+	if withToken.Runners[0].Token == runnerconfig.TokenPlaceholder || withToken.Runners[0].Token == "" {
+		t.Errorf("%s: the config Secret has no token", r.Name)
+	}
+	withToken.Runners[0].Token = runnerconfig.TokenPlaceholder
+	if !reflect.DeepEqual(withToken, template) {
+		t.Errorf("%s: the config Secret differs from runners.config by more than the token:\n%s\n%s", r.Name, full, c)
+	}
+	return full
 }
 
 func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
@@ -259,7 +294,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	}
 	executors := map[string]bool{}
 	for _, r := range m.ByToken(tokRelease) {
-		c := configOf(t, r)
+		c := configOf(t, m, r)
 		if err := schema.Check([]byte(c)); err != nil {
 			t.Errorf("%s: %v\n%s", r.Name, err, c)
 		}
@@ -268,7 +303,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
 		executors[parsed.Runners[0].Executor] = true
-		if parsed.Runners[0].Token != runnerconfig.TokenPlaceholder || parsed.LogFormat != "json" || parsed.ListenAddress != ":9252" {
+		if parsed.Runners[0].Token == runnerconfig.TokenPlaceholder || parsed.LogFormat != "json" || parsed.ListenAddress != ":9252" {
 			t.Errorf("%s: token %q, log format %q, listen address %q", r.Name, parsed.Runners[0].Token, parsed.LogFormat, parsed.ListenAddress)
 		}
 		if got := int(num(t, r, "values.concurrent")); got != parsed.Concurrent || got != 100 {
@@ -282,7 +317,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 
 func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	m := deployedStack(t)
-	c := configOf(t, m.Get(t, tokRelease, "shared-production-production-linux-1"))
+	c := configOf(t, m, m.Get(t, tokRelease, "shared-production-production-linux-1"))
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
 		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
@@ -299,7 +334,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 			t.Errorf("config.toml lacks %s:\n%s", want, c)
 		}
 	}
-	staging := configOf(t, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
+	staging := configOf(t, m, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
 	if strings.Contains(staging, "session_server") || !strings.Contains(staging, `BucketName = "ci-staging-cache"`) {
 		t.Errorf("staging has no web terminal and its own bucket:\n%s", staging)
 	}
@@ -633,19 +668,40 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 	}
 }
 
-// The start script, run by bash as the chart runs it, writes the rendered
-// config.toml with the token, readable by its owner only, and refuses to
-// run without a token.
-func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
+// The start script, run by bash as the chart runs it, puts in place the
+// config.toml of the config Secret byte for byte, readable by its owner
+// only, whatever the token holds (it never passes through the shell), and
+// fails when the Secret is not mounted.
+func TestStartScriptCopiesTheConfigSecretAsItIs(t *testing.T) {
 	dir := t.TempDir()
-	cfg := "concurrent = 1\n[[runners]]\n  token = \"" + runnerconfig.TokenPlaceholder + "\"\n" +
-		"  MachineOptions = [\"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder + "\"]\n"
-	script := StartScript(cfg, false)
+	secrets := filepath.Join(dir, "secrets") + "/"
+	if err := os.Mkdir(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(StartScript(false), chartSecretsDir, secrets)
 	path := filepath.Join(dir, "pre-entrypoint-script")
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-abc_DEF.123-xyz", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
+	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
+		t.Errorf("the script ran without its config Secret:\n%s", out)
+	}
+	cfg := runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{Name: "m", URL: "https://gitlab.example.com", Executor: "docker+machine",
+		Machine: &runnerconfig.Machine{MachineDriver: "google", MachineName: "m-%s", MachineOptions: []string{"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder}}}}}
+	secret, err := runnerconfig.Render(runnerconfig.WithToken(cfg, "glrt-x|;s|https://gitlab.example.com|https://evil.example.com&\n$(touch pwned)`id`"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secrets+ConfigSecretFile, secret, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	// The pod's name becomes the incarnation its VMs carry (a GCE label
+	// value: lower case); nothing else changes.
+	want := []byte(strings.ReplaceAll(string(secret), vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q")))
+	if string(want) == string(secret) {
+		t.Fatal("the test config has no incarnation placeholder")
+	}
+	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-other|&", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, sh)
 	}
@@ -653,18 +709,14 @@ func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pod's name is the incarnation its VMs carry (a GCE label value:
-	// lower case).
-	want := strings.Replace(cfg, runnerconfig.TokenPlaceholder, "glrt-abc_DEF.123-xyz", 1)
-	want = strings.Replace(want, vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q"), 1)
-	if string(b) != want {
+	if string(b) != string(want) {
 		t.Errorf("config.toml:\n%s\nwant:\n%s", b, want)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("config.toml mode %v (%v), want 0600", fi.Mode(), err)
 	}
-	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "HOSTNAME=p"); err == nil {
-		t.Errorf("the script ran without a token:\n%s", out)
+	if _, err := os.Stat("pwned"); err == nil {
+		t.Error("the token ran a command")
 	}
 }
 
