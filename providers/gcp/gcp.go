@@ -382,10 +382,13 @@ func (c *Compute) RequestDrain(ctx context.Context, zone, name string) error {
 	return c.setMetadataItem(ctx, zone, name, providers.GCEDrainKey, "true", fmt.Sprintf("requesting drain of instance %s in %s", name, zone))
 }
 
+// NoteMetadataKey is the instance metadata key of note key.
+func NoteMetadataKey(key string) string { return providers.GCENotePrefix + key }
+
 // Note sets metadata runnerfleet-note-<key>=value on the instance, or
 // removes the item when value is empty.
 func (c *Compute) Note(ctx context.Context, zone, name, key, value string) error {
-	return c.setMetadataItem(ctx, zone, name, providers.GCENotePrefix+key, value, fmt.Sprintf("noting %s on instance %s in %s", key, name, zone))
+	return c.setMetadataItem(ctx, zone, name, NoteMetadataKey(key), value, fmt.Sprintf("noting %s on instance %s in %s", key, name, zone))
 }
 
 // setMetadataItem sets (value "": removes) one metadata item, keeping the
