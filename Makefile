@@ -48,8 +48,8 @@ build: ## the controller and the fleet CLI into bin/
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
-	hack/tools.sh envtest local pulumi >/dev/null
+tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache; the real node's Debian packages
+	hack/tools.sh node envtest local pulumi >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 
@@ -63,7 +63,7 @@ unit: tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
 .PHONY: e2e
 e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)
 	@# The full log (fleet's output, Karpenter's timings) goes to e2e.log.
-	rc=0; cd e2e && go test -tags e2e -count=1 -v -timeout 20m . >../e2e.log 2>&1 || rc=$$?; \
+	rc=0; cd e2e && go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok )|capacity timings|^ +\|' ../e2e.log; \
 	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 

@@ -69,12 +69,18 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 		RepoRoot:  s.root,
 		CRDs:      localCRDs(),
 		Karpenter: true,
-		Log:       s.stderr,
+		// Managers run as containers on a real node (containerd and a
+		// kubelet); jobs get capacity from Karpenter's kwok nodes.
+		Node: true,
+		Log:  s.stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the local control plane: %w", err)
 	}
 	keep := "\n(the control plane keeps running for you to look; fleet down --stack local stops it)"
+	if err := s.startGitLab(ctx, cl); err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	// The program declares runnerfleet's CRDs, the RunnerClass and the
 	// teams; the controller starts once its API exists. When the API is
 	// already there (a stack brought up before), the controller starts
@@ -95,8 +101,17 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 			return fmt.Errorf("%w%s", err, keep)
 		}
 	}
+	if err := s.registerRunners(ctx, cl); err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	if err := s.waitReady(ctx, cl, sets, o.timeout); err != nil {
 		return err
+	}
+	if o.demoJobs > 0 {
+		if err := s.queueDemoJobs(ctx, cl, o.demoJobs, o.demoDuration); err != nil {
+			return fmt.Errorf("%w%s", err, keep)
+		}
+		s.waitPicked(ctx, 30*time.Second)
 	}
 	fmt.Fprintf(s.stderr, "The local stack is up (%.1fs)\n\n", time.Since(start).Seconds())
 	return s.Status(ctx)
@@ -229,8 +244,8 @@ func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, ke
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("RunnerSet %s not Ready after %s: see `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
-				strings.Join(waiting, ", "), timeout, cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
+			return fmt.Errorf("RunnerSet %s not Ready after %s%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
+				strings.Join(waiting, ", "), timeout, managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -250,6 +265,10 @@ func (s *localStack) Status(ctx context.Context) error {
 		if err := printRunnerSets(ctx, w, cl.Client); err != nil {
 			return err
 		}
+		if err := printManagers(ctx, w, cl.Client); err != nil {
+			return err
+		}
+		s.printJobs(ctx, w)
 		if err := printNodes(ctx, w, cl.Client); err != nil {
 			return err
 		}
@@ -316,16 +335,98 @@ func printNodes(ctx context.Context, w io.Writer, c client.Client) error {
 	if err := c.List(ctx, nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	ready := 0
+	ready, fake := 0, 0
+	real := "no real node"
 	for _, n := range nodes.Items {
+		isReady := false
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				isReady = true
 				ready++
 			}
 		}
+		if n.Name == localcluster.NodeName {
+			real = fmt.Sprintf("%s (containerd + kubelet on this machine, Ready=%v): managers run there as real containers", n.Name, isReady)
+		} else {
+			fake++
+		}
 	}
-	fmt.Fprintf(w, "\nNodes: %d, %d Ready (fake kwok nodes: their pods go Running but run nothing)\n", len(nodes.Items), ready)
+	fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n", len(nodes.Items), ready, real, fake)
 	return nil
+}
+
+// printManagers lists the manager pods and where they run.
+func printManagers(ctx context.Context, w io.Writer, c client.Client) error {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return fmt.Errorf("listing manager pods: %w", err)
+	}
+	if len(pods.Items) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nManagers")
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tPHASE\tREADY\tIMAGE")
+	for _, p := range pods.Items {
+		ready := "false"
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready = "true"
+			}
+		}
+		image := "-"
+		if len(p.Spec.Containers) > 0 {
+			image = p.Spec.Containers[0].Image
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, ready, image)
+	}
+	return tw.Flush()
+}
+
+// printJobs summarizes the loopback GitLab's jobs: by tag and state, and
+// which manager runs what.
+func (s *localStack) printJobs(ctx context.Context, w io.Writer) {
+	jobs, err := s.jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "\nJobs: the loopback GitLab does not answer (%v)\n", err)
+		return
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "\nJobs: none queued (fleet up --stack local --demo-jobs 3 queues some)")
+		return
+	}
+	fmt.Fprintf(w, "\nJobs in the loopback GitLab (%s)\n", localGitLabURL())
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tTAGS\tDURATION\tSTATE\tMANAGER")
+	for _, j := range jobs {
+		m := strings.TrimPrefix(j.SystemID, "s_")
+		if m == "" {
+			m = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j.ID, strings.Join(j.Tags, ","), j.Duration, j.State, m)
+	}
+	_ = tw.Flush()
+}
+
+// waitPicked waits a little for the managers to pick the demo jobs up.
+func (s *localStack) waitPicked(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		jobs, err := s.jobs(ctx)
+		if err != nil {
+			return
+		}
+		pending := 0
+		for _, j := range jobs {
+			if j.State == "pending" {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 func (s *localStack) Down(ctx context.Context, o downOptions) error {
@@ -418,4 +519,35 @@ func age(t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// managerTrouble says why manager pods do not run: an image the node does
+// not have, a container that keeps exiting, a pod no node takes.
+func managerTrouble(cl *localcluster.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := cl.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+				fmt.Fprintf(&b, "\n  pod %s/%s container %s: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+				if strings.Contains(w.Reason, "Image") {
+					fmt.Fprintf(&b, " (the real node has only the images fleet up imports: %s)", localcluster.StandinImage)
+				}
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				fmt.Fprintf(&b, "\n  pod %s/%s is not scheduled: %s", p.Namespace, p.Name, c.Message)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return ":" + b.String()
 }

@@ -28,7 +28,7 @@ import (
 const usage = `fleet is the operator CLI of runnerfleet.
 
 Usage:
-  fleet up     [--stack local] [--state-dir DIR] [--timeout 3m] [--config FILE]
+  fleet up     [--stack local] [--state-dir DIR] [--timeout 3m] [--config FILE] [--demo-jobs N [--demo-duration 30s]]
   fleet status [--stack local] [--state-dir DIR]
   fleet down   [--stack local] [--state-dir DIR] [--purge]
   fleet rotate --provider gce|ec2 --group G --image I --zone Z --machine-type T [--drain-timeout 2h] [--webhook URL]
@@ -87,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		var o upOptions
 		fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for the stack's RunnerSets to become Ready")
 		fs.StringVar(&o.config, "config", "", "the stack config to deploy (default <repo>/stacks/Pulumi.<stack>.yaml)")
+		fs.IntVar(&o.demoJobs, "demo-jobs", 0, "local stack: queue this many jobs per RunnerSet in the loopback GitLab, for the managers to run")
+		fs.DurationVar(&o.demoDuration, "demo-duration", 30*time.Second, "local stack: how long each demo job runs")
 		if err := parse(fs, args); err != nil {
 			return err
 		}
@@ -116,6 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return s.Down(ctx, o)
+	case "local-gitlab": // started by fleet up --stack local, not by hand
+		return serveLocalGitLab(ctx, args, stderr)
 	case "rotate":
 		return rotate(ctx, args, stdout, stderr)
 	case "gc":

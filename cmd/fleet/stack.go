@@ -23,6 +23,10 @@ type stack interface {
 type upOptions struct {
 	timeout time.Duration
 	config  string
+	// demoJobs queued per RunnerSet in the local stack's loopback GitLab,
+	// each running demoDuration.
+	demoJobs     int
+	demoDuration time.Duration
 }
 
 type downOptions struct {
