@@ -27,6 +27,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
+	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -71,7 +72,11 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	ctx := context.Background()
 
 	// The platform's class and two teams.
-	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+	// Its managers run on the real node: the stand-in image fleet up imports.
+	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{
+		Provider: v1alpha1.CapacityProviderKWOK,
+		Defaults: v1alpha1.RunnerClassDefaults{ManagerImage: localcluster.StandinImage},
+	}}
 	create(t, c, class)
 	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 	teams := map[string]*v1alpha1.RunnerSet{}
@@ -319,12 +324,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // configOf reads back the config.toml the controller wrote for rs.
 func configOf(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) runnerconfig.Config {
 	t.Helper()
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Config()}, cm); err != nil {
+	sec := &corev1.Secret{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Config()}, sec); err != nil {
 		t.Fatal(err)
 	}
 	var cfg runnerconfig.Config
-	if _, err := toml.Decode(cm.Data[resources.ConfigKey], &cfg); err != nil {
+	if _, err := toml.Decode(string(sec.Data[resources.ConfigKey]), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
@@ -106,9 +107,10 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 	if o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
 		// The token arrives as stringData; make sure it is there. (The
 		// gitlab-runner chart's Secret also carries an empty
-		// runner-registration-token: registration tokens are gone.)
+		// runner-registration-token: registration tokens are gone; a shared
+		// fleet manager's config Secret holds config.toml with its token.)
 		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
-		if sd["token"] == "" && sd["runner-token"] == "" {
+		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[sharedfleet.ConfigSecretKey], "token = \"glrt-") {
 			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), slices.Sorted(maps.Keys(sd)))
 		}
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 )
 
 // Platform is the component every other resource of the gke platform hangs
@@ -154,9 +156,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 
 // ServiceAccountPattern is the RunnerClass identity pattern that allows a
 // namespace the Google service accounts this platform creates for its
-// RunnerSets (naming.GCPServiceAccountID: "<namespace>-<hash>").
+// RunnerSets (naming.GCPServiceAccountID: "<namespace>-<hash>"): the hash
+// is matched digit by digit ('?'), so namespace team cannot take
+// team-a's accounts as "{namespace}-*" would let it.
 func ServiceAccountPattern(project string) string {
-	return "{namespace}-*@" + project + ".iam.gserviceaccount.com"
+	return naming.GCPServiceAccountIDPattern(policy.Placeholder) + "@" + project + ".iam.gserviceaccount.com"
 }
 
 // WorkloadPool is the project's Workload Identity pool.

@@ -570,11 +570,9 @@ func TestTheClusterHandedToKubernetes(t *testing.T) {
 			t.Errorf("%s: %s is not a service account of the project", key, email)
 		}
 	}
-	// Another namespace, or one that ends another's name, may not use it.
-	// (One that starts it can: "team" matches team-a's "team-a-<hash>",
-	// see naming.GCPServiceAccountID; the exact Workload Identity binding
-	// keeps it out.)
-	for _, ns := range []string{"team-b", "a", "eam-a"} {
+	// Another namespace, one that ends another's name, or one that starts
+	// it ("team" and team-a's "team-a-<hash>") may not use it.
+	for _, ns := range []string{"team-b", "a", "eam-a", "team", "team-a-ml"} {
 		if policy.AnyMatch(patterns, ns, p.emails["team-a/build"]) {
 			t.Errorf("namespace %s may use team-a's account %s under %v", ns, p.emails["team-a/build"], patterns)
 		}

@@ -157,6 +157,11 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 					return nil, err
 				}
 			}
+			// fleet gc's CronJob runs as the fleet's account too: it lists
+			// and deletes the managers' VMs.
+			if err := workloadIdentity(gsa, ns, sharedfleet.GCName(ns)); err != nil {
+				return nil, err
+			}
 			for _, p := range vmProjects(s, project) {
 				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
 					return nil, err

@@ -5,6 +5,7 @@ package kube
 import (
 	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/apiextensions/v1"
 	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/apps/v1"
+	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/batch/v1"
 	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/core/v1"
 	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/networking/v1"
 	_ "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/policy/v1"

@@ -59,7 +59,9 @@ var Resources = []Package{
 	{"kubernetes", "policy/v1", []string{"kubernetes:policy/v1:PodDisruptionBudget"}},
 	{"kubernetes", "rbac/v1", []string{
 		"kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+		"kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
 	}},
+	{"kubernetes", "batch/v1", []string{"kubernetes:batch/v1:CronJob"}},
 	{"kubernetes", "networking/v1", []string{
 		"kubernetes:networking.k8s.io/v1:NetworkPolicy", "kubernetes:networking.k8s.io/v1:Ingress",
 	}},

@@ -22,6 +22,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -36,6 +37,7 @@ type fleetPlan struct {
 	// monitoring is the fleet as its Prometheus sees it.
 	monitoring shared.Fleet
 	prometheus *prometheusPlan
+	gc         *gcPlan
 }
 
 // groupPlan is one manager group.
@@ -119,6 +121,9 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	p.prometheus = prom
+	if p.gc, err = planGC(p, f.Controller.Image); err != nil {
+		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
+	}
 	return p, nil
 }
 
@@ -274,13 +279,21 @@ func ingress(gp *groupPlan, ns string, labels map[string]string, w *stackconfig.
 	return ing
 }
 
-// config is manager m's config.toml with the cache bucket given.
+// config is manager m's config.toml with the cache bucket given and the
+// token placeholder, for the chart's registration step.
 func (gp *groupPlan) config(m *managerPlan, bucket string) (string, error) {
+	return gp.configWithToken(m, bucket, runnerconfig.TokenPlaceholder)
+}
+
+// configWithToken is the config.toml manager m runs: token goes in through
+// the TOML encoder, never by text substitution, so no token can change
+// another key.
+func (gp *groupPlan) configWithToken(m *managerPlan, bucket, token string) (string, error) {
 	g := gp.group
 	if g.CacheBucket == "" {
 		g.CacheBucket = bucket
 	}
-	c, err := g.Config()
+	c, err := g.ConfigFor(m.name)
 	if err != nil {
 		return "", err
 	}
@@ -291,41 +304,54 @@ func (gp *groupPlan) config(m *managerPlan, bucket string) (string, error) {
 			SessionTimeout:   1800,
 		}
 	}
-	b, err := runnerconfig.Render(c)
+	b, err := runnerconfig.Render(runnerconfig.WithToken(c, token))
 	if err != nil {
 		return "", err
-	}
-	if strings.Contains(string(b), configDelimiter) {
-		return "", fmt.Errorf("config.toml of %s contains %s, the start script's here-document delimiter", m.name, configDelimiter)
 	}
 	return string(b), nil
 }
 
-// configDelimiter ends the here-document of config.toml in the start
-// script.
-const configDelimiter = "RUNNERFLEET_CONFIG_TOML"
+// The config Secret of a manager: its whole config.toml, token included,
+// written by the program (a Pulumi secret), which the chart mounts at
+// /secrets/ConfigSecretFile through its secrets value.
+const (
+	ConfigSecretKey  = "config-toml"
+	ConfigSecretFile = "runnerfleet-config.toml"
+	chartSecretsDir  = "/secrets/"
+)
+
+// ConfigSecretName is the config Secret of the manager whose release is release.
+func ConfigSecretName(release string) string { return release + "-config" }
 
 // ConfigPathFallback is where the chart's image reads config.toml when the
 // chart's entrypoint does not say (CONFIG_PATH_FOR_INIT).
 const ConfigPathFallback = "/home/gitlab-runner/.gitlab-runner/"
 
 // StartScript is the chart's preEntrypointScript: it runs after the chart
-// registered the runner and before gitlab-runner starts, and writes
-// config.toml, the rendered one with the token from the chart's runner
-// Secret ($CI_SERVER_TOKEN, checked to need no escaping). docker-autoscaler
-// managers then install the fleeting plugins their config names.
-func StartScript(configTOML string, fleeting bool) string {
+// registered the runner and before gitlab-runner starts, and puts in place
+// the config.toml the program rendered, token included, from the config
+// Secret the chart mounts. The token never passes through the shell: the
+// file is copied as it is. docker-autoscaler managers then install the
+// fleeting plugins their config names.
+func StartScript(fleeting bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# runnerfleet: config.toml is the one runnerfleet rendered, global section
 # and [session_server] included, which a chart template cannot carry.
 set -euo pipefail
 dir="${CONFIG_PATH_FOR_INIT:-%s}"
-token="${CI_SERVER_TOKEN:?the runner token Secret has no runner-token}"
 umask 077
-sed "s|%s|${token}|" > "${dir%%/}/config.toml.runnerfleet" <<'%s'
-%s%s
+# The VMs this pod creates carry its name (a pod's hostname, which bash
+# sets from the kernel if the environment has none) as their manager's
+# incarnation: docker+machine's state lives and dies with the pod, and
+# fleet gc finds the VMs of a pod that is gone. Only the placeholder is
+# replaced; every other byte, the token's included, is copied as it is.
+incarnation="$(printf %%s "${HOSTNAME:?the pod has no hostname}" | tr 'A-Z' 'a-z')"
+case "$incarnation" in
+  *[!a-z0-9-]*) echo "runnerfleet: the pod name $incarnation is not a GCE label value" >&2; exit 1 ;;
+esac
+sed "s|%s|${incarnation}|g" %s%s > "${dir%%/}/config.toml.runnerfleet"
 mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
-`, ConfigPathFallback, runnerconfig.TokenPlaceholder, configDelimiter, configTOML, configDelimiter)
+`, ConfigPathFallback, vmfleet.IncarnationPlaceholder, chartSecretsDir, ConfigSecretFile)
 	if fleeting {
 		b.WriteString(`gitlab-runner fleeting --config "${dir%/}/config.toml" install
 `)
@@ -387,6 +413,11 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 		"sessionServer":  map[string]any{"enabled": false},
 		"rbac":           map[string]any{"create": false},
 		"serviceAccount": map[string]any{"create": false, "name": gp.serviceAccount.Name},
+		// fleet gc finds the manager by this label (a release scaled to
+		// zero has a Deployment and no pod).
+		"deploymentLabels": map[string]any{vmfleet.PodLabelManager: m.name},
+		// fleet gc refuses a grace shorter than this.
+		"podAnnotations": map[string]any{vmfleet.AnnotationIdleTime: gp.group.LongestIdleTime().String()},
 		"podLabels": map[string]any{
 			shared.LabelManagerPod:         gp.manager,
 			LabelRelease:                   m.name,
@@ -397,6 +428,11 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 			"limits":   map[string]any{"memory": "2Gi"},
 		},
 		"preEntrypointScript": script,
+		// The config Secret, at /secrets/<ConfigSecretFile>.
+		"secrets": []any{map[string]any{
+			"name":  ConfigSecretName(m.name),
+			"items": []any{map[string]any{"key": ConfigSecretKey, "path": ConfigSecretFile}},
+		}},
 	}
 	if p.spec.ManagerImage != "" {
 		v["image"] = imageValues(p.spec.ManagerImage)
@@ -453,7 +489,25 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 			configTOML = pulumi.String(s).ToStringOutput()
 		}
 		fleeting := gp.group.Executor == shared.ExecutorDockerAutoscaler
-		script := configTOML.ApplyT(func(c string) string { return StartScript(c, fleeting) }).(pulumi.StringOutput)
+		script := pulumi.String(StartScript(fleeting)).ToStringOutput()
+		b := pulumi.String("").ToStringOutput()
+		if hasBucket {
+			b = bucket
+		}
+		full := pulumi.All(b, token).ApplyT(func(v []any) (string, error) {
+			return gp.configWithToken(m, v[0].(string), v[1].(string))
+		}).(pulumi.StringOutput)
+		cfgSecret := &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: ConfigSecretName(m.name), Namespace: p.namespace, Labels: gp.serviceAccount.Labels},
+			Type:       corev1.SecretTypeOpaque,
+		}
+		cfg, err := kube.Declare(ctx, p.component+"-"+m.name+"-config", cfgSecret, map[string]pulumi.Input{
+			"stringData." + ConfigSecretKey: pulumi.ToSecret(full).(pulumi.StringOutput),
+		}, on(ns)...)
+		if err != nil {
+			return err
+		}
 		rel, err := helmv3.NewRelease(ctx, p.component+"-"+m.name, &helmv3.ReleaseArgs{
 			Name:           pulumi.String(m.name),
 			Chart:          pulumi.String(ChartName),
@@ -467,7 +521,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 			Timeout:    pulumi.Int(900),
 			Atomic:     pulumi.Bool(false),
 			MaxHistory: pulumi.Int(10),
-		}, on(ns, tok, sa)...)
+		}, on(ns, tok, sa, cfg)...)
 		if err != nil {
 			return fmt.Errorf("creating the release of manager %s: %w", m.name, err)
 		}

@@ -50,12 +50,13 @@
 // defaults (executor kubernetes, request_concurrency 1, …), and writes the
 // global section from other values: the [session_server], listen_address or
 // shutdown_timeout of a template never arrive. So runners.config carries the
-// whole rendered file for the registration step, and the chart's
-// preEntrypointScript, which runs after it, writes the rendered file over
-// the registered one, putting in the token from the chart's runner Secret
-// (runners.secret, a Secret this package declares from a stack config
-// secret). docker-autoscaler managers then install their fleeting plugin.
-// The token is never in the release's values.
+// whole rendered file (with a placeholder token) for the registration step,
+// and the chart's preEntrypointScript, which runs after it, copies the
+// rendered file over the registered one from a config Secret per manager
+// that this package declares: config.toml with the token put in by the
+// TOML encoder (never by sed or a template), mounted through the chart's
+// secrets value. docker-autoscaler managers then install their fleeting
+// plugin. The token is never in the release's values.
 //
 // # Web terminal
 //
@@ -95,6 +96,7 @@ import (
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 // The gitlab-runner chart every manager runs.
@@ -117,7 +119,7 @@ const (
 	MetricsPort = 9252
 	// LabelRelease names a manager's release on its pod, which its
 	// session Service selects.
-	LabelRelease = "runnerfleet.dev/release"
+	LabelRelease = vmfleet.PodLabelManager
 	// DrainMarginSeconds is added to the job timeout for a manager's grace
 	// period: the last job's report and its VM's removal.
 	DrainMarginSeconds = 600
@@ -197,7 +199,7 @@ func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.St
 			case err != nil:
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s", path, key, key, ctx.Stack()))
 			case !tokenFormat.MatchString(v):
-				// The managers' start script substitutes it into config.toml.
+				// Nothing else is a runner token; config.toml gets it TOML-encoded.
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…)", path, key))
 			default:
 				out[key] = pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)

@@ -1,11 +1,14 @@
 package sharedfleet
 
 import (
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,15 +245,50 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 	}
 }
 
-// configOf returns the config.toml a manager runs.
-func configOf(t *testing.T, r infratest.Resource) string {
+// configOf returns the config.toml a manager runs, with its token, from the
+// config Secret its release mounts, and checks that it is runners.config
+// with only the token put in.
+func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	t.Helper()
 	c := str(t, r, "values.runners.config")
 	script := str(t, r, "values.preEntrypointScript")
-	if !strings.Contains(script, "<<'"+configDelimiter+"'\n"+c+configDelimiter+"\n") {
-		t.Errorf("%s: the start script does not write the config.toml of runners.config:\n%s", r.Name, script)
+	// The one edit allowed: the pod's name for the incarnation placeholder
+	// (a constant expression; the token is in no command line).
+	copyCmd := `sed "s|` + vmfleet.IncarnationPlaceholder + `|${incarnation}|g" ` + chartSecretsDir + ConfigSecretFile + " > "
+	if !strings.Contains(script, copyCmd) || strings.Count(script, "sed") != 1 || strings.Contains(script, "TOKEN") {
+		t.Errorf("%s: the start script does not copy the config Secret's config.toml as it is:\n%s", r.Name, script)
 	}
-	return c
+	s := m.Get(t, tokSecret, r.Name+"-config")
+	if name := str(t, s, "metadata.name"); name != ConfigSecretName(str(t, r, "values.fullnameOverride")) {
+		t.Errorf("%s: config Secret %s", r.Name, name)
+	}
+	// The Secret's constructor makes all of stringData secret, as the SDK's does.
+	if d := s.Inputs["stringData"]; !d.ContainsSecrets() || !s.Input("stringData."+ConfigSecretKey).IsString() {
+		t.Errorf("%s: the config Secret's config.toml is not a Pulumi secret", r.Name)
+	}
+	if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
+		t.Errorf("%s: the release does not wait for its config Secret", r.Name)
+	}
+	mounted := r.Inputs["values"].ObjectValue()["secrets"].ArrayValue()
+	if len(mounted) != 1 || mounted[0].ObjectValue()["name"].StringValue() != str(t, s, "metadata.name") {
+		t.Errorf("%s: the chart mounts %v, not the config Secret", r.Name, mounted)
+	}
+	full := str(t, s, "stringData."+ConfigSecretKey)
+	var withToken, template runnerconfig.Config
+	if _, err := toml.Decode(full, &withToken); err != nil {
+		t.Fatalf("%s: %v", r.Name, err)
+	}
+	if _, err := toml.Decode(c, &template); err != nil {
+		t.Fatalf("%s: %v", r.Name, err)
+	}
+	if withToken.Runners[0].Token == runnerconfig.TokenPlaceholder || withToken.Runners[0].Token == "" {
+		t.Errorf("%s: the config Secret has no token", r.Name)
+	}
+	withToken.Runners[0].Token = runnerconfig.TokenPlaceholder
+	if !reflect.DeepEqual(withToken, template) {
+		t.Errorf("%s: the config Secret differs from runners.config by more than the token:\n%s\n%s", r.Name, full, c)
+	}
+	return full
 }
 
 func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
@@ -261,7 +299,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	}
 	executors := map[string]bool{}
 	for _, r := range m.ByToken(tokRelease) {
-		c := configOf(t, r)
+		c := configOf(t, m, r)
 		if err := schema.Check([]byte(c)); err != nil {
 			t.Errorf("%s: %v\n%s", r.Name, err, c)
 		}
@@ -270,7 +308,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
 		executors[parsed.Runners[0].Executor] = true
-		if parsed.Runners[0].Token != runnerconfig.TokenPlaceholder || parsed.LogFormat != "json" || parsed.ListenAddress != ":9252" {
+		if parsed.Runners[0].Token == runnerconfig.TokenPlaceholder || parsed.LogFormat != "json" || parsed.ListenAddress != ":9252" {
 			t.Errorf("%s: token %q, log format %q, listen address %q", r.Name, parsed.Runners[0].Token, parsed.LogFormat, parsed.ListenAddress)
 		}
 		if got := int(num(t, r, "values.concurrent")); got != parsed.Concurrent || got != 100 {
@@ -284,11 +322,15 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 
 func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	m := deployedStack(t)
-	c := configOf(t, m.Get(t, tokRelease, "shared-production-production-linux-1"))
+	c := configOf(t, m, m.Get(t, tokRelease, "shared-production-production-linux-1"))
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
 		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
-		`"google-label=runnerfleet-manager:production-linux"`, `"google-label=runnerfleet-fleet:production"`,
+		// Each manager's VMs carry its own name and the incarnation the
+		// start script fills in.
+		`"google-label=runnerfleet-manager:production-linux-1"`, `"google-label=runnerfleet-fleet:production"`,
+		`"google-label=runnerfleet-manager-group:linux"`, `"google-label=runnerfleet-incarnation:` + vmfleet.IncarnationPlaceholder + `"`,
+		`MachineName = "production-linux-1-%s"`,
 		`IdleCount = 10`, `IdleTime = 1800`, `MaxBuilds = 1`, `Periods = ["* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"]`,
 		`Timezone = "Europe/Berlin"`, `Type = "gcs"`, `BucketName = "` + cacheBucket + `"`,
 		`advertise_address = "production-linux-1.terminals.ci.example.com:443"`, `listen_address = "0.0.0.0:8093"`,
@@ -297,7 +339,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 			t.Errorf("config.toml lacks %s:\n%s", want, c)
 		}
 	}
-	staging := configOf(t, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
+	staging := configOf(t, m, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
 	if strings.Contains(staging, "session_server") || !strings.Contains(staging, `BucketName = "ci-staging-cache"`) {
 		t.Errorf("staging has no web terminal and its own bucket:\n%s", staging)
 	}
@@ -631,18 +673,40 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 	}
 }
 
-// The start script, run by bash as the chart runs it, writes the rendered
-// config.toml with the token, readable by its owner only, and refuses to
-// run without a token.
-func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
+// The start script, run by bash as the chart runs it, puts in place the
+// config.toml of the config Secret byte for byte, readable by its owner
+// only, whatever the token holds (it never passes through the shell), and
+// fails when the Secret is not mounted.
+func TestStartScriptCopiesTheConfigSecretAsItIs(t *testing.T) {
 	dir := t.TempDir()
-	cfg := "concurrent = 1\n[[runners]]\n  token = \"" + runnerconfig.TokenPlaceholder + "\"\n"
-	script := StartScript(cfg, false)
+	secrets := filepath.Join(dir, "secrets") + "/"
+	if err := os.Mkdir(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(StartScript(false), chartSecretsDir, secrets)
 	path := filepath.Join(dir, "pre-entrypoint-script")
 	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-abc_DEF.123-xyz")
+	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
+		t.Errorf("the script ran without its config Secret:\n%s", out)
+	}
+	cfg := runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{Name: "m", URL: "https://gitlab.example.com", Executor: "docker+machine",
+		Machine: &runnerconfig.Machine{MachineDriver: "google", MachineName: "m-%s", MachineOptions: []string{"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder}}}}}
+	secret, err := runnerconfig.Render(runnerconfig.WithToken(cfg, "glrt-x|;s|https://gitlab.example.com|https://evil.example.com&\n$(touch pwned)`id`"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secrets+ConfigSecretFile, secret, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	// The pod's name becomes the incarnation its VMs carry (a GCE label
+	// value: lower case); nothing else changes.
+	want := []byte(strings.ReplaceAll(string(secret), vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q")))
+	if string(want) == string(secret) {
+		t.Fatal("the test config has no incarnation placeholder")
+	}
+	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-other|&", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, sh)
 	}
@@ -650,14 +714,14 @@ func TestStartScriptWritesTheRenderedConfigWithTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Replace(cfg, runnerconfig.TokenPlaceholder, "glrt-abc_DEF.123-xyz", 1); string(b) != want {
+	if string(b) != string(want) {
 		t.Errorf("config.toml:\n%s\nwant:\n%s", b, want)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("config.toml mode %v (%v), want 0600", fi.Mode(), err)
 	}
-	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
-		t.Errorf("the script ran without a token:\n%s", out)
+	if _, err := os.Stat("pwned"); err == nil {
+		t.Error("the token ran a command")
 	}
 }
 
@@ -683,4 +747,49 @@ func TestMonitoringSpecQuota(t *testing.T) {
 	if staging.Name != "staging" || staging.VMQuota != 10 || len(staging.Groups) != 1 || staging.Groups[0].Fleet != "staging" {
 		t.Errorf("staging %+v, want quota 10 (maxVMs 10 × 1 manager) and its group", staging)
 	}
+}
+
+// Each fleet runs fleet gc --apply every 15 minutes as its own
+// ServiceAccount, which may only list the managers' pods and Deployments
+// and record Events in the fleet's namespace; its grace covers the
+// longest IdleTime of the fleet's managers.
+func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
+	m := deployedStack(t)
+	for _, fleet := range []string{"production", "staging"} {
+		name := GCName(fleet)
+		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
+		if str(t, cj, "spec.schedule") != GCSchedule || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
+			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
+		}
+		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
+		if pod["serviceAccountName"].StringValue() != name {
+			t.Errorf("%s: runs as %v", fleet, pod["serviceAccountName"])
+		}
+		args := gcArgs(pod)
+		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce "} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %q lack %q", fleet, args, want)
+			}
+		}
+		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
+		for _, r := range role.Inputs["rules"].ArrayValue() {
+			for _, v := range r.ObjectValue()["verbs"].ArrayValue() {
+				if v.StringValue() != "list" && v.StringValue() != "create" {
+					t.Errorf("%s: the gc Role grants %s", fleet, v.StringValue())
+				}
+			}
+		}
+	}
+	prod := gcArgs(object(t, m.Get(t, "kubernetes:batch/v1:CronJob", "shared-production-gc"), "spec.jobTemplate.spec.template.spec"))
+	if !strings.Contains(prod, " --grace 1h0m0s ") {
+		t.Errorf("production's grace: args %s, want 1h0m0s (its longest IdleTime, 30m, plus 30m)", prod)
+	}
+}
+
+func gcArgs(pod resource.PropertyMap) string {
+	var args []string
+	for _, a := range pod["containers"].ArrayValue()[0].ObjectValue()["args"].ArrayValue() {
+		args = append(args, a.StringValue())
+	}
+	return " " + strings.Join(args, " ") + " "
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 )
 
 // Key is the stack config key the whole fleet is read from
@@ -88,7 +90,8 @@ type Cache struct {
 
 // Controller is the runnerset-controller deployment.
 type Controller struct {
-	// Image is the controller image; required on eks and gke.
+	// Image is the controller image on eks and gke; default the release's
+	// (runnerset/install.Defaults).
 	Image string `json:"image,omitempty"`
 	// Replicas, with leader election; default 2.
 	Replicas int32 `json:"replicas,omitempty"`
@@ -98,9 +101,9 @@ type Controller struct {
 
 // Defaults are the RunnerClass defaults teams inherit.
 type Defaults struct {
-	ManagerImage string `json:"managerImage,omitempty"`
-	HelperImage  string `json:"helperImage,omitempty"`
-	JobImage     string `json:"jobImage,omitempty"`
+	ManagerImage v1alpha1.ImageReference `json:"managerImage,omitempty"`
+	HelperImage  v1alpha1.ImageReference `json:"helperImage,omitempty"`
+	JobImage     v1alpha1.ImageReference `json:"jobImage,omitempty"`
 }
 
 // Team is one team's runner: a namespace and a RunnerSet in it.
@@ -134,10 +137,18 @@ type Team struct {
 // TeamJobs are the job pod settings of a team; the identity is the
 // program's to set.
 type TeamJobs struct {
-	Image      string                `json:"image,omitempty"`
-	Privileged bool                  `json:"privileged,omitempty"`
-	Resources  v1alpha1.JobResources `json:"resources,omitempty"`
+	Image      v1alpha1.ImageReference `json:"image,omitempty"`
+	Privileged bool                    `json:"privileged,omitempty"`
+	Resources  v1alpha1.JobResources   `json:"resources,omitempty"`
 }
+
+// TokenSecretName is the Secret the program writes the team's runner
+// token (tokenConfigKey) to.
+func (t Team) TokenSecretName() string { return naming.Join(t.Name, "gitlab-token") }
+
+// APITokenSecretName is the Secret the program writes the team's GitLab API
+// token (apiTokenConfigKey) to.
+func (t Team) APITokenSecretName() string { return naming.Join(t.Name, "gitlab-api-token") }
 
 // WantsIdentity reports whether the team gets a cloud identity.
 func (t Team) WantsIdentity(p Platform) bool {
@@ -245,8 +256,8 @@ func (f *Fleet) Validate() field.ErrorList {
 	if !clusterName.MatchString(f.ClusterName) {
 		errs = append(errs, field.Invalid(p.Child("clusterName"), f.ClusterName, "lower-case letters, digits and '-', starting with a letter, at most 40 characters (it prefixes IAM role and node pool names)"))
 	}
-	if !strings.HasPrefix(f.GitLabURL, "https://") && !strings.HasPrefix(f.GitLabURL, "http://") {
-		errs = append(errs, field.Invalid(p.Child("gitlabURL"), f.GitLabURL, "the GitLab instance's URL, for example https://gitlab.example.com"))
+	if e := validateURL(p.Child("gitlabURL"), f.GitLabURL); e != nil {
+		errs = append(errs, e)
 	}
 	if m := f.Capacity.MaxConcurrency; m != nil && *m < 1 {
 		errs = append(errs, field.Invalid(p.Child("capacity", "maxConcurrency"), *m, "at least 1: the most managers × concurrent jobs one RunnerSet may run"))
@@ -257,25 +268,29 @@ func (f *Fleet) Validate() field.ErrorList {
 	if f.Cache.ExpireDays < 1 || f.Cache.ExpireDays > 3650 {
 		errs = append(errs, field.Invalid(p.Child("cache", "expireDays"), f.Cache.ExpireDays, "between 1 and 3650 days: cache objects must expire"))
 	}
-	if f.Platform != PlatformLocal && f.Platform != "" && f.Controller.Image == "" {
-		errs = append(errs, field.Required(p.Child("controller", "image"), "the runnerset-controller image to deploy, for example registry.example.com/runnerfleet/runnerset-controller:v0.1.0"))
-	}
 	if f.Controller.Replicas < 1 || f.Controller.Replicas > 5 {
 		errs = append(errs, field.Invalid(p.Child("controller", "replicas"), f.Controller.Replicas, "between 1 and 5 (one leader, the others stand by)"))
 	}
 	for _, m := range validation.IsDNS1123Label(f.Controller.Namespace) {
 		errs = append(errs, field.Invalid(p.Child("controller", "namespace"), f.Controller.Namespace, m))
 	}
-	errs = append(errs, validatePatterns(p.Child("identity", "awsRoleARNPatterns"), f.Identity.AWSRoleARNPatterns, "arn:", "arn:aws:iam::123456789012:role/ci-{namespace}-*")...)
+	errs = append(errs, validatePatterns(p.Child("identity", "awsRoleARNPatterns"), f.Identity.AWSRoleARNPatterns, "arn:", "arn:aws:iam::123456789012:role/ci-{namespace}.*")...)
 	errs = append(errs, validatePatterns(p.Child("identity", "gcpServiceAccountPatterns"), f.Identity.GCPServiceAccountPatterns, "", "ci-{namespace}@my-project.iam.gserviceaccount.com")...)
 
 	errs = append(errs, f.validateSharedFleets(p.Child("sharedFleets"))...)
+
+	// What the RunnerClass will hold, judged by its CRD as admission will.
+	errs = append(errs, embeddedErrors("runnerclasses.runnerfleet.dev", f.RunnerClass(), p, classKeys, errs)...)
 
 	seen := map[string]int{}
 	tags := map[string]int{}
 	for i, t := range f.Teams {
 		tp := p.Child("teams").Index(i)
-		errs = append(errs, t.validate(tp, f)...)
+		te := t.validate(tp, f)
+		// The team's RunnerSet, judged by its CRD as admission will: what
+		// fails there fails here, before any resource is declared.
+		te = append(te, embeddedErrors("runnersets.runnerfleet.dev", t.RunnerSet(f.ClusterName, t.TokenSecretName(), t.APITokenSecretName()), tp, teamKeys, te)...)
+		errs = append(errs, te...)
 		key := t.Namespace + "/" + t.Name
 		if j, ok := seen[key]; ok {
 			errs = append(errs, field.Duplicate(tp, fmt.Sprintf("%s: the same RunnerSet as teams[%d]; give it another name or namespace", key, j)))
@@ -294,8 +309,11 @@ func (f *Fleet) Validate() field.ErrorList {
 func validatePatterns(p *field.Path, patterns []string, prefix, example string) field.ErrorList {
 	var errs field.ErrorList
 	for i, pat := range patterns {
-		if !strings.Contains(pat, "{namespace}") {
+		if !strings.Contains(pat, policy.Placeholder) {
 			errs = append(errs, field.Invalid(p.Index(i), pat, "every identity pattern must contain {namespace}, so that a team can only use its own identities; for example "+example))
+		} else if err := policy.ValidatePattern(pat); err != nil {
+			// The same rule the controller and the RunnerClass CRD apply.
+			errs = append(errs, field.Invalid(p.Index(i), pat, err.Error()))
 		}
 		if prefix != "" && !strings.HasPrefix(pat, prefix) {
 			errs = append(errs, field.Invalid(p.Index(i), pat, "must start with "+prefix+", for example "+example))
@@ -327,6 +345,8 @@ func (t Team) validate(p *field.Path, f *Fleet) field.ErrorList {
 	}
 	if why := reservedNamespace(t.Namespace, f); why != "" {
 		errs = append(errs, field.Invalid(p.Child("namespace"), t.Namespace, "the namespace "+why+"; the stack owns its teams' namespaces and deletes them on destroy, so give the team a namespace of its own"))
+	} else if t.Namespace == f.Controller.Namespace {
+		errs = append(errs, field.Invalid(p.Child("namespace"), t.Namespace, "the runnerset-controller's namespace (controller.namespace): a team there would share it with the controller and its permissions; give the team a namespace of its own"))
 	}
 	for i, tag := range t.Tags {
 		if strings.TrimSpace(tag) != tag || tag == "" || strings.Contains(tag, ",") {

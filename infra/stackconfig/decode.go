@@ -9,6 +9,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -42,6 +43,11 @@ func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decode
 		}
 		var te *json.UnmarshalTypeError
 		if ok := asTypeError(err, &te); ok {
+			for _, e := range errs {
+				if e.Type == field.ErrorTypeTypeInvalid {
+					return errs, false // every wrongly typed value is named above
+				}
+			}
 			p := root
 			if te.Field != "" {
 				p = pathOf(root, te.Field)
@@ -112,6 +118,11 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		}
 		return nil
 	}
+	if v != nil && !fits(v, t) {
+		// Reported here, for every value, rather than by the decoder,
+		// which stops at the first.
+		return field.ErrorList{field.TypeInvalid(p, jsonKind(v), "want "+kindName(t))}
+	}
 	var errs field.ErrorList
 	switch t.Kind() {
 	case reflect.Struct:
@@ -160,6 +171,49 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// fits reports whether the decoded JSON value v can be decoded into t.
+func fits(v any, t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String:
+		_, ok := v.(string)
+		return ok
+	case reflect.Bool:
+		_, ok := v.(bool)
+		return ok
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := v.(float64)
+		return ok && n == math.Trunc(n)
+	case reflect.Float32, reflect.Float64:
+		_, ok := v.(float64)
+		return ok
+	case reflect.Slice, reflect.Array:
+		_, ok := v.([]any)
+		return ok
+	case reflect.Map, reflect.Struct:
+		_, ok := v.(map[string]any)
+		return ok
+	}
+	return true
+}
+
+// jsonKind names the JSON type of v as encoding/json's errors do.
+func jsonKind(v any) string {
+	switch n := v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case float64:
+		return "number " + strconv.FormatFloat(n, 'g', -1, 64)
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // jsonFields returns a struct's JSON keys and their types, flattening

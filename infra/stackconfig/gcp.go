@@ -241,8 +241,11 @@ func (g *GCP) validateCIDRs(p *field.Path) field.ErrorList {
 		ranges = append(ranges, named{r.key, pfx})
 	}
 	for i, c := range g.MasterAuthorizedCIDRs {
-		if _, msg := parseCIDR(c); msg != "" {
-			errs = append(errs, field.Invalid(p.Child("masterAuthorizedCIDRs").Index(i), c, msg))
+		ip := p.Child("masterAuthorizedCIDRs").Index(i)
+		if pfx, msg := parseCIDR(c); msg != "" {
+			errs = append(errs, field.Invalid(ip, c, msg))
+		} else if pfx.Bits() == 0 {
+			errs = append(errs, field.Forbidden(ip, c+" opens the Kubernetes API to the whole internet: list the ranges that deploy (office, VPN, CI egress), or remove masterAuthorizedCIDRs so that only the VPC reaches it"))
 		}
 	}
 	return errs

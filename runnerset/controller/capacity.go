@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,7 +36,7 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 	}
 	for _, obj := range c.Objects {
 		err := r.dryRun(ctx, s.rs, obj)
-		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName()); rejected {
+		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
 			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
 			return false, 0, nil
 		}
@@ -55,21 +56,71 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 	return true, 0, nil
 }
 
-// rejection turns an API error that only a spec change can fix into a message.
-func rejection(err error, kind, name string) (string, bool) {
+// rejection turns an API error that only a spec change can fix into a
+// message that names the field to change: the RunnerSet's or, for what
+// the node class takes from the RunnerClass, the class's.
+func rejection(err error, kind, name, class string) (string, bool) {
 	switch {
 	case err == nil:
 		return "", false
 	case meta.IsNoMatchError(err):
 		return fmt.Sprintf("this cluster has no %s kind: install its CRDs, or use a RunnerClass whose provider this cluster runs", kind), true
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		msg := err.Error()
+		var fields []string
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
-			return fmt.Sprintf("%s %s was rejected: %s; fix spec.capacity", kind, name, status.Status().Message), true
+			msg = status.Status().Message
+			if d := status.Status().Details; d != nil {
+				for _, c := range d.Causes {
+					fields = append(fields, c.Field)
+				}
+			}
 		}
-		return fmt.Sprintf("%s %s was rejected: %v; fix spec.capacity", kind, name, err), true
+		return fmt.Sprintf("%s %s was rejected: %s; %s", kind, name, msg, blame(kind, class, fields)), true
 	}
 	return "", false
+}
+
+// blame says which field to fix for a rejected capacity object whose
+// invalid fields are fields. The node class (EC2NodeClass, KWOKNodeClass,
+// ComputeClass) is built from the RunnerClass; the NodePool from the
+// RunnerSet's spec.capacity and its managers' shutdownTimeout.
+func blame(kind, class string, fields []string) string {
+	classField := func(f string) string {
+		return fmt.Sprintf("fix %s of RunnerClass %s (the platform team's), not this RunnerSet", f, class)
+	}
+	has := func(prefix string) bool {
+		for _, f := range fields {
+			if strings.HasPrefix(f, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	switch kind {
+	case "EC2NodeClass":
+		switch {
+		case has("spec.tags"):
+			return classField("spec.karpenter.tags")
+		case has("spec.amiSelectorTerms"), has("spec.amiFamily"):
+			return classField("spec.karpenter.amiAlias")
+		case has("spec.role"):
+			return classField("spec.karpenter.nodeRole")
+		case has("spec.subnetSelectorTerms"), has("spec.securityGroupSelectorTerms"):
+			return classField("spec.karpenter.clusterName")
+		}
+		return classField("spec.karpenter")
+	case "KWOKNodeClass", "ComputeClass":
+		return classField("spec")
+	}
+	switch {
+	case has("spec.limits"):
+		return "fix spec.capacity.limits"
+	case has("spec.template.spec.terminationGracePeriod"):
+		return "fix spec.managers.shutdownTimeout"
+	}
+	return "fix spec.capacity"
 }
 
 // capacityKinds are the cluster-scoped kinds a RunnerSet's capacity may

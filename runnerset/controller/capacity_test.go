@@ -63,8 +63,8 @@ func TestEKSCapacityIsAcceptedByKarpentersOwnSchemaAndMatchesTheJobs(t *testing.
 	if np.Labels[capacity.LabelOwnerNamespace] != ns || np.Labels[capacity.LabelOwnerName] != "eks" {
 		t.Errorf("NodePool is not tied to its RunnerSet: %v", np.Labels)
 	}
-	cm := get(t, ns, naming.For(ns, "eks").Config(), &corev1.ConfigMap{})
-	toml := cm.Data[resources.ConfigKey]
+	cfg := get(t, ns, naming.For(ns, "eks").Config(), &corev1.Secret{})
+	toml := string(cfg.Data[resources.ConfigKey])
 	for _, want := range []string{
 		fmt.Sprintf(`"%s" = "%s"`, capacity.LabelCapacity, name),
 		fmt.Sprintf(`"%s=%s" = "NoSchedule"`, capacity.LabelCapacity, name),
@@ -97,8 +97,8 @@ func TestCapacityThatKarpenterRejectsIsRefusedWholeWithItsMessage(t *testing.T) 
 		mutate func(*v1alpha1.KarpenterSettings)
 		says   string
 	}{
-		{"an AMI family Karpenter does not know", func(k *v1alpha1.KarpenterSettings) { k.AMIAlias = "ubuntu@latest" }, "EC2NodeClass"},
-		{"a tag Karpenter reserves", func(k *v1alpha1.KarpenterSettings) { k.Tags = map[string]string{"karpenter.sh/nodepool": "x"} }, "EC2NodeClass"},
+		{"an AMI family Karpenter does not know", func(k *v1alpha1.KarpenterSettings) { k.AMIAlias = "ubuntu@latest" }, "spec.karpenter.amiAlias of RunnerClass"},
+		{"a tag Karpenter reserves", func(k *v1alpha1.KarpenterSettings) { k.Tags = map[string]string{"karpenter.sh/nodepool": "x"} }, "spec.karpenter.tags of RunnerClass"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,8 +109,9 @@ func TestCapacityThatKarpenterRejectsIsRefusedWholeWithItsMessage(t *testing.T) 
 			must(t, k8s.Create(ctx, rs))
 			cur := waitCondition(t, rs, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected)
 			msg := condition(cur, v1alpha1.ConditionCapacityReady).Message
-			if !strings.Contains(msg, tc.says) || !strings.Contains(msg, "rejected") {
-				t.Errorf("message %q", msg)
+			// The class's settings are at fault, not the RunnerSet's.
+			if !strings.Contains(msg, tc.says) || !strings.Contains(msg, "EC2NodeClass") || !strings.Contains(msg, "rejected") || strings.Contains(msg, "spec.capacity") {
+				t.Errorf("message %q does not blame %s", msg, tc.says)
 			}
 			capName := naming.For(ns, name).Capacity()
 			absent(t, &karpv1.NodePool{}, capName)

@@ -11,19 +11,24 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
-// reconcileConfig renders config.toml into the RunnerSet's ConfigMap.
+// reconcileConfig renders config.toml, with the token the token step
+// validated, into the Secret the managers mount. The token enters through
+// the TOML encoder, never by substitution; the hash of the file without it
+// (and of the token) rolls the managers.
 func (r *Reconciler) reconcileConfig(ctx context.Context, s *state) (bool, time.Duration, error) {
 	cfg := runnerconfig.ForRunnerSet(s.rs, s.class, s.placement)
-	out, err := runnerconfig.Render(cfg)
+	template, err := runnerconfig.Render(cfg)
+	if err == nil {
+		s.configTOML, err = runnerconfig.Render(runnerconfig.WithToken(cfg, s.token.Value))
+	}
 	if err != nil {
 		s.rs.SetCondition(v1alpha1.ConditionConfigReady, metav1.ConditionFalse, v1alpha1.ReasonRenderFailed, err.Error())
 		return false, 0, nil
 	}
-	if err := r.apply(ctx, s.rs, resources.ConfigMap(s.rs, out)); err != nil {
+	s.configHash = resources.ConfigHash(template, s.token.Value)
+	if err := r.apply(ctx, s.rs, resources.ConfigSecret(s.rs, s.configTOML, s.configHash)); err != nil {
 		return false, 0, err
 	}
-	s.configTOML = out
-	s.configHash = resources.ConfigHash(out, s.token.Value)
 	s.rs.Status.ConfigHash = s.configHash
 	s.rs.SetCondition(v1alpha1.ConditionConfigReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, "config.toml is rendered")
 	return true, 0, nil

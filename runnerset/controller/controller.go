@@ -67,6 +67,10 @@ const (
 	DefaultBurst = 200
 )
 
+// inTheWayRecheck is how often a RunnerSet blocked by an object it does
+// not own looks again.
+const inTheWayRecheck = time.Minute
+
 // drainPoll is how often a deleting RunnerSet checks whether its pods are gone.
 const drainPoll = 5 * time.Second
 
@@ -168,8 +172,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var requeue time.Duration
 	var errs []error
 	for _, st := range r.steps {
+		was := meta.FindStatusCondition(rs.Status.Conditions, st.condition).DeepCopy()
 		done, after, err := st.run(ctx, s)
-		if err != nil {
+		var itw *InTheWay
+		switch {
+		case errors.As(err, &itw):
+			// Only someone else can fix it; its deletion is not watched
+			// (the cache does not see it), so look again now and then.
+			rs.SetCondition(st.condition, metav1.ConditionFalse, v1alpha1.ReasonObjectInTheWay, itw.Error())
+			err, after = nil, inTheWayRecheck
+		case err != nil:
+			// A step that failed without saying why in its condition
+			// gets the cause there: the user reads status, not logs.
+			if now := meta.FindStatusCondition(rs.Status.Conditions, st.condition); !apierrors.IsConflict(err) && (now == nil || equality.Semantic.DeepEqual(now, was)) {
+				rs.SetCondition(st.condition, metav1.ConditionFalse, v1alpha1.ReasonWriteFailed,
+					fmt.Sprintf("%v; runnerfleet retries with backoff. If it persists, check the controller's permissions and the object named here", err))
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", st.condition, err))
 		}
 		if after > 0 && (requeue == 0 || after < requeue) {
@@ -261,16 +279,38 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 			return nil, err
 		}
 	}
-	live := desired.DeepCopyObject().(client.Object)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	kind := r.kindOf(desired)
+	live := desired.DeepCopyObject().(client.Object)
+	// The cache holds only objects labelled as runnerfleet's, and no
+	// Secrets at all: Secrets are read from the API server, and anything
+	// the cache does not see is looked up there before it is created, so
+	// that an object someone else made is found, not overwritten.
+	var reader client.Reader = r.Client
+	if _, ok := desired.(*corev1.Secret); ok {
+		reader = r.APIReader
+	}
+	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) && reader != r.APIReader {
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		var createOpts []client.CreateOption
 		if dryRun {
 			createOpts = append(createOpts, client.DryRunAll)
 		}
-		if err := r.Client.Create(ctx, desired, createOpts...); err != nil {
+		err := r.Client.Create(ctx, desired, createOpts...)
+		if apierrors.IsAlreadyExists(err) {
+			// Made by someone else since we looked: judge it as below.
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+				return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
+			}
+			if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
+				return nil, itw
+			}
+			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
 		}
 		if !dryRun {
@@ -280,16 +320,10 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 	case err != nil:
 		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
-	if clusterScoped {
-		l := live.GetLabels()
-		if l[capacity.LabelOwnerNamespace] != owner.Namespace || l[capacity.LabelOwnerName] != owner.Name {
-			return nil, fmt.Errorf("%s %s exists and belongs to RunnerSet %s/%s, not to this one",
-				kind, desired.GetName(), l[capacity.LabelOwnerNamespace], l[capacity.LabelOwnerName])
-		}
-	} else if !metav1.IsControlledBy(live, owner) {
-		return nil, fmt.Errorf("%s %s exists and is not owned by RunnerSet %s: rename or delete it", kind, desired.GetName(), owner.Name)
+	if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
+		return nil, itw
 	}
-	if resources.SpecHash(live) == resources.SpecHash(desired) {
+	if resources.SpecHash(live) == resources.SpecHash(desired) && sameData(live, desired) {
 		return live, nil
 	}
 	desired.SetResourceVersion(live.GetResourceVersion())
@@ -306,6 +340,63 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
 	}
 	return desired, nil
+}
+
+// sameData reports whether a Secret's data is what was built: the spec hash
+// of a Secret does not cover its data (the token), and an edit of the
+// config the managers mount must not stand.
+func sameData(live, desired client.Object) bool {
+	l, ok1 := live.(*corev1.Secret)
+	d, ok2 := desired.(*corev1.Secret)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return equality.Semantic.DeepEqual(l.Data, d.Data)
+}
+
+// InTheWay is an object a RunnerSet needs whose name is taken by one
+// runnerfleet did not create for it. The controller never overwrites,
+// adopts or deletes such an object; the step's condition names it.
+type InTheWay struct {
+	Kind, Namespace, Name string
+	// Owner is who holds it, when runnerfleet can tell.
+	Owner string
+	// RunnerSet is the RunnerSet that needs the name.
+	RunnerSet string
+}
+
+func (e *InTheWay) Error() string {
+	what := e.Kind + " " + e.Name
+	if e.Namespace != "" {
+		what = e.Kind + " " + e.Namespace + "/" + e.Name
+	}
+	owner := "was not created by runnerfleet for RunnerSet " + e.RunnerSet
+	if e.Owner != "" {
+		owner += " (it belongs to " + e.Owner + ")"
+	}
+	return fmt.Sprintf("%s exists and %s: runnerfleet will not overwrite or delete it; delete or rename it, or give the RunnerSet another name", what, owner)
+}
+
+// inTheWay returns an *InTheWay when live is not owner's.
+func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, clusterScoped bool) *InTheWay {
+	itw := &InTheWay{Kind: kind, Namespace: live.GetNamespace(), Name: live.GetName(), RunnerSet: owner.Namespace + "/" + owner.Name}
+	if clusterScoped {
+		l := live.GetLabels()
+		if l[capacity.LabelOwnerNamespace] == owner.Namespace && l[capacity.LabelOwnerName] == owner.Name {
+			return nil
+		}
+		if l[capacity.LabelOwnerNamespace] != "" {
+			itw.Owner = "RunnerSet " + l[capacity.LabelOwnerNamespace] + "/" + l[capacity.LabelOwnerName]
+		}
+		return itw
+	}
+	if metav1.IsControlledBy(live, owner) {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(live); ref != nil {
+		itw.Owner = ref.Kind + " " + ref.Name
+	}
+	return itw
 }
 
 // kindOf names obj's kind for messages.
@@ -355,7 +446,19 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: rs.Spec.ClassName}, class); err != nil {
 		class = nil // the runner's own Secret remembers its GitLab
 	}
-	if err := r.Tokens.Release(ctx, rs, gitlabURL(rs, class)); err != nil {
+	err = r.Tokens.Release(ctx, rs, gitlabURL(rs, class))
+	if err != nil && r.cannotBeRestored(ctx, rs, err) {
+		// The API token went with a namespace that is being deleted (a
+		// RunnerSet from before the token was held by ReleaseFinalizer):
+		// nothing can bring it back, so holding the RunnerSet would hold
+		// the namespace forever. Say which runner is left, and go.
+		r.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "RunnerLeftInGitLab", "Release",
+			"runner %d could not be deleted from GitLab: %v; namespace %s is being deleted, so it cannot be restored: delete the runner in GitLab",
+			rs.Status.RunnerID, err, rs.Namespace)
+		log.FromContext(ctx).Info("Runner left in GitLab: its API token is gone with its namespace", "runnerID", rs.Status.RunnerID)
+		err = nil
+	}
+	if err != nil {
 		rs.SetCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting,
 			fmt.Sprintf("managers drained; deleting the runner from GitLab failed, retrying: %v", err))
 		r.recordTransitions(before, rs)
@@ -382,6 +485,20 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 	}
 	log.FromContext(ctx).Info("Drained and released RunnerSet")
 	return reconcile.Result{}, nil
+}
+
+// cannotBeRestored reports whether releasing failed for want of an API
+// token that can no longer be restored: the namespace is terminating.
+func (r *Reconciler) cannotBeRestored(ctx context.Context, rs *v1alpha1.RunnerSet, err error) bool {
+	var te *TokenError
+	if !errors.As(err, &te) || te.Reason != v1alpha1.ReasonAPITokenMissing {
+		return false
+	}
+	ns := &corev1.Namespace{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: rs.Namespace}, ns); err != nil {
+		return false
+	}
+	return !ns.DeletionTimestamp.IsZero()
 }
 
 // podsLeft counts the manager and job pods of rs, terminating ones included.
@@ -454,8 +571,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&policyv1.PodDisruptionBudget{}).
 		// Token Secrets are watched by metadata only: the controller never
 		// holds every Secret of the cluster in memory; it reads the one it
-		// needs from the API server.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexTokenSecret, true)), builder.OnlyMetadata).
+		// needs from the API server. The config Secret the managers mount
+		// brings back its owner when someone edits or deletes it.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners), builder.OnlyMetadata).
 		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	// Cluster-scoped capacity cannot carry an ownerReference to a namespaced
@@ -480,6 +598,16 @@ func ownerOfCapacity(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// secretOwners maps a Secret to the RunnerSets that name it and to the
+// RunnerSet that owns it.
+func (r *Reconciler) secretOwners(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := r.runnerSetsFor(indexTokenSecret, true)(ctx, o)
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "RunnerSet" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}})
+	}
+	return reqs
 }
 
 // runnerSetsFor maps an object to the RunnerSets whose index field names it.

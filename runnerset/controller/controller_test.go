@@ -80,7 +80,7 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	})
 	newSecret(t, ns, "build-token", token)
 	rs := runnerSet(ns, "build", class.Name)
-	rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-" + ns + "-build"}
+	rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-" + ns + ".build"}
 	must(t, k8s.Create(ctx, rs))
 	cur := waitReady(t, rs)
 
@@ -113,15 +113,18 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 		t.Errorf("RoleBinding binds %v to %v", rb.Subjects, rb.RoleRef)
 	}
 
-	cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
-	toml := cm.Data[resources.ConfigKey]
-	if strings.Contains(toml, token) || !strings.Contains(toml, runnerconfig.TokenPlaceholder) {
-		t.Errorf("config.toml must hold the placeholder and never the token:\n%s", toml)
+	cfgSecret := get(t, ns, n.Config(), &corev1.Secret{})
+	toml := string(cfgSecret.Data[resources.ConfigKey])
+	if !strings.Contains(toml, `token = "`+token+`"`) || strings.Contains(toml, runnerconfig.TokenPlaceholder) {
+		t.Errorf("config.toml must hold the validated token:\n%s", toml)
+	}
+	if !metav1.IsControlledBy(cfgSecret, cur) {
+		t.Error("the config Secret is not controlled by the RunnerSet")
 	}
 	schema, err := oracle.Load(ctx)
 	must(t, err)
 	if err := schema.Check([]byte(toml)); err != nil {
-		t.Errorf("gitlab-runner would not accept the config.toml in the ConfigMap: %v", err)
+		t.Errorf("gitlab-runner would not accept the config.toml in the config Secret: %v", err)
 	}
 	for _, want := range []string{`namespace = "` + ns + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
 		if !strings.Contains(toml, want) {
@@ -140,8 +143,8 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if d.Spec.Template.Annotations[resources.AnnotationConfigHash] != cur.Status.ConfigHash || cur.Status.ConfigHash == "" {
 		t.Errorf("pod template config hash %q, status %q", d.Spec.Template.Annotations[resources.AnnotationConfigHash], cur.Status.ConfigHash)
 	}
-	if ref := pod.InitContainers[0].Env[0].ValueFrom.SecretKeyRef; ref == nil || ref.Name != "build-token" || ref.Key != "token" {
-		t.Errorf("init container does not take the token from its Secret: %+v", pod.InitContainers[0].Env)
+	if mounted := secretsOf(pod); len(mounted) != 1 || mounted[0] != n.Config() {
+		t.Errorf("the managers mount Secrets %v, want only the controller's %s", mounted, n.Config())
 	}
 	if !metav1.IsControlledBy(d, cur) {
 		t.Error("Deployment is not controlled by the RunnerSet")
@@ -169,9 +172,9 @@ func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
 		r.Spec.Managers.Concurrent = 25
 	})
 	eventually(t, "config.toml has concurrent = 25 and the pod template rolled", func() error {
-		cm := get(t, ns, n.Config(), &corev1.ConfigMap{})
-		if !strings.Contains(cm.Data[resources.ConfigKey], "concurrent = 25") {
-			return errors.New("ConfigMap not updated")
+		cfg := get(t, ns, n.Config(), &corev1.Secret{})
+		if !strings.Contains(string(cfg.Data[resources.ConfigKey]), "concurrent = 25") {
+			return errors.New("config Secret not updated")
 		}
 		if hash() == first {
 			return errors.New("pod template config hash unchanged")
@@ -199,7 +202,7 @@ func TestTheManagerServiceAccountCarriesTheJobIdentityOnlyWithACache(t *testing.
 	class := newClass(t, nil) // no default cache
 	newSecret(t, ns, "sign-token", token)
 	rs := runnerSet(ns, "sign", class.Name)
-	arn := "arn:aws:iam::123456789012:role/ci-" + ns + "-sign"
+	arn := "arn:aws:iam::123456789012:role/ci-" + ns + ".sign"
 	rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: arn}
 	must(t, k8s.Create(ctx, rs))
 	cur := waitReady(t, rs)
@@ -277,7 +280,7 @@ func TestRunnerClassPolicyRefusesWithAReasonAndCreatesNothing(t *testing.T) {
 		says   string
 	}{
 		{"identity of another namespace", func(rs *v1alpha1.RunnerSet) {
-			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-other-team-build"}
+			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci-other-team.build"}
 		}, v1alpha1.ReasonIdentityForbidden, "spec.jobs.identity.awsRoleARN"},
 		{"gcp identity where the class allows none", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{GCPServiceAccount: "ci@p.iam.gserviceaccount.com"}
@@ -390,7 +393,7 @@ func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
 
 	versions := func() map[string]string {
 		out := map[string]string{}
-		for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.ConfigMapList{},
+		for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{},
 			&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{}} {
 			must(t, k8s.List(ctx, l, client.InNamespace(ns)))
 			must(t, meta.EachListItem(l, func(o runtime.Object) error {
@@ -456,4 +459,38 @@ func TestNotReadyOnANewConfigUntilItIsRolledOut(t *testing.T) {
 	}
 	rollOut()
 	waitReady(t, rs)
+}
+
+// secretsOf lists every Secret a pod reads: volumes, environment, image
+// pull Secrets.
+func secretsOf(pod corev1.PodSpec) []string {
+	var out []string
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			out = append(out, v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					out = append(out, src.Secret.Name)
+				}
+			}
+		}
+	}
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				out = append(out, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.SecretRef != nil {
+				out = append(out, e.SecretRef.Name)
+			}
+		}
+	}
+	for _, p := range pod.ImagePullSecrets {
+		out = append(out, p.Name)
+	}
+	return out
 }

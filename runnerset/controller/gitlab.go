@@ -84,7 +84,7 @@ func (g *GitLabTokens) api(ctx context.Context, rs *v1alpha1.RunnerSet, url stri
 	if reg == nil {
 		return nil, &TokenError{v1alpha1.ReasonAPITokenMissing, "spec.gitlab.runner is not set: nothing to talk to GitLab about"}
 	}
-	pat, err := readSecretKey(ctx, g.APIReader, rs.Namespace, reg.APITokenSecretRef, "spec.gitlab.runner.apiTokenSecretRef",
+	sec, pat, err := readSecret(ctx, g.APIReader, rs.Namespace, reg.APITokenSecretRef, "spec.gitlab.runner.apiTokenSecretRef",
 		"a GitLab access token with the create_runner and manage_runner scopes")
 	var te *TokenError
 	if errors.As(err, &te) {
@@ -94,7 +94,53 @@ func (g *GitLabTokens) api(ctx context.Context, rs *v1alpha1.RunnerSet, url stri
 	if err != nil {
 		return nil, err
 	}
+	// Releasing the runner needs this token. Deleting the namespace
+	// deletes it together with the RunnerSet; the finalizer keeps it
+	// readable until the runner is gone from GitLab.
+	if rs.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(sec, ReleaseFinalizer(rs)) {
+		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(sec, ReleaseFinalizer(rs))
+		if err := g.Client.Patch(ctx, sec, patch); err != nil {
+			return nil, fmt.Errorf("holding Secret %s until the runner is released: %w", sec.Name, err)
+		}
+		// A Secret the RunnerSet named before is no longer needed.
+		if err := g.letGoOfAPITokens(ctx, rs, sec.Name); err != nil {
+			return nil, err
+		}
+	}
 	return g.NewGitLab(url, pat)
+}
+
+// ReleaseFinalizer is the finalizer by which RunnerSet rs holds its GitLab
+// API token Secret while it may still need it to delete its runner: one per
+// RunnerSet (named by its UID), so RunnerSets that share the Secret each
+// let go of it on their own, with no race between them.
+func ReleaseFinalizer(rs *v1alpha1.RunnerSet) string {
+	return "release.runnerfleet.dev/" + string(rs.UID)
+}
+
+// letGoOfAPITokens removes ReleaseFinalizer(rs) from every Secret of the
+// namespace that carries it but keep, so that no Secret the RunnerSet
+// named once stays held (and its namespace Terminating) after it moved on
+// or went. It reads the Secrets' metadata only.
+func (g *GitLabTokens) letGoOfAPITokens(ctx context.Context, rs *v1alpha1.RunnerSet, keep string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := g.APIReader.List(ctx, list, client.InNamespace(rs.Namespace)); err != nil {
+		return fmt.Errorf("listing Secrets: %w", err)
+	}
+	for i := range list.Items {
+		sec := &list.Items[i]
+		if sec.Name == keep || !controllerutil.ContainsFinalizer(sec, ReleaseFinalizer(rs)) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(sec, ReleaseFinalizer(rs))
+		if err := g.Client.Patch(ctx, sec, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("letting go of Secret %s: %w", sec.Name, err)
+		}
+	}
+	return nil
 }
 
 // Token implements TokenSource.
@@ -111,6 +157,10 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 	err = g.APIReader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: ref.Name}, sec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+	}
+	if err == nil && !metav1.IsControlledBy(sec, rs) {
+		// Someone else's Secret: never read as ours, overwritten or deleted.
+		return nil, tokenSecretInTheWay(rs, sec)
 	}
 	if err == nil && len(sec.Data[keyToken]) > 0 {
 		id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64)
@@ -195,6 +245,13 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 	return g.store(ctx, rs, url, tok)
 }
 
+// tokenSecretInTheWay is the condition of a RunnerSet whose runner token
+// Secret's name is taken.
+func tokenSecretInTheWay(rs *v1alpha1.RunnerSet, sec *corev1.Secret) error {
+	itw := &InTheWay{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, RunnerSet: rs.Namespace + "/" + rs.Name}
+	return &TokenError{v1alpha1.ReasonObjectInTheWay, itw.Error() + " (runnerfleet keeps the token of the runner it creates there)"}
+}
+
 // settings are the runner's settings in GitLab as rs asks for them.
 func settings(rs *v1alpha1.RunnerSet) gitlab.CreateOptions {
 	reg := rs.Spec.GitLab.Runner
@@ -241,7 +298,7 @@ func renewTime(obtained, expires time.Time) time.Time {
 // store writes the token Secret, owned by the RunnerSet.
 func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
 	if !tokenFormat.MatchString(tok.Value) {
-		// The init container substitutes it into config.toml with sed.
+		// Nothing else can be a runner token; refuse before a manager sees it.
 		return nil, fmt.Errorf("GitLab returned a token for runner %d that is not 8 to 512 letters, digits, '.', '_' or '-'; refusing to pass it to the managers", tok.RunnerID)
 	}
 	now := g.now().UTC()
@@ -271,6 +328,11 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 	if apierrors.IsAlreadyExists(err) {
 		cur := &corev1.Secret{}
 		if err = g.APIReader.Get(ctx, client.ObjectKeyFromObject(sec), cur); err == nil {
+			if !metav1.IsControlledBy(cur, rs) {
+				// The runner exists; the next pass finds it by its marker
+				// once the Secret in the way is gone.
+				return nil, tokenSecretInTheWay(rs, cur)
+			}
 			if err = fill(cur); err == nil {
 				err = g.Client.Update(ctx, cur)
 			}
@@ -296,6 +358,9 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 	err := g.APIReader.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: name}, sec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting Secret %s: %w", name, err)
+	}
+	if err == nil && !metav1.IsControlledBy(sec, rs) {
+		sec = &corev1.Secret{} // someone else's: neither read nor deleted
 	}
 	if u := string(sec.Data[keyURL]); u != "" {
 		url = u // the instance the runner was created in
@@ -325,7 +390,7 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 			return fmt.Errorf("deleting Secret %s: %w", name, err)
 		}
 	}
-	return nil
+	return g.letGoOfAPITokens(ctx, rs, "")
 }
 
 // explain turns a GitLab error into a TokenError that says what to fix, or

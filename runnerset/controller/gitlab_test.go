@@ -104,8 +104,11 @@ func TestACreatedRunnerLivesAndDiesWithItsRunnerSet(t *testing.T) {
 		t.Error("the stored token does not authenticate the runner")
 	}
 	d := get(t, ns, naming.For(ns, "made").Managers(), &appsv1.Deployment{})
-	if ref := d.Spec.Template.Spec.InitContainers[0].Env[0].ValueFrom.SecretKeyRef; ref.Name != naming.For(ns, "made").RunnerToken() {
-		t.Errorf("managers read the token from %s", ref.Name)
+	if mounted := secretsOf(d.Spec.Template.Spec); len(mounted) != 1 || mounted[0] != naming.For(ns, "made").Config() {
+		t.Errorf("managers read Secrets %v, want only the config Secret", mounted)
+	}
+	if cfg := get(t, ns, naming.For(ns, "made").Config(), &corev1.Secret{}); !strings.Contains(string(cfg.Data[resources.ConfigKey]), `token = "`+tok+`"`) {
+		t.Error("the managers' config.toml does not hold the created runner's token")
 	}
 	assertNoLeak(t, ns, tok)
 

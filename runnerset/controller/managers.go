@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,14 +16,18 @@ import (
 // reconcileManagers writes the manager Deployment and its disruption budget
 // and reports whether every manager runs the current config.
 func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, time.Duration, error) {
-	image := s.rs.Spec.Managers.Image
+	image, field := s.rs.Spec.Managers.Image, "spec.managers.image"
 	if image == "" {
-		image = s.class.Spec.Defaults.ManagerImage
+		image, field = s.class.Spec.Defaults.ManagerImage, fmt.Sprintf("spec.defaults.managerImage of RunnerClass %s", s.class.Name)
 	}
 	if image == "" {
 		image = v1alpha1.DefaultManagerImage
 	}
-	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, image, s.configHash, s.token.SecretRef))
+	if msg := invalidImage(image, field); msg != "" {
+		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonInvalidImage, msg)
+		return false, 0, nil
+	}
+	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, string(image), s.configHash))
 	if err != nil {
 		return false, 0, err
 	}
@@ -57,4 +62,14 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 			"%d of %d managers run the current config; old managers finish their jobs before they stop", ready, want))
 	}
 	return true, 0, nil
+}
+
+// invalidImage says why image, read from field, is not an image reference
+// the container runtime accepts, or returns "". Admission refuses such
+// images; this catches objects admitted before the rule existed.
+func invalidImage(image v1alpha1.ImageReference, field string) string {
+	if _, err := reference.ParseNormalizedNamed(string(image)); err != nil {
+		return fmt.Sprintf("%s %q is not an image reference (%v): use one such as registry.example.com/team/image:v1.2.3", field, image, err)
+	}
+	return ""
 }

@@ -26,8 +26,14 @@ package controller
 
 // Secrets: watched by metadata (token Secrets requeue their RunnerSets) and
 // read from the API server; a created runner's token Secret is written with
-// CreateOrUpdate, its settings hash patched, and deleted with the runner.
+// CreateOrUpdate, its settings hash patched, and deleted with the runner;
+// the config Secret the managers mount is written by apply; the API token
+// Secret carries ReleaseFinalizer, added and removed with a Patch.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+
+// Namespaces: finalize reads a RunnerSet's namespace to tell whether a
+// missing API token can still be restored.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // Pods: finalize lists a RunnerSet's manager and job pods by metadata.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list

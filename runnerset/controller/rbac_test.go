@@ -161,7 +161,7 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 	update(t, made, func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = append(rs.Spec.Tags, "arm64") })
 	n := naming.For(ns, "kwok")
 	eventually(t, "ConfigMap and NodePool updated", func() error {
-		if !strings.Contains(get(t, ns, n.Config(), &corev1.ConfigMap{}).Data["config.toml"], "concurrent = 25") {
+		if !strings.Contains(string(get(t, ns, n.Config(), &corev1.Secret{}).Data["config.toml"]), "concurrent = 25") {
 			return errors.New("config.toml still has the old concurrent")
 		}
 		np := &unstructured.Unstructured{}

@@ -188,7 +188,7 @@ func newClass(t *testing.T, mutate func(*v1alpha1.RunnerClass)) *v1alpha1.Runner
 		Spec: v1alpha1.RunnerClassSpec{
 			Provider: v1alpha1.CapacityProviderKWOK,
 			Policy: v1alpha1.RunnerClassPolicy{Identity: v1alpha1.IdentityPolicy{
-				AWSRoleARNPatterns: []string{"arn:aws:iam::123456789012:role/ci-{namespace}-*"},
+				AWSRoleARNPatterns: []string{"arn:aws:iam::123456789012:role/ci-{namespace}.*"},
 			}},
 		},
 	}

@@ -49,8 +49,10 @@ type TokenError struct {
 
 func (e *TokenError) Error() string { return e.Message }
 
-// tokenFormat is what may stand in config.toml's token field. It also keeps
-// the init container's sed substitution safe.
+// tokenFormat is what the controller accepts as a runner token. config.toml
+// gets the token through the TOML encoder whatever it holds; this refuses
+// what cannot be a token (a pasted newline or label) before any manager
+// sees it.
 var tokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
 
 // registrationTokenPrefix starts the runner registration tokens GitLab no
@@ -93,22 +95,28 @@ func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet, string) error 
 // readSecretKey reads one key of a Secret straight from the API server (the
 // controller caches no Secrets), as a TokenError when it is not there.
 func readSecretKey(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (string, error) {
+	_, v, err := readSecret(ctx, r, namespace, ref, field, what)
+	return v, err
+}
+
+// readSecret is readSecretKey that also returns the Secret.
+func readSecret(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (*corev1.Secret, string, error) {
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", &TokenError{v1alpha1.ReasonTokenSecretNotFound, fmt.Sprintf(
+			return nil, "", &TokenError{v1alpha1.ReasonTokenSecretNotFound, fmt.Sprintf(
 				"Secret %s/%s named by %s does not exist: create it with %s under key %q",
 				namespace, ref.Name, field, what, ref.KeyOrDefault())}
 		}
-		return "", fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+		return nil, "", fmt.Errorf("getting Secret %s: %w", ref.Name, err)
 	}
 	v, ok := sec.Data[ref.KeyOrDefault()]
 	if !ok || len(v) == 0 {
-		return "", &TokenError{v1alpha1.ReasonTokenKeyMissing, fmt.Sprintf(
+		return nil, "", &TokenError{v1alpha1.ReasonTokenKeyMissing, fmt.Sprintf(
 			"Secret %s/%s has no key %q (%s.key): put %s there",
 			namespace, ref.Name, ref.KeyOrDefault(), field, what)}
 	}
-	return string(v), nil
+	return sec, string(v), nil
 }
 
 // Tokens picks the source each RunnerSet asks for.

@@ -1,8 +1,12 @@
 package controller_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/distribution/reference"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -11,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 )
 
 // The API server itself refuses bad specs, naming the field and the fix.
@@ -135,4 +141,131 @@ func TestDefaultsAreAppliedByTheAPIServer(t *testing.T) {
 	if len(got.Spec.Capacity.CapacityTypes) != 1 || got.Spec.Capacity.CapacityTypes[0] != v1alpha1.CapacityTypeSpot {
 		t.Errorf("capacity type default %v", got.Spec.Capacity.CapacityTypes)
 	}
+}
+
+// 11.7: names that could never work are refused at admission.
+func TestAdmissionRefusesWhatCanNeverWork(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.RunnerSet)
+		want   []string
+	}{
+		{"a name longer than a label value", func(rs *v1alpha1.RunnerSet) { rs.Name = strings.Repeat("n", 64) },
+			[]string{"metadata.name", "at most 63 characters"}},
+		{"a manager image with a leading space", func(rs *v1alpha1.RunnerSet) { rs.Spec.Managers.Image = " gitlab-runner:v19" },
+			[]string{"spec.managers.image", "must be an image reference"}},
+		{"a job image with a trailing newline", func(rs *v1alpha1.RunnerSet) { rs.Spec.Jobs.Image = "alpine:3.22\n" },
+			[]string{"spec.jobs.image", "must be an image reference"}},
+		{"an upper-case repository", func(rs *v1alpha1.RunnerSet) { rs.Spec.Jobs.Image = "Alpine" },
+			[]string{"spec.jobs.image"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := runnerSet(ns, "bad", "any")
+			tc.mutate(rs)
+			err := k8s.Create(ctx, rs)
+			if err == nil {
+				_ = k8s.Delete(ctx, rs)
+				t.Fatal("the API server accepted it")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	ok := runnerSet(ns, strings.Repeat("n", 63), "any")
+	ok.Spec.Managers.Image = v1alpha1.ImageReference("registry.example.com:5000/ci/gitlab-runner:alpine-v19.4.0@sha256:" + strings.Repeat("a", 64))
+	must(t, k8s.Create(ctx, ok))
+}
+
+// The image rule is the container runtimes' own parser: the API server
+// accepts exactly the references github.com/distribution/reference does.
+func TestAdmissionJudgesImagesAsTheReferenceParserDoes(t *testing.T) {
+	var rule string
+	for _, c := range mustCRD(t, "runnersets.runnerfleet.dev").Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["jobs"].Properties["image"].XValidations {
+		rule = c.Rule
+	}
+	if want := "self.matches(r'" + reference.ReferenceRegexp.String() + "')"; rule != want {
+		t.Fatalf("the CRD's image rule is not the parser's grammar:\n got %s\nwant %s", rule, want)
+	}
+	ns := newNamespace(t)
+	for i, image := range []string{
+		"alpine", "alpine:3.22", "library/alpine:latest", "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0",
+		"localhost:5000/a/b", "[::1]:5000/x:y", "a/b@sha256:" + strings.Repeat("0", 64),
+		" alpine", "alpine ", "alpine\n", "Alpine", "alpine:", ":tag", "a//b", "a:b:c", "-a", "a@sha256:xyz",
+		"a/b:" + strings.Repeat("t", 129), "ex ample.com/a", "example.com/A/b", "registry:5000/x:tag\t",
+	} {
+		rs := runnerSet(ns, fmt.Sprintf("img-%d", i), "any")
+		rs.Spec.Jobs.Image = v1alpha1.ImageReference(image)
+		err := k8s.Create(ctx, rs)
+		_, perr := reference.ParseNormalizedNamed(image)
+		if (err == nil) != (perr == nil) {
+			t.Errorf("%q: the API server says %v, the reference parser %v", image, err, perr)
+		}
+	}
+}
+
+// 11.3: identity patterns that cannot tell namespace x from x-b are
+// refused at admission, with the same rule the controller and the Pulumi
+// program use.
+func TestAdmissionRefusesAmbiguousIdentityPatterns(t *testing.T) {
+	for _, field := range []string{"awsRoleARNPatterns", "gcpServiceAccountPatterns"} {
+		rules := ""
+		for _, c := range mustCRD(t, "runnerclasses.runnerfleet.dev").Spec.Versions[0].Schema.OpenAPIV3Schema.
+			Properties["spec"].Properties["policy"].Properties["identity"].Properties[field].Items.Schema.XValidations {
+			rules += c.Rule + "\n"
+		}
+		for _, re := range []string{policy.PatternPinnedLeft, policy.PatternPinnedRight} {
+			if !strings.Contains(rules, "self.matches('"+re+"')") {
+				t.Errorf("%s: the CRD does not use policy's rule %s", field, re)
+			}
+		}
+	}
+	for i, tc := range []struct {
+		aws, gcp string
+		ok       bool
+	}{
+		{aws: "arn:aws:iam::123456789012:role/ci-{namespace}-*"},
+		{aws: "arn:aws:iam::123456789012:role/*-{namespace}"},
+		{gcp: "{namespace}-*@p.iam.gserviceaccount.com"},
+		{aws: "arn:aws:iam::123456789012:role/ci-{namespace}.*", ok: true},
+		{aws: "arn:aws:iam::*:role/runnerfleet-prod/{namespace}/*", ok: true},
+		{gcp: "{namespace}-??????@p.iam.gserviceaccount.com", ok: true},
+	} {
+		c := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pattern-%d", i)},
+			Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+		pattern := tc.aws
+		if tc.aws != "" {
+			c.Spec.Policy.Identity.AWSRoleARNPatterns = []string{tc.aws}
+		} else {
+			pattern = tc.gcp
+			c.Spec.Policy.Identity.GCPServiceAccountPatterns = []string{tc.gcp}
+		}
+		err := k8s.Create(ctx, c)
+		if err == nil {
+			_ = k8s.Delete(ctx, c)
+		}
+		if (err == nil) != tc.ok || (policy.ValidatePattern(pattern) == nil) != tc.ok {
+			t.Errorf("%q: API server %v, policy %v; want accepted=%v", pattern, err, policy.ValidatePattern(pattern), tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "cannot tell namespace x from x-b") {
+			t.Errorf("%q: the message does not say why: %v", pattern, err)
+		}
+	}
+}
+
+func mustCRD(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	all, err := crds.CRDs()
+	must(t, err)
+	for _, c := range all {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no CRD %s", name)
+	return nil
 }

@@ -41,12 +41,46 @@ func (r Runner) Config() string { return Join(r.Name, "config") }
 func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 
 // Capacity names the cluster-scoped capacity of this RunnerSet (NodePool,
-// EC2NodeClass, ComputeClass): unique across namespaces.
-func (r Runner) Capacity() string { return Join("rf", r.Namespace, r.Name) }
+// EC2NodeClass, ComputeClass), "rf-<namespace>.<name>": unique across
+// namespaces (see Scoped).
+func (r Runner) Capacity() string { return Scoped(MaxLength, "rf-", r.Namespace, r.Name, "") }
 
 // IAMRole is the name of the IAM role a platform creates for this RunnerSet's
-// jobs in cluster (GCPServiceAccountID names the Google service account).
-func (r Runner) IAMRole(cluster string) string { return Join(cluster, r.Namespace, r.Name, "job") }
+// jobs in cluster, "<cluster>.<namespace>.<name>-job": unique across
+// namespaces and, as cluster names hold no '.', across the clusters of an
+// account (see Scoped). GCPServiceAccountID names the Google service account.
+func (r Runner) IAMRole(cluster string) string {
+	return Scoped(MaxLength, cluster+".", r.Namespace, r.Name, "-job")
+}
+
+// Scoped is the one name of (namespace, name) in a scope wider than a
+// namespace (the cluster, a cloud account), at most limit characters:
+// prefix, namespace, '.', name, suffix. Namespaces cannot hold a '.', so
+// the first '.' after prefix ends the namespace and no two (namespace,
+// name) pairs share a name: team-a-b/c is "rf-team-a-b.c", team-a/b-c is
+// "rf-team-a.b-c". Joining both with '-' would not tell them apart.
+//
+// A name that would be longer than limit is cut, its '.' turned into '-',
+// and given a hash of the whole tuple. Such a name holds no '.', so it can
+// never equal an uncut one; two cut names are equal only if their hashes
+// are (hashLength hex digits of SHA-256).
+//
+// The result is a DNS-1123 subdomain, a label value and an IAM name for
+// every prefix and suffix of those characters: lower-case letters,
+// digits, '-' and '.'.
+func Scoped(limit int, prefix, namespace, name, suffix string) string {
+	full := prefix + namespace + "." + name + suffix
+	if len(full) <= limit {
+		return full
+	}
+	sum := sha256.Sum256([]byte(prefix + "\x00" + namespace + "\x00" + name + "\x00" + suffix))
+	h := hex.EncodeToString(sum[:])[:hashLength]
+	head := strings.ReplaceAll(full, ".", "-")[:limit-len(h)-1]
+	return strings.TrimRight(head, "-") + "-" + h
+}
+
+// hashLength is how many hex digits of a hash a cut name carries.
+const hashLength = 10
 
 // MaxGCPNamespace is the longest namespace whose RunnerSets can have a
 // Google service account from GCPServiceAccountID: account IDs are at most 30
@@ -62,10 +96,11 @@ const gcpHashLength = 6
 // RunnerSets of one namespace, and clusters that share a project.
 //
 // The namespace comes first so that one RunnerClass pattern,
-// "{namespace}-*@<project>.iam.gserviceaccount.com", allows each namespace
-// its own accounts. That pattern cannot tell namespace "a" from "a-b" (the '*'
-// may span "b-<hash>"); the Workload Identity binding on each account, which
-// names exactly one Kubernetes ServiceAccount, is what keeps namespaces apart.
+// "{namespace}-??????@<project>.iam.gserviceaccount.com"
+// (GCPServiceAccountIDPattern), allows each namespace exactly its own
+// accounts: the fixed-length hash tells namespace "a" from "a-b". The
+// Workload Identity binding on each account, which names exactly one
+// Kubernetes ServiceAccount, keeps namespaces apart besides.
 //
 // Account IDs are 6 to 30 characters of [a-z][-a-z0-9]*[a-z0-9], so the
 // namespace must start with a letter and be at most MaxGCPNamespace
@@ -74,6 +109,14 @@ const gcpHashLength = 6
 func (r Runner) GCPServiceAccountID(cluster string) string {
 	sum := sha256.Sum256([]byte(cluster + "/" + r.Namespace + "/" + r.Name))
 	return r.Namespace + "-" + hex.EncodeToString(sum[:])[:gcpHashLength]
+}
+
+// GCPServiceAccountIDPattern is what matches every GCPServiceAccountID of
+// namespace in an identity pattern: the namespace, '-' and one '?' (a
+// letter or digit) per digit of the hash, so that namespace "a" cannot
+// match "a-b-<hash>" of namespace "a-b".
+func GCPServiceAccountIDPattern(namespace string) string {
+	return namespace + "-" + strings.Repeat("?", gcpHashLength)
 }
 
 // ServiceAccountSubject is the Kubernetes subject of job pods, as IRSA trust

@@ -1,9 +1,12 @@
 package naming
 
 import (
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestNamesOfAShortRunnerSetAreReadable(t *testing.T) {
@@ -13,8 +16,8 @@ func TestNamesOfAShortRunnerSetAreReadable(t *testing.T) {
 		r.JobServiceAccount():            "build-job",
 		r.Config():                       "build-config",
 		r.Managers():                     "build-manager",
-		r.Capacity():                     "rf-team-a-build",
-		r.IAMRole("prod"):                "prod-team-a-build-job",
+		r.Capacity():                     "rf-team-a.build",
+		r.IAMRole("prod"):                "prod.team-a.build-job",
 		r.ServiceAccountSubject():        "system:serviceaccount:team-a:build-job",
 		r.ManagerServiceAccountSubject(): "system:serviceaccount:team-a:build-manager",
 	} {
@@ -76,5 +79,168 @@ func TestGCPServiceAccountIDsDifferByRunnerSetAndCluster(t *testing.T) {
 	}
 	if a != For("team-a", "build").GCPServiceAccountID("prod") {
 		t.Error("GCPServiceAccountID is not deterministic")
+	}
+}
+
+// derived lists every name derived from one RunnerSet, by the scope in
+// which it must be unique: "cluster" names are shared by every namespace,
+// the others only by the RunnerSets of one namespace.
+func derived(r Runner) map[string]string {
+	return map[string]string{
+		"cluster/capacity/all":      r.Capacity(),
+		"cluster/iam/prod":          r.IAMRole("runnerfleet-prod"),
+		"cluster/iam/prod-eu":       r.IAMRole("runnerfleet-prod-eu"),
+		"ns/serviceaccount/manager": r.ManagerServiceAccount(),
+		"ns/serviceaccount/job":     r.JobServiceAccount(),
+		"ns/role/manager":           r.ManagerRole(),
+		"ns/deployment/managers":    r.Managers(),
+		"ns/secret/config":          r.Config(),
+		"ns/secret/runner-token":    r.RunnerToken(),
+		"cluster/subject/manager":   r.ManagerServiceAccountSubject(),
+		"cluster/subject/job":       r.ServiceAccountSubject(),
+	}
+}
+
+// kindOf is the scope and kind of a derived key: two names of one kind
+// (the two ServiceAccounts, the Secrets, the roles of two clusters of one
+// account) must never be equal.
+func kindOf(key string) string {
+	parts := strings.Split(key, "/")
+	return parts[0] + "/" + parts[1]
+}
+
+func checkDistinct(t *testing.T, a, b Runner) {
+	t.Helper()
+	if a == b {
+		return
+	}
+	na, nb := derived(a), derived(b)
+	for ka, va := range na {
+		for kb, vb := range nb {
+			if kindOf(ka) != kindOf(kb) || va != vb {
+				continue
+			}
+			if strings.HasPrefix(ka, "ns/") && a.Namespace != b.Namespace {
+				continue // namespaced names only meet in one namespace
+			}
+			t.Fatalf("%s/%s (%s) and %s/%s (%s) share the name %q", a.Namespace, a.Name, ka, b.Namespace, b.Name, kb, va)
+		}
+	}
+	// Each name fits its limit and is valid where it is used.
+	for _, r := range []Runner{a, b} {
+		for k, v := range derived(r) {
+			if strings.Contains(k, "subject") {
+				continue
+			}
+			if len(v) > MaxLength {
+				t.Fatalf("%s of %s/%s is %d characters: %q", k, r.Namespace, r.Name, len(v), v)
+			}
+			if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+				t.Fatalf("%s of %s/%s, %q, is not a DNS-1123 subdomain: %v", k, r.Namespace, r.Name, v, errs)
+			}
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Fatalf("%s of %s/%s, %q, is not a label value: %v", k, r.Namespace, r.Name, v, errs)
+			}
+		}
+		if gcp := r.GCPServiceAccountID("c"); len(r.Namespace) <= MaxGCPNamespace && !strings.HasPrefix(gcp, r.Namespace+"-") {
+			t.Fatalf("GCP account ID %q does not lead with namespace %q", gcp, r.Namespace)
+		}
+	}
+	// Google account IDs are "<namespace>-<hash>": across namespaces they
+	// differ by construction (within one, the stack config refuses clashes
+	// of the hash).
+	if a.Namespace != b.Namespace && a.GCPServiceAccountID("c") == b.GCPServiceAccountID("c") {
+		t.Fatalf("%s/%s and %s/%s share the Google account ID %q", a.Namespace, a.Name, b.Namespace, b.Name, a.GCPServiceAccountID("c"))
+	}
+}
+
+func TestAdversarialSplitsOfOneStringGetDistinctNames(t *testing.T) {
+	// Every way of cutting one string into a namespace and a name at a '-'
+	// is another RunnerSet; joined with '-' they would all be one name.
+	for _, s := range []string{"team-a-b-c", "a-b-c-d-e-f-g", strings.Repeat("ab-", 40) + "z", "x-b-build", "team-" + strings.Repeat("q", 50) + "-build"} {
+		var rs []Runner
+		for i, c := range s {
+			if c != '-' {
+				continue
+			}
+			ns, name := s[:i], s[i+1:]
+			if len(ns) > 63 || len(name) > 63 || len(validation.IsDNS1123Label(ns)) > 0 {
+				continue
+			}
+			rs = append(rs, For(ns, name))
+		}
+		if len(rs) < 2 {
+			t.Fatalf("%q gives fewer than two RunnerSets", s)
+		}
+		for _, a := range rs {
+			for _, b := range rs {
+				checkDistinct(t, a, b)
+			}
+		}
+	}
+	// The pair from the issue, and names that differ only past the cut.
+	checkDistinct(t, For("team-a-b", "c"), For("team-a", "b-c"))
+	long := strings.Repeat("n", 63)
+	checkDistinct(t, For(long, long[:62]+"a"), For(long, long[:62]+"b"))
+	checkDistinct(t, For(long[:30], "x."+long[:40]), For(long[:30]+"-x", long[:40]))
+}
+
+func TestPropertyNoTwoRunnerSetsShareADerivedName(t *testing.T) {
+	// A tiny alphabet makes near-collisions (shared prefixes, '-' and '.'
+	// at every place, names cut at the same length) the common case.
+	rnd := rand.New(rand.NewPCG(11, 2))
+	word := func(alphabet string, maxLen int) string {
+		for {
+			n := 1 + rnd.IntN(maxLen)
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = alphabet[rnd.IntN(len(alphabet))]
+			}
+			s := string(b)
+			if len(validation.IsDNS1123Subdomain(s)) == 0 {
+				return s
+			}
+		}
+	}
+	var rs []Runner
+	seen := map[Runner]bool{}
+	for len(rs) < 1500 {
+		maxLen := 8
+		if rnd.IntN(4) == 0 {
+			maxLen = 63 // long enough to be cut
+		}
+		ns := word("ab-", maxLen)
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			continue
+		}
+		r := For(ns, word("ab-.", maxLen))
+		if !seen[r] {
+			seen[r] = true
+			rs = append(rs, r)
+		}
+	}
+	byName := map[string]Runner{}
+	for _, r := range rs {
+		for k, v := range derived(r) {
+			if strings.HasPrefix(k, "ns/") {
+				v = r.Namespace + "/" + v
+			}
+			key := kindOf(k) + "=" + v
+			if other, ok := byName[key]; ok && other != r {
+				checkDistinct(t, other, r) // fails with both names
+				t.Fatalf("%s/%s and %s/%s share %s", other.Namespace, other.Name, r.Namespace, r.Name, key)
+			}
+			byName[key] = r
+		}
+	}
+	for i := 0; i < 3000; i++ {
+		checkDistinct(t, rs[rnd.IntN(len(rs))], rs[rnd.IntN(len(rs))])
+	}
+}
+
+// The old scheme, for the negative control: joining with '-' collides.
+func TestJoiningWithDashAloneWouldCollide(t *testing.T) {
+	if Join("rf", "team-a-b", "c") != Join("rf", "team-a", "b-c") {
+		t.Fatal("Join no longer shows the collision Scoped exists for")
 	}
 }

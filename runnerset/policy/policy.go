@@ -61,13 +61,22 @@ func identityViolation(class *v1alpha1.RunnerClass, field, value, ns string, pat
 			"spec.jobs.identity.%s: RunnerClass %s allows no %s identities; remove spec.jobs.identity or ask the platform team to add a pattern",
 			field, class.Name, field)}
 	}
-	want := make([]string, len(patterns))
-	for i, p := range patterns {
-		want[i] = strings.ReplaceAll(p, "{namespace}", ns)
+	var want, bad []string
+	for _, p := range patterns {
+		if err := ValidatePattern(p); err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		want = append(want, strings.ReplaceAll(p, Placeholder, ns))
 	}
-	return &Violation{v1alpha1.ReasonIdentityForbidden, fmt.Sprintf(
-		"spec.jobs.identity.%s: %q is not allowed in namespace %s by RunnerClass %s; use one matching %s",
-		field, value, ns, class.Name, strings.Join(want, " or "))}
+	msg := fmt.Sprintf("spec.jobs.identity.%s: %q is not allowed in namespace %s by RunnerClass %s", field, value, ns, class.Name)
+	if len(want) > 0 {
+		msg += "; use one matching " + strings.Join(want, " or ")
+	}
+	if len(bad) > 0 {
+		msg += "; the class's patterns " + strings.Join(bad, "; ") + ": ask the platform team to fix them"
+	}
+	return &Violation{v1alpha1.ReasonIdentityForbidden, msg}
 }
 
 // AnyMatch reports whether value matches one of patterns for namespace.
@@ -80,25 +89,77 @@ func AnyMatch(patterns []string, namespace, value string) bool {
 	return false
 }
 
+// Placeholder stands for the RunnerSet's namespace in an identity pattern.
+const Placeholder = "{namespace}"
+
+// An identity pattern must tell every namespace's identities apart: under
+// "ci-{namespace}-*", namespace x may use ci-x-b-build, which namespace x-b
+// may use too. So the namespace must be pinned on one side and bounded on
+// the other. PatternPinnedLeft and PatternPinnedRight say how, as regular
+// expressions the CRD's CEL rules use verbatim (a test checks), so the API
+// server, the controller and the Pulumi program judge a pattern alike:
+//
+//   - pinned on the left: no '*' between the last ':', '/' or '@' (which '*'
+//     never matches) or the start, and {namespace}; and after {namespace},
+//     before any '*', a character a namespace cannot hold ('.', '_', '/',
+//     '@', …) or the end, with only letters, digits, '-' and '?' between;
+//   - or the mirror image: no '*' between {namespace} and the next ':', '/'
+//     or '@' or the end; and before {namespace}, after any '*', a
+//     character a namespace cannot hold or the start, with only letters,
+//     digits, '-' and '?' between.
+//
+// Either way the namespace's extent in a value is fixed, so no value
+// matches for two namespaces.
+const (
+	PatternPinnedLeft  = `^(.*[:/@])?[^*:/@]*[{]namespace[}][-a-z0-9?]*([^-a-z0-9?*{].*)?$`
+	PatternPinnedRight = `^(.*[^-a-z0-9?*}])?[-a-z0-9?]*[{]namespace[}][^*:/@]*([:/@].*)?$`
+)
+
+var (
+	pinnedLeft  = regexp.MustCompile(PatternPinnedLeft)
+	pinnedRight = regexp.MustCompile(PatternPinnedRight)
+)
+
+// ValidatePattern says why pattern cannot be an identity pattern, or
+// returns nil.
+func ValidatePattern(pattern string) error {
+	switch n := strings.Count(pattern, Placeholder); {
+	case n == 0:
+		return fmt.Errorf("%q does not contain %s, so it would let every team use the same identities", pattern, Placeholder)
+	case n > 1:
+		return fmt.Errorf("%q contains %s more than once; use it once", pattern, Placeholder)
+	}
+	if !pinnedLeft.MatchString(pattern) && !pinnedRight.MatchString(pattern) {
+		return fmt.Errorf("%q cannot tell namespace x from x-b: a '*' may run into or out of the namespace; "+
+			"end the namespace with a character a namespace cannot hold (for example ci-{namespace}.* for a role name, "+
+			"role/ci/{namespace}/* for a role path), or use '?' (one letter or digit) for a fixed-length suffix ({namespace}-??????@…)", pattern)
+	}
+	return nil
+}
+
 // Match reports whether value matches pattern, in which {namespace} stands
-// for namespace and * for any run of characters other than ':', '/' and '@'.
-// A pattern without {namespace} matches nothing: it would let one team use
-// another's identity.
+// for namespace, * for any run of characters other than ':', '/' and '@',
+// and ? for one lower-case letter or digit. A pattern ValidatePattern
+// refuses matches nothing: it would let one team use another's identity.
 func Match(pattern, namespace, value string) bool {
-	if !strings.Contains(pattern, "{namespace}") || namespace == "" {
+	if ValidatePattern(pattern) != nil || namespace == "" {
 		return false
 	}
 	var re strings.Builder
 	re.WriteString("^")
-	for i, part := range strings.Split(pattern, "{namespace}") {
+	for i, part := range strings.Split(pattern, Placeholder) {
 		if i > 0 {
 			re.WriteString(regexp.QuoteMeta(namespace))
 		}
-		for j, lit := range strings.Split(part, "*") {
-			if j > 0 {
+		for _, c := range part {
+			switch c {
+			case '*':
 				re.WriteString(`[^:/@]*`)
+			case '?':
+				re.WriteString(`[a-z0-9]`)
+			default:
+				re.WriteString(regexp.QuoteMeta(string(c)))
 			}
-			re.WriteString(regexp.QuoteMeta(lit))
 		}
 	}
 	re.WriteString("$")

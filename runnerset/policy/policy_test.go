@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,9 +17,17 @@ func TestMatch(t *testing.T) {
 		pattern, ns, value string
 		want               bool
 	}{
-		{"arn:aws:iam::1:role/ci-{namespace}-*", "team-a", "arn:aws:iam::1:role/ci-team-a-build", true},
-		{"arn:aws:iam::1:role/ci-{namespace}-*", "team-a", "arn:aws:iam::1:role/ci-team-b-build", false},
-		{"arn:aws:iam::1:role/ci-{namespace}-*", "team-a", "arn:aws:iam::1:role/ci-team-a-x/../admin", false},
+		{"arn:aws:iam::1:role/ci-{namespace}.*", "team-a", "arn:aws:iam::1:role/ci-team-a.build", true},
+		{"arn:aws:iam::1:role/ci-{namespace}.*", "team-a", "arn:aws:iam::1:role/ci-team-b.build", false},
+		{"arn:aws:iam::1:role/ci-{namespace}.*", "team-a", "arn:aws:iam::1:role/ci-team-a.x/../admin", false},
+		{"arn:aws:iam::*:role/prod/{namespace}/*", "x", "arn:aws:iam::1:role/prod/x/build", true},
+		{"arn:aws:iam::*:role/prod/{namespace}/*", "x", "arn:aws:iam::1:role/prod/x-b/build", false},
+		// The issue's pattern: namespace x could take x-b's roles, so it matches nothing.
+		{"arn:aws:iam::1:role/ci-{namespace}-*", "x", "arn:aws:iam::1:role/ci-x-b-build", false},
+		{"arn:aws:iam::1:role/ci-{namespace}-*", "x-b", "arn:aws:iam::1:role/ci-x-b-build", false},
+		{"{namespace}-??????@p.iam.gserviceaccount.com", "x", "x-1a2b3c@p.iam.gserviceaccount.com", true},
+		{"{namespace}-??????@p.iam.gserviceaccount.com", "x", "x-b-1a2b3c@p.iam.gserviceaccount.com", false},
+		{"{namespace}-??????@p.iam.gserviceaccount.com", "x-b", "x-b-1a2b3c@p.iam.gserviceaccount.com", true},
 		{"arn:aws:iam::1:role/ci-{namespace}", "team-a", "arn:aws:iam::1:role/ci-team-a", true},
 		{"arn:aws:iam::1:role/ci-{namespace}", "team-a", "arn:aws:iam::1:role/ci-team-ab", false},
 		{"{namespace}-ci@p.iam.gserviceaccount.com", "web", "web-ci@p.iam.gserviceaccount.com", true},
@@ -31,6 +41,130 @@ func TestMatch(t *testing.T) {
 			t.Errorf("Match(%q, %q, %q) = %v, want %v", c.pattern, c.ns, c.value, got, c.want)
 		}
 	}
+}
+
+func TestAmbiguousPatternsAreRefusedWithTheFix(t *testing.T) {
+	for _, p := range []string{
+		"arn:aws:iam::1:role/ci-{namespace}-*",
+		"{namespace}-*@p.iam.gserviceaccount.com",
+		"*-{namespace}@p.iam.gserviceaccount.com",
+		"arn:aws:iam::1:role/*.{namespace}.*",
+		"arn:aws:iam::1:role/{namespace}{namespace}",
+		"arn:aws:iam::1:role/ci",
+	} {
+		if err := ValidatePattern(p); err == nil {
+			t.Errorf("%q was accepted", p)
+		}
+	}
+	err := ValidatePattern("arn:aws:iam::1:role/ci-{namespace}-*")
+	if err == nil || !strings.Contains(err.Error(), "ci-{namespace}.*") {
+		t.Errorf("the message does not show a fix: %v", err)
+	}
+	for _, p := range []string{
+		"arn:aws:iam::1:role/ci-{namespace}.*",
+		"arn:aws:iam::*:role/runnerfleet-prod/{namespace}/*",
+		"{namespace}-??????@p.iam.gserviceaccount.com",
+		"ci-{namespace}@p.iam.gserviceaccount.com",
+		"*.{namespace}@p.iam.gserviceaccount.com",
+		"arn:aws:iam::1:role/ci-{namespace}",
+	} {
+		if err := ValidatePattern(p); err != nil {
+			t.Errorf("%q was refused: %v", p, err)
+		}
+	}
+}
+
+// TestPropertyNoValueMatchesForTwoNamespaces instantiates random patterns
+// that ValidatePattern accepts for one namespace, with every '*' and '?'
+// filled at random, and checks that no other namespace's Match accepts the
+// value, namespaces chosen to be prefixes, suffixes and '-'-extensions of
+// each other. It also checks that the rule is not vacuous: some refused
+// patterns do match one value for two namespaces.
+func TestPropertyNoValueMatchesForTwoNamespaces(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 11))
+	pieces := []string{"a", "b", "-", ".", "_", "/", ":", "@", "*", "?", "1"}
+	namespaces := []string{"a", "b", "a-b", "b-a", "a-a", "ab", "a-b-a", "b-a-b", "1", "a1", "a-1"}
+	fill := func(pattern, ns string) string {
+		var b strings.Builder
+		for i, part := range strings.Split(pattern, Placeholder) {
+			if i > 0 {
+				b.WriteString(ns)
+			}
+			for _, c := range part {
+				switch c {
+				case '*':
+					for range rnd.IntN(5) {
+						b.WriteByte("ab-._1"[rnd.IntN(6)])
+					}
+				case '?':
+					b.WriteByte("ab1"[rnd.IntN(3)])
+				default:
+					b.WriteRune(c)
+				}
+			}
+		}
+		return b.String()
+	}
+	accepted, ambiguousSeen := 0, 0
+	for range 3000 {
+		var b strings.Builder
+		n := rnd.IntN(6)
+		at := rnd.IntN(n + 1)
+		for i := 0; i <= n; i++ {
+			if i == at {
+				b.WriteString(Placeholder)
+			}
+			if i < n {
+				b.WriteString(pieces[rnd.IntN(len(pieces))])
+			}
+		}
+		pattern := b.String()
+		valid := ValidatePattern(pattern) == nil
+		if valid {
+			accepted++
+		}
+		for range 4 {
+			own := namespaces[rnd.IntN(len(namespaces))]
+			value := fill(pattern, own)
+			for _, other := range namespaces {
+				if other == own {
+					continue
+				}
+				if valid && Match(pattern, other, value) {
+					t.Fatalf("pattern %q: %q matches for namespace %s and %s", pattern, value, own, other)
+				}
+				if !valid && plainMatch(pattern, other, value) && plainMatch(pattern, own, value) {
+					ambiguousSeen++
+				}
+			}
+		}
+	}
+	if accepted < 150 || ambiguousSeen == 0 {
+		t.Fatalf("the property is too weak: %d patterns accepted, %d ambiguous values among the refused", accepted, ambiguousSeen)
+	}
+}
+
+// plainMatch is Match without the pattern check: what the policy did before.
+func plainMatch(pattern, namespace, value string) bool {
+	var re strings.Builder
+	re.WriteString("^")
+	for i, part := range strings.Split(pattern, Placeholder) {
+		if i > 0 {
+			re.WriteString(regexp.QuoteMeta(namespace))
+		}
+		for _, c := range part {
+			switch c {
+			case '*':
+				re.WriteString(`[^:/@]*`)
+			case '?':
+				re.WriteString(`[a-z0-9]`)
+			default:
+				re.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+	}
+	re.WriteString("$")
+	return regexp.MustCompile(re.String()).MatchString(value)
 }
 
 func TestCheck(t *testing.T) {

@@ -50,10 +50,9 @@ const (
 
 // Mount paths of the manager pod.
 const (
-	configTemplateDir = "/config-template"
-	configDir         = "/etc/gitlab-runner"
-	homeDir           = "/home/gitlab-runner"
-	tokenEnv          = "RUNNER_TOKEN"
+	configSecretDir = "/config-secret"
+	configDir       = "/etc/gitlab-runner"
+	homeDir         = "/home/gitlab-runner"
 )
 
 // Labels are the labels of every object of rs; selector labels are a subset.
@@ -174,12 +173,24 @@ func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
 	})
 }
 
-// ConfigMap holds config.toml, with TokenPlaceholder where the token goes.
-func ConfigMap(rs *v1alpha1.RunnerSet, configTOML []byte) *corev1.ConfigMap {
-	return WithHash(&corev1.ConfigMap{
+// ConfigSecret holds the managers' complete config.toml, token included:
+// the controller renders it from typed structs with a TOML encoder, so the
+// token is one quoted string whatever it holds, and writes it only once it
+// has validated the token. The managers mount this Secret, never the
+// team's: a token the controller refused, or one written to the team's
+// Secret later, cannot reach a manager, not even one that restarts.
+//
+// Its spec hash is taken over ConfigHash (config.toml and the token's own
+// hash), so the annotation says nothing about the token.
+func ConfigSecret(rs *v1alpha1.RunnerSet, configTOML []byte, configHash string) *corev1.Secret {
+	s := &corev1.Secret{
 		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Config(), "manager"),
-		Data:       map[string]string{ConfigKey: string(configTOML)},
-	})
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{ConfigKey: []byte(configHash)},
+	}
+	WithHash(s)
+	s.Data = map[string][]byte{ConfigKey: configTOML}
+	return s
 }
 
 // ConfigHash identifies what the managers run: config.toml and the token.
@@ -203,7 +214,7 @@ func identityHash(id *v1alpha1.JobIdentity) string {
 // exit) and waits for it to exit, whatever the image's STOPSIGNAL says, and the
 // grace period is the RunnerSet's shutdown timeout. A new manager starts and
 // becomes ready before an old one is asked to drain.
-func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alpha1.SecretKeyRef) *appsv1.Deployment {
+func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deployment {
 	n := naming.For(rs.Namespace, rs.Name)
 	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
 	selector := SelectorLabels(rs, "manager")
@@ -217,9 +228,6 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alp
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)
 	}
 
-	substitute := fmt.Sprintf(
-		`umask 077 && sed "s|%s|${%s}|" %s/%s > %s/%s`,
-		runnerconfig.TokenPlaceholder, tokenEnv, configTemplateDir, ConfigKey, configDir, ConfigKey)
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: configDir},
 		{Name: "home", MountPath: homeDir},
@@ -258,19 +266,15 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alp
 						FSGroup:        ptr.To[int64](65533),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
+					// gitlab-runner writes beside its config.toml (its system
+					// ID), so the file is copied from the read-only Secret
+					// into a writable memory volume: a plain copy, no shell.
 					InitContainers: []corev1.Container{{
 						Name:    "config",
 						Image:   image,
-						Command: []string{"/bin/sh", "-c", substitute},
-						Env: []corev1.EnvVar{{
-							Name: tokenEnv,
-							ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-								LocalObjectReference: corev1.LocalObjectReference{Name: tokenRef.Name},
-								Key:                  tokenRef.KeyOrDefault(),
-							}},
-						}},
+						Command: []string{"cp", configSecretDir + "/" + ConfigKey, configDir + "/" + ConfigKey},
 						VolumeMounts: append([]corev1.VolumeMount{
-							{Name: "config-template", MountPath: configTemplateDir, ReadOnly: true},
+							{Name: "config-secret", MountPath: configSecretDir, ReadOnly: true},
 						}, mounts...),
 						SecurityContext: restricted,
 					}},
@@ -298,8 +302,9 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string, tokenRef v1alp
 						SecurityContext: restricted,
 					}},
 					Volumes: []corev1.Volume{
-						{Name: "config-template", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: n.Config()},
+						{Name: "config-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName:  n.Config(),
+							DefaultMode: ptr.To[int32](0o440),
 						}}},
 						{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 						{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},

@@ -1,9 +1,16 @@
 package resources
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,9 +18,8 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
-
-var tokenRef = v1alpha1.SecretKeyRef{Name: "build-token", Key: "tok"}
 
 func rs() *v1alpha1.RunnerSet {
 	return &v1alpha1.RunnerSet{
@@ -29,7 +35,7 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 	r := rs()
 	r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 90 * time.Minute}
 	r.Spec.Managers.Replicas = ptr.To[int32](3)
-	d := Deployment(r, "gitlab-runner:v19.4.0", "abc", tokenRef)
+	d := Deployment(r, "gitlab-runner:v19.4.0", "abc")
 	pod := d.Spec.Template.Spec
 	if got := *pod.TerminationGracePeriodSeconds; got != 5400 {
 		t.Errorf("terminationGracePeriodSeconds = %d, want 5400 (the shutdown timeout)", got)
@@ -49,26 +55,111 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 	}
 }
 
-func TestTheTokenReachesOnlyTheInitContainerThroughItsSecret(t *testing.T) {
-	d := Deployment(rs(), "img", "h", tokenRef)
-	init := d.Spec.Template.Spec.InitContainers[0]
-	ref := init.Env[0].ValueFrom.SecretKeyRef
-	if ref.Name != "build-token" || ref.Key != "tok" {
-		t.Errorf("token source %+v", ref)
-	}
-	script := strings.Join(init.Command, " ")
-	if !strings.Contains(script, runnerconfig.TokenPlaceholder) || !strings.Contains(script, "umask 077") {
-		t.Errorf("init script: %q", script)
-	}
-	for _, c := range d.Spec.Template.Spec.Containers {
+func TestTheManagersReadConfigOnlyFromTheControllersSecretWithoutAShell(t *testing.T) {
+	d := Deployment(rs(), "img", "h")
+	pod := d.Spec.Template.Spec
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
 		if len(c.Env) > 0 || len(c.EnvFrom) > 0 {
 			t.Errorf("container %s gets environment; the token must reach it only through config.toml", c.Name)
 		}
 	}
+	// The team's Secret (build-token) is mounted nowhere: only the config
+	// Secret the controller writes after validating the token.
+	var secrets []string
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets = append(secrets, v.Secret.SecretName)
+		}
+		if v.ConfigMap != nil || v.Projected != nil {
+			t.Errorf("volume %s: config.toml comes from the controller's Secret only", v.Name)
+		}
+	}
+	if len(secrets) != 1 || secrets[0] != "build-config" {
+		t.Errorf("the pod mounts Secrets %v, want only build-config", secrets)
+	}
+	init := pod.InitContainers[0]
+	if init.Command[0] != "cp" || len(init.Command) != 3 || len(init.Args) > 0 {
+		t.Errorf("the init container must copy config.toml without a shell: %q", init.Command)
+	}
+}
+
+// hostileTokens could each rewrite config.toml if the token were put in by
+// text substitution (sed, a template): a sed delimiter with commands, an
+// ampersand, a newline with a new key, TOML quotes, a new table.
+var hostileTokens = []string{
+	"glrt-abc|;s|https://gitlab.example.com|https://evil.example.com",
+	"glrt-&&&",
+	"glrt-ok\nurl = \"https://evil.example.com\"",
+	"glrt-ok\n",
+	"glrt-\"\nurl = \"https://evil.example.com\"\n#",
+	"glrt-'''\n[[runners]]\nurl = 'https://evil.example.com'",
+	`glrt-\"; executor = "shell`,
+}
+
+func TestAnyTokenChangesOnlyTheTokenOfConfigToml(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runnerconfig.ForRunnerSet(rs(), nil, runnerconfig.JobPlacement{})
+	cfg.Runners[0].URL = "https://gitlab.example.com"
+	template, err := runnerconfig.Render(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if _, err := toml.Decode(string(template), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range hostileTokens {
+		out, err := runnerconfig.Render(runnerconfig.WithToken(cfg, tok))
+		if err != nil {
+			t.Fatalf("%q: %v", tok, err)
+		}
+		s := ConfigSecret(rs(), out, ConfigHash(template, tok))
+		body := s.Data[ConfigKey]
+		if err := schema.Check(body); err != nil {
+			t.Errorf("%q: gitlab-runner would not accept config.toml: %v", tok, err)
+		}
+		var got map[string]any
+		if _, err := toml.Decode(string(body), &got); err != nil {
+			t.Fatalf("%q: config.toml does not parse: %v", tok, err)
+		}
+		runners := got["runners"].([]map[string]any)
+		if len(runners) != 1 || runners[0]["token"] != tok {
+			t.Fatalf("%q: the token read back is %q (%d runners)", tok, runners[0]["token"], len(runners))
+		}
+		runners[0]["token"] = runnerconfig.TokenPlaceholder
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q changed more than the token:\n%s", tok, body)
+		}
+		if strings.Contains(fmt.Sprint(s.Annotations, s.Labels), "glrt") {
+			t.Errorf("%q: the token shows in the Secret's metadata: %v", tok, s.Annotations)
+		}
+	}
+}
+
+// TestSedSubstitutionWasInjectable is the negative control: the old init
+// container's sed "s|placeholder|${RUNNER_TOKEN}|", run on the same
+// config.toml, lets the first hostile token rewrite url.
+func TestSedSubstitutionWasInjectable(t *testing.T) {
+	cfg := runnerconfig.ForRunnerSet(rs(), nil, runnerconfig.JobPlacement{})
+	cfg.Runners[0].URL = "https://gitlab.example.com"
+	template, _ := runnerconfig.Render(cfg)
+	cmd := exec.Command("/bin/sh", "-c", `sed "s|`+runnerconfig.TokenPlaceholder+`|${RUNNER_TOKEN}|"`)
+	cmd.Env = append(os.Environ(), "RUNNER_TOKEN="+hostileTokens[0])
+	cmd.Stdin = strings.NewReader(string(template))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sed: %v", err)
+	}
+	if !strings.Contains(string(out), "evil.example.com") {
+		t.Fatalf("sed was not injectable after all:\n%s", out)
+	}
 }
 
 func TestManagerContainersAreLockedDown(t *testing.T) {
-	d := Deployment(rs(), "img", "h", tokenRef)
+	d := Deployment(rs(), "img", "h")
 	pod := d.Spec.Template.Spec
 	if !*pod.SecurityContext.RunAsNonRoot {
 		t.Error("manager may run as root")
@@ -192,22 +283,22 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 
 func TestManagersRollWhenTheJobIdentityChanges(t *testing.T) {
 	r := rs()
-	if _, ok := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]; ok {
+	if _, ok := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]; ok {
 		t.Error("identity hash on the managers of a RunnerSet without an identity")
 	}
 	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/build"}
-	a := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]
+	a := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]
 	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/other"}
-	b := Deployment(r, "img", "h", tokenRef).Spec.Template.Annotations[AnnotationIdentityHash]
+	b := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]
 	if a == "" || b == "" || a == b {
 		t.Errorf("identity hashes %q and %q: a new role would not reach running managers", a, b)
 	}
 }
 
 func TestSpecHashChangesWithTheSpecOnly(t *testing.T) {
-	a := Deployment(rs(), "img", "h1", tokenRef)
-	b := Deployment(rs(), "img", "h1", tokenRef)
-	c := Deployment(rs(), "img", "h2", tokenRef)
+	a := Deployment(rs(), "img", "h1")
+	b := Deployment(rs(), "img", "h1")
+	c := Deployment(rs(), "img", "h2")
 	if SpecHash(a) == "" || SpecHash(a) != SpecHash(b) {
 		t.Errorf("equal specs, hashes %q %q", SpecHash(a), SpecHash(b))
 	}
@@ -234,7 +325,7 @@ func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
 		JobServiceAccount(r), ManagerServiceAccountFor(r, nil), ManagerRole(r), ManagerRoleBinding(r),
-		ConfigMap(r, nil), Deployment(r, "i", "h", tokenRef), PodDisruptionBudget(r),
+		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h"), PodDisruptionBudget(r),
 	} {
 		if o.GetLabels()[LabelManagedBy] != ManagedBy || o.GetLabels()[LabelRunnerSet] != "build" {
 			t.Errorf("%T labels %v", o, o.GetLabels())

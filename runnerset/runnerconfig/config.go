@@ -13,10 +13,11 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// TokenPlaceholder stands where the runner token goes. The controller keeps
-// config.toml in a ConfigMap without the token; an init container replaces
-// the placeholder with the token from its Secret, so the token never sits in
-// a ConfigMap, an annotation or a log.
+// TokenPlaceholder stands where the runner token goes until the one who
+// knows the token fills it in with WithToken, through the TOML encoder: the
+// controller into the Secret its managers mount, the Pulumi program into the
+// shared fleet's. A token is never put into config.toml by text
+// substitution, so no token can change another key.
 const TokenPlaceholder = "__RUNNERFLEET_RUNNER_TOKEN__"
 
 // Config is the top level of config.toml.
@@ -180,6 +181,16 @@ type CacheS3 struct {
 // uses the pod's Workload Identity.
 type CacheGCS struct {
 	BucketName string `toml:"BucketName"`
+}
+
+// WithToken returns c with token in every [[runners]] entry. Render then
+// encodes it as one TOML string, whatever characters it holds.
+func WithToken(c Config, token string) Config {
+	c.Runners = append([]Runner(nil), c.Runners...)
+	for i := range c.Runners {
+		c.Runners[i].Token = token
+	}
+	return c
 }
 
 // Render encodes c as config.toml. The output is deterministic: map keys are

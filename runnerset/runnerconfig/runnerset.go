@@ -48,8 +48,8 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 	}
 	k := &Kubernetes{
 		Namespace:      rs.Namespace,
-		Image:          jobImage,
-		HelperImage:    defaults.HelperImage,
+		Image:          string(jobImage),
+		HelperImage:    string(defaults.HelperImage),
 		ServiceAccount: names.JobServiceAccount(),
 	}
 	if rs.Spec.Jobs.Privileged {

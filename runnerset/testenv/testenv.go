@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -251,4 +253,87 @@ func ComputeClassCRD() *apiextensionsv1.CustomResourceDefinition {
 			}},
 		},
 	}
+}
+
+// StartControllers runs the real kube-controller-manager beside the API
+// server with only the named controllers (for example "namespace" and
+// "garbagecollector": envtest runs none, so a deleted namespace would stay
+// Terminating forever). It serves nothing and elects no leader; stop ends
+// it and waits for it to exit.
+func (e *Env) StartControllers(controllers ...string) (stop func(), err error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "testenv-kcm-")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(kubeconfigFor(e.Config), kubeconfig); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	var out syncWriter
+	cmd := exec.Command(filepath.Join(assets, "kube-controller-manager"),
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--concurrent-namespace-syncs=5",
+	)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("kube-controller-manager exited at once (%v):\n%s", err, out.String())
+	case <-time.After(2 * time.Second):
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// kubeconfigFor turns the envtest admin's rest.Config into a kubeconfig.
+func kubeconfigFor(cfg *rest.Config) clientcmdapi.Config {
+	k := clientcmdapi.NewConfig()
+	k.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	k.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	k.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	k.CurrentContext = "envtest"
+	return *k
+}
+
+// syncWriter collects a process's output for an error message.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() < 1<<16 {
+		w.b.Write(p)
+	}
+	return len(p), nil
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -46,6 +46,7 @@ type RunnerClassSpec struct {
 	// GitLabURL is the GitLab instance runners of this class register with.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlabURL must be an http(s) URL such as https://gitlab.com"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="gitlabURL must be a URL with a host and no spaces or newlines, such as https://gitlab.example.com"
 	// +kubebuilder:default="https://gitlab.com"
 	// +optional
 	GitLabURL string `json:"gitlabURL,omitempty"`
@@ -103,17 +104,17 @@ type RunnerClassDefaults struct {
 	// ManagerImage is the gitlab-runner image the managers run.
 	// +kubebuilder:default="registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
 	// +optional
-	ManagerImage string `json:"managerImage,omitempty"`
+	ManagerImage ImageReference `json:"managerImage,omitempty"`
 
 	// HelperImage is the gitlab-runner-helper image of job pods; empty lets
 	// gitlab-runner choose the helper that matches its own version.
 	// +optional
-	HelperImage string `json:"helperImage,omitempty"`
+	HelperImage ImageReference `json:"helperImage,omitempty"`
 
 	// JobImage is the image of a job that names none.
 	// +kubebuilder:default="alpine:3.22"
 	// +optional
-	JobImage string `json:"jobImage,omitempty"`
+	JobImage ImageReference `json:"jobImage,omitempty"`
 
 	// Cache is the shared cache of runners of this class.
 	// +optional
@@ -145,15 +146,20 @@ type RunnerClassPolicy struct {
 }
 
 // IdentityPolicy lists the cloud identities job pods may assume, as patterns
-// in which {namespace} stands for the RunnerSet's namespace and * for any run
-// of characters other than ':', '/' and '@'.
+// in which {namespace} stands for the RunnerSet's namespace, * for any run
+// of characters other than ':', '/' and '@', and ? for one lower-case letter
+// or digit. A pattern must pin the namespace down (see policy.ValidatePattern):
+// "ci-{namespace}-*" would let namespace x use the roles of namespace x-b.
 type IdentityPolicy struct {
 	// AWSRoleARNPatterns allow IRSA roles, for example
-	// "arn:aws:iam::123456789012:role/ci-{namespace}-*".
+	// "arn:aws:iam::123456789012:role/ci-{namespace}.*" or
+	// "arn:aws:iam::123456789012:role/ci/{namespace}/*".
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own roles"
-	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('arn:')",message="AWS role patterns start with arn:, for example arn:aws:iam::123456789012:role/ci-{namespace}-*"
+	// +kubebuilder:validation:items:XValidation:rule="self.indexOf('{namespace}') == self.lastIndexOf('{namespace}')",message="an identity pattern contains {namespace} once"
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains('{namespace}') || self.matches('^(.*[:/@])?[^*:/@]*[{]namespace[}][-a-z0-9?]*([^-a-z0-9?*{].*)?$') || self.matches('^(.*[^-a-z0-9?*}])?[-a-z0-9?]*[{]namespace[}][^*:/@]*([:/@].*)?$')",message="the pattern cannot tell namespace x from x-b: a '*' may run into or out of the namespace; end the namespace with a character a namespace cannot hold (ci-{namespace}.*, role/ci/{namespace}/*), or use '?' (one letter or digit) for a fixed-length suffix ({namespace}-??????@...)"
+	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('arn:')",message="AWS role patterns start with arn:, for example arn:aws:iam::123456789012:role/ci-{namespace}.*"
 	// +listType=set
 	// +optional
 	AWSRoleARNPatterns []string `json:"awsRoleARNPatterns,omitempty"`
@@ -163,6 +169,8 @@ type IdentityPolicy struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=512
 	// +kubebuilder:validation:items:XValidation:rule="self.contains('{namespace}')",message="every identity pattern must contain {namespace}, so that a team can only use its own service accounts"
+	// +kubebuilder:validation:items:XValidation:rule="self.indexOf('{namespace}') == self.lastIndexOf('{namespace}')",message="an identity pattern contains {namespace} once"
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains('{namespace}') || self.matches('^(.*[:/@])?[^*:/@]*[{]namespace[}][-a-z0-9?]*([^-a-z0-9?*{].*)?$') || self.matches('^(.*[^-a-z0-9?*}])?[-a-z0-9?]*[{]namespace[}][^*:/@]*([:/@].*)?$')",message="the pattern cannot tell namespace x from x-b: a '*' may run into or out of the namespace; end the namespace with a character a namespace cannot hold (ci-{namespace}.*, role/ci/{namespace}/*), or use '?' (one letter or digit) for a fixed-length suffix ({namespace}-??????@...)"
 	// +kubebuilder:validation:items:XValidation:rule="self.endsWith('.iam.gserviceaccount.com')",message="GCP service account patterns end in .iam.gserviceaccount.com"
 	// +listType=set
 	// +optional

@@ -65,6 +65,13 @@ const (
 	ReasonNotReconciled         = "NotReconciled"
 	ReasonBlocked               = "Blocked"
 	ReasonDeleting              = "Deleting"
+	// ReasonObjectInTheWay: an object the RunnerSet needs exists and was
+	// not created by runnerfleet for it; the controller never takes it over.
+	ReasonObjectInTheWay = "ObjectInTheWay"
+	// ReasonWriteFailed: the API server refused a write; retried with backoff.
+	ReasonWriteFailed = "WriteFailed"
+	// ReasonInvalidImage: an image reference the container runtime would refuse.
+	ReasonInvalidImage = "InvalidImage"
 )
 
 // SetCondition sets one condition at the current generation.
@@ -104,12 +111,12 @@ func (rs *RunnerSet) IsReady() bool {
 // Defaults applied by the controller when the API server's defaulting did not
 // run (objects built in Go, for example by the Pulumi program).
 const (
-	DefaultConcurrent      = 10
-	DefaultCheckInterval   = 3 * time.Second
-	DefaultShutdownTimeout = 3 * time.Hour
-	DefaultTokenKey        = "token"
-	DefaultManagerImage    = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
-	DefaultJobImage        = "alpine:3.22"
+	DefaultConcurrent                     = 10
+	DefaultCheckInterval                  = 3 * time.Second
+	DefaultShutdownTimeout                = 3 * time.Hour
+	DefaultTokenKey                       = "token"
+	DefaultManagerImage    ImageReference = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
+	DefaultJobImage        ImageReference = "alpine:3.22"
 )
 
 // ReplicasOrDefault is spec.managers.replicas, 1 when unset.

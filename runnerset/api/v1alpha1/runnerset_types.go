@@ -59,6 +59,7 @@ type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="gitlab.url must be an http(s) URL such as https://gitlab.example.com"
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != ''",message="gitlab.url must be a URL with a host and no spaces or newlines, such as https://gitlab.example.com"
 	// +optional
 	URL string `json:"url,omitempty"`
 
@@ -188,7 +189,7 @@ type ManagerSpec struct {
 
 	// Image overrides the RunnerClass's manager image.
 	// +optional
-	Image string `json:"image,omitempty"`
+	Image ImageReference `json:"image,omitempty"`
 
 	// Resources of the manager container.
 	// +optional
@@ -199,7 +200,7 @@ type ManagerSpec struct {
 type JobSpec struct {
 	// Image is the image of a job that names none; defaults to the RunnerClass's jobImage.
 	// +optional
-	Image string `json:"image,omitempty"`
+	Image ImageReference `json:"image,omitempty"`
 
 	// Privileged runs job containers privileged (docker-in-docker). The
 	// RunnerClass must allow it.
@@ -382,6 +383,7 @@ type RunnerSetStatus struct {
 // +kubebuilder:printcolumn:name="Managers",type=string,JSONPath=`.status.managers`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name: a RunnerSet's name is at most 63 characters (it labels its pods and capacity); choose a shorter name"
 type RunnerSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

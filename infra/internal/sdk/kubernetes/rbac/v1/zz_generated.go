@@ -121,6 +121,111 @@ func NewClusterRoleBinding(ctx *pulumi.Context, name string, args *ClusterRoleBi
 	return &res, nil
 }
 
+// Role is kubernetes:rbac.authorization.k8s.io/v1:Role, pinned to kubernetes v4.29.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/role/
+type Role struct {
+	pulumi.CustomResourceState
+
+	ApiVersion pulumi.StringOutput               `pulumi:"apiVersion"`
+	Kind       pulumi.StringOutput               `pulumi:"kind"`
+	Metadata   pulumix.Output[metav1.ObjectMeta] `pulumi:"metadata"`
+	Rules      pulumix.Output[[]PolicyRule]      `pulumi:"rules"`
+}
+
+// RoleArgs are the inputs of Role.
+type RoleArgs struct {
+	ApiVersion pulumi.StringPtrInput  `pulumi:"apiVersion"`
+	Kind       pulumi.StringPtrInput  `pulumi:"kind"`
+	Metadata   *metav1.ObjectMetaArgs `pulumi:"metadata"`
+	Rules      []PolicyRuleArgs       `pulumi:"rules"`
+}
+
+var roleSchema = &rf.Schema{
+	Token:   "kubernetes:rbac.authorization.k8s.io/v1:Role",
+	Doc:     "https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/role/",
+	Inputs:  []string{"apiVersion", "kind", "metadata", "rules"},
+	Outputs: []string{"apiVersion", "kind", "metadata", "rules"},
+	Aliases: []string{"kubernetes:rbac.authorization.k8s.io/v1alpha1:Role", "kubernetes:rbac.authorization.k8s.io/v1beta1:Role"},
+	Consts:  map[string]string{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"},
+}
+
+func init() {
+	rf.AddSchema(roleSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args RoleArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewRole(ctx, name, &args, opts...)
+	})
+}
+
+// NewRole declares a kubernetes:rbac.authorization.k8s.io/v1:Role as the SDK's NewRole would.
+func NewRole(ctx *pulumi.Context, name string, args *RoleArgs, opts ...pulumi.ResourceOption) (*Role, error) {
+	if args == nil {
+		args = &RoleArgs{}
+	}
+	var res Role
+	if err := rf.Declare(ctx, roleSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// RoleBinding is kubernetes:rbac.authorization.k8s.io/v1:RoleBinding, pinned to kubernetes v4.29.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/rolebinding/
+type RoleBinding struct {
+	pulumi.CustomResourceState
+
+	ApiVersion pulumi.StringOutput               `pulumi:"apiVersion"`
+	Kind       pulumi.StringOutput               `pulumi:"kind"`
+	Metadata   pulumix.Output[metav1.ObjectMeta] `pulumi:"metadata"`
+	RoleRef    pulumix.Output[RoleRef]           `pulumi:"roleRef"`
+	Subjects   pulumix.Output[[]Subject]         `pulumi:"subjects"`
+}
+
+// RoleBindingArgs are the inputs of RoleBinding.
+type RoleBindingArgs struct {
+	ApiVersion pulumi.StringPtrInput  `pulumi:"apiVersion"`
+	Kind       pulumi.StringPtrInput  `pulumi:"kind"`
+	Metadata   *metav1.ObjectMetaArgs `pulumi:"metadata"`
+	RoleRef    *RoleRefArgs           `pulumi:"roleRef"`
+	Subjects   []SubjectArgs          `pulumi:"subjects"`
+}
+
+var roleBindingSchema = &rf.Schema{
+	Token:    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+	Doc:      "https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/rolebinding/",
+	Inputs:   []string{"apiVersion", "kind", "metadata", "roleRef", "subjects"},
+	Outputs:  []string{"apiVersion", "kind", "metadata", "roleRef", "subjects"},
+	Required: []string{"roleRef"},
+	Aliases:  []string{"kubernetes:rbac.authorization.k8s.io/v1alpha1:RoleBinding", "kubernetes:rbac.authorization.k8s.io/v1beta1:RoleBinding"},
+	Consts:   map[string]string{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"},
+}
+
+func init() {
+	rf.AddSchema(roleBindingSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args RoleBindingArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewRoleBinding(ctx, name, &args, opts...)
+	})
+}
+
+// NewRoleBinding declares a kubernetes:rbac.authorization.k8s.io/v1:RoleBinding as the SDK's NewRoleBinding would.
+func NewRoleBinding(ctx *pulumi.Context, name string, args *RoleBindingArgs, opts ...pulumi.ResourceOption) (*RoleBinding, error) {
+	if args == nil {
+		args = &RoleBindingArgs{}
+	}
+	var res RoleBinding
+	if err := rf.Declare(ctx, roleBindingSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // AggregationRule is the value of the SDK's AggregationRuleOutput.
 type AggregationRule struct {
 	ClusterRoleSelectors []metav1.LabelSelector `pulumi:"clusterRoleSelectors"`
