@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
@@ -40,12 +41,10 @@ type gcPlan struct {
 // GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding.
 func GCName(namespace string) string { return namespace + "-gc" }
 
-// planGC builds the fleet's gc objects; image is the image with the fleet
-// binary (the controller's).
-func planGC(p *fleetPlan, image string) (*gcPlan, error) {
-	if image == "" {
-		return nil, fmt.Errorf("the fleet gc CronJob needs an image with the fleet binary: set controller.image")
-	}
+// planGC builds the fleet's gc objects. They run the release's fleet image
+// (make image builds it; its entrypoint is the fleet binary).
+func planGC(p *fleetPlan) (*gcPlan, error) {
+	image := version.Image("fleet")
 	name := GCName(p.namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", "app.kubernetes.io/managed-by": "runnerfleet"}
 	grace := gcMinGrace
@@ -111,7 +110,7 @@ func planGC(p *fleetPlan, image string) (*gcPlan, error) {
 						RestartPolicy:      corev1.RestartPolicyNever,
 						SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532)},
 						Containers: []corev1.Container{{
-							Name: "fleet-gc", Image: image, Command: []string{"fleet"}, Args: args,
+							Name: "fleet-gc", Image: image, Args: args,
 							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
 							SecurityContext: &corev1.SecurityContext{
 								AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),

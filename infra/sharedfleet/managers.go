@@ -121,7 +121,7 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	p.prometheus = prom
-	if p.gc, err = planGC(p, f.Controller.Image); err != nil {
+	if p.gc, err = planGC(p); err != nil {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	return p, nil

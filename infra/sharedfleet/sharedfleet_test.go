@@ -1,8 +1,6 @@
 package sharedfleet
 
 import (
-	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
-
 	"context"
 	"fmt"
 	"os"
@@ -22,7 +20,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
@@ -764,6 +764,12 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
 		if pod["serviceAccountName"].StringValue() != name {
 			t.Errorf("%s: runs as %v", fleet, pod["serviceAccountName"])
+		}
+		// The release's fleet image, whose entrypoint is the fleet binary:
+		// the controller's image has no fleet in it.
+		c := pod["containers"].ArrayValue()[0].ObjectValue()
+		if c["image"].StringValue() != version.Image("fleet") || c.HasValue("command") {
+			t.Errorf("%s: gc runs image %v command %v, want %s with its own entrypoint", fleet, c["image"], c["command"], version.Image("fleet"))
 		}
 		args := gcArgs(pod)
 		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce "} {
