@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
@@ -147,8 +149,10 @@ func valuesTable() (string, error) {
 				case "image":
 					subs = imageValues
 				default:
-					for k, s := range sub {
-						subs = append(subs, value{k, s.(map[string]any)["description"].(string), s.(map[string]any)})
+					// In key order: a map's order would make the README drift.
+					for _, k := range slices.Sorted(maps.Keys(sub)) {
+						s := sub[k].(map[string]any)
+						subs = append(subs, value{k, s["description"].(string), s})
 					}
 				}
 				dm, _ := d.(map[string]any)
