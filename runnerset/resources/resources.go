@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,12 @@ const (
 
 	ConfigKey = "config.toml"
 )
+
+// DrainCommand is the managers' preStop hook: SIGQUIT makes gitlab-runner
+// take no new job and exit once its jobs are done, and the hook waits for it
+// to exit. PID 1 is gitlab-runner or an init (dumb-init, tini) that
+// forwards the signal to it.
+var DrainCommand = []string{"/bin/sh", "-c", "kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}
 
 // Mount paths of the manager pod.
 const (
@@ -118,11 +125,8 @@ func managerIdentity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (key, 
 	if id == nil {
 		return "", ""
 	}
-	// The cache config.toml gets, picked as runnerconfig.ForRunnerSet does.
-	c := rs.Spec.Cache
-	if c == nil && class != nil {
-		c = class.Spec.Defaults.Cache
-	}
+	// The cache config.toml gets.
+	c := v1alpha1.Effective(rs, class).Cache
 	switch {
 	case c == nil:
 		return "", ""
@@ -294,8 +298,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 							PeriodSeconds: 10,
 						},
 						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
-							Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c",
-								"kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}},
+							Exec: &corev1.ExecAction{Command: slices.Clone(DrainCommand)},
 						}},
 						Resources:       rs.Spec.Managers.Resources,
 						VolumeMounts:    mounts,
