@@ -18,6 +18,7 @@ import (
 	"github.com/gorhill/cronexpr"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -249,7 +250,7 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 		Concurrent:      concurrent,
 		CheckInterval:   3,
 		LogFormat:       "json",
-		ListenAddress:   ":9252",
+		ListenAddress:   gitlabrunner.ListenAddress,
 		ShutdownTimeout: runnerconfig.ForcedShutdownTimeout,
 		Runners:         []runnerconfig.Runner{r},
 	}, nil

@@ -21,9 +21,9 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
-	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Keys of the Secret holding a created runner's token.
@@ -298,7 +298,7 @@ func renewTime(obtained, expires time.Time) time.Time {
 
 // store writes the token Secret, owned by the RunnerSet.
 func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
-	if !runnerconfig.TokenFormat.MatchString(tok.Value) {
+	if !gitlabrunner.TokenFormat.MatchString(tok.Value) {
 		// Nothing else can be a runner token; refuse before a manager sees it.
 		return nil, fmt.Errorf("GitLab returned a token for runner %d that is not 8 to 512 letters, digits, '.', '_' or '-'; refusing to pass it to the managers", tok.RunnerID)
 	}

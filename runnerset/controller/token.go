@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // TokenSource gets the runner authentication token of a RunnerSet and gives
@@ -64,7 +64,7 @@ func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ strin
 			"Secret %s/%s holds a runner registration token (%s…), which current GitLab refuses (POST /runners answers 410 Gone): create the runner in GitLab and store its glrt- authentication token instead, or let runnerfleet create it with spec.gitlab.runner",
 			rs.Namespace, ref.Name, registrationTokenPrefix)
 	}
-	if !runnerconfig.TokenFormat.MatchString(tok) {
+	if !gitlabrunner.TokenFormat.MatchString(tok) {
 		// Say what is wrong without echoing any of the value.
 		return nil, v1alpha1.Failf(v1alpha1.ReasonTokenMalformed,
 			"the value under key %q of Secret %s/%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', like glrt-…): check for a trailing newline or a pasted label",

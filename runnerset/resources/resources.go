@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
-	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Labels and annotations runnerfleet puts on what it creates.
@@ -48,12 +47,6 @@ const (
 
 	ConfigKey = "config.toml"
 )
-
-// DrainCommand is the managers' preStop hook: SIGQUIT makes gitlab-runner
-// take no new job and exit once its jobs are done, and the hook waits for it
-// to exit. PID 1 is gitlab-runner or an init (dumb-init, tini) that
-// forwards the signal to it.
-var DrainCommand = []string{"/bin/sh", "-c", "kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}
 
 // Mount paths of the manager pod.
 const (
@@ -226,7 +219,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 	podAnnotations := map[string]string{
 		AnnotationConfigHash:   configHash,
 		"prometheus.io/scrape": "true",
-		"prometheus.io/port":   fmt.Sprint(runnerconfig.MetricsPort),
+		"prometheus.io/port":   fmt.Sprint(gitlabrunner.MetricsPort),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)
@@ -289,7 +282,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 							"--config", configDir + "/" + ConfigKey,
 							"--working-directory", homeDir},
 						Ports: []corev1.ContainerPort{{
-							Name: "metrics", ContainerPort: runnerconfig.MetricsPort, Protocol: corev1.ProtocolTCP,
+							Name: "metrics", ContainerPort: gitlabrunner.MetricsPort, Protocol: corev1.ProtocolTCP,
 						}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -298,7 +291,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 							PeriodSeconds: 10,
 						},
 						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
-							Exec: &corev1.ExecAction{Command: slices.Clone(DrainCommand)},
+							Exec: &corev1.ExecAction{Command: gitlabrunner.DrainCommand()},
 						}},
 						Resources:       rs.Spec.Managers.Resources,
 						VolumeMounts:    mounts,

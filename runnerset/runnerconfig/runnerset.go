@@ -1,26 +1,12 @@
 package runnerconfig
 
 import (
-	"fmt"
-	"regexp"
-
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
-
-// MetricsPort is where managers serve Prometheus metrics (listen_address).
-const MetricsPort = 9252
-
-// ListenAddress is config.toml's listen_address: metrics on MetricsPort.
-var ListenAddress = fmt.Sprintf(":%d", MetricsPort)
-
-// TokenFormat is what runnerfleet accepts as a runner token. config.toml
-// gets the token through the TOML encoder whatever it holds; this refuses
-// what cannot be a token (a pasted newline or label) before any manager
-// sees it.
-var TokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
 
 // ForcedShutdownTimeout is config.toml's shutdown_timeout: how long
 // gitlab-runner takes to stop once a graceful stop has ended or been forced.
@@ -65,7 +51,7 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 		Concurrent:      concurrent,
 		CheckInterval:   max(1, int(rs.Spec.Managers.CheckIntervalOrDefault().Seconds())),
 		LogFormat:       "json",
-		ListenAddress:   ListenAddress,
+		ListenAddress:   gitlabrunner.ListenAddress,
 		ShutdownTimeout: ForcedShutdownTimeout,
 		Runners: []Runner{{
 			Name:     rs.Namespace + "/" + rs.Name,
