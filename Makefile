@@ -9,6 +9,12 @@ export GOFLAGS := -buildvcs=false
 CACHE ?= $(shell hack/tools.sh path)
 BIN := bin
 
+# The version stamped into every binary (--version): the tag at HEAD, else
+# the next release (internal/version.Release) with -dev.
+VERSION ?= $(shell git describe --tags --exact-match 2>/dev/null || echo v$$(sed -n 's/^const Release = "\(.*\)"/\1/p' internal/version/version.go)-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/runnerfleet/runnerfleet/internal/version.Version=$(VERSION) -X github.com/runnerfleet/runnerfleet/internal/version.Commit=$(COMMIT)
+
 .PHONY: all
 all: generate build test
 
@@ -19,9 +25,10 @@ generate: manifests ## deepcopy functions and CRDs
 	go tool controller-gen object paths=./runnerset/api/...
 
 .PHONY: manifests
-manifests: ## CRDs into runnerset/crds, the controller's ClusterRole into runnerset/rbac (both embedded)
+manifests: ## CRDs into runnerset/crds, the controller's ClusterRole into runnerset/rbac (both embedded), the Helm chart and charts/manifests
 	go tool controller-gen crd paths=./runnerset/api/... output:crd:artifacts:config=runnerset/crds
 	go tool controller-gen rbac:roleName=runnerset-controller paths=./runnerset/controller/... output:rbac:artifacts:config=runnerset/rbac
+	go run ./charts/gen .
 
 .PHONY: verify
 verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
@@ -44,12 +51,20 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 ## Build ---------------------------------------------------------------------
 
 .PHONY: build
-build: ## the controller and the fleet CLI into bin/
-	go build -o $(BIN)/ ./cmd/...
+build: ## the controller and the fleet CLI into bin/, version-stamped
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+.PHONY: image
+image: ## OCI images of runnerset-controller, fleet and fleet-agent, no container engine: dist/images/<binary>/ (OCI layout) and <binary>.tar
+	go run ./hack/release --images-only --version $(VERSION) --commit $(COMMIT) --out dist
+
+.PHONY: release
+release: ## a release into dist/<version>: images, chart, manifests (hack/release.sh; VERSION=vX.Y.Z)
+	hack/release.sh $(VERSION)
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache
-	hack/tools.sh envtest local pulumi >/dev/null
+tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache; the real node's Debian packages
+	hack/tools.sh node envtest local pulumi >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 
@@ -63,13 +78,13 @@ unit: tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
 .PHONY: e2e
 e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)
 	@# The full log (fleet's output, Karpenter's timings) goes to e2e.log.
-	rc=0; cd e2e && go test -tags e2e -count=1 -v -timeout 20m . >../e2e.log 2>&1 || rc=$$?; \
+	rc=0; cd e2e && go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok )|capacity timings|^ +\|' ../e2e.log; \
 	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 
 .PHONY: bench
 bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... | tee BENCHMARKS.raw.txt
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... | tee BENCHMARKS.raw.txt
 
 ## The main job --------------------------------------------------------------
 

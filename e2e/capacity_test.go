@@ -26,6 +26,7 @@ import (
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -71,7 +72,11 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	ctx := context.Background()
 
 	// The platform's class and two teams.
-	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+	// Its managers run on the real node: the stand-in image fleet up imports.
+	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{
+		Provider: v1alpha1.CapacityProviderKWOK,
+		Defaults: v1alpha1.RunnerClassDefaults{ManagerImage: localcluster.StandinImage},
+	}}
 	create(t, c, class)
 	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 	teams := map[string]*v1alpha1.RunnerSet{}

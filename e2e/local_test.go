@@ -59,7 +59,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 
 	// fleet up: control plane, the Pulumi program inline, controller, Ready.
 	start = time.Now()
-	fleet(6*time.Minute, "up", "--timeout", "4m")
+	fleet(6*time.Minute, "up", "--timeout", "4m", "--demo-jobs", "2", "--demo-duration", "5s")
 	t.Logf("fleet up took %s", time.Since(start).Round(time.Millisecond))
 
 	c := clientFor(t, filepath.Join(state, "kubeconfig"))
@@ -72,13 +72,21 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 		t.Fatalf("fleet up returned but RunnerSet %s is not Ready: %+v", example, rs.Status.Conditions)
 	}
 	first := runningManager(t, c, rs)
-	t.Logf("manager pod %s Running on kwok node %s", first.Name, first.Spec.NodeName)
+	if first.Spec.NodeName != localcluster.NodeName {
+		t.Errorf("manager pod %s runs on %s, want the real node %s", first.Name, first.Spec.NodeName, localcluster.NodeName)
+	}
+	t.Logf("manager pod %s Running on the real node %s", first.Name, first.Spec.NodeName)
 
 	// fleet status shows it, and how to reach the cluster.
 	out := fleet(time.Minute, "status")
 	row := regexp.MustCompile(`(?m)^team-a\s+build\s+team-a\s+local\s+True\s+1/1\s+Reconciled\s`)
 	if !row.MatchString(out) {
 		t.Errorf("fleet status does not show team-a/build Ready with 1/1 managers:\n%s", out)
+	}
+	// The demo jobs: picked up by the manager on the real node.
+	jobRow := regexp.MustCompile(`(?m)^\d+\s+team-a\s+5s\s+(running|success)\s+` + regexp.QuoteMeta(first.Name) + `\s*$`)
+	if !jobRow.MatchString(out) {
+		t.Errorf("fleet status does not show a demo job of team-a run by manager %s:\n%s", first.Name, out)
 	}
 	if want := "export KUBECONFIG=" + filepath.Join(state, "kubeconfig"); !strings.Contains(out, want) {
 		t.Errorf("fleet status does not say %q:\n%s", want, out)
@@ -125,8 +133,10 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	// fleet down: nothing of the state directory runs or listens.
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
-	if len(pids) != len(localcluster.StartOrder)+2 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter and the controller", pids)
+	// Besides the control plane: Karpenter, the controller, the real node's
+	// containerd and kubelet, and the loopback GitLab.
+	if len(pids) != len(localcluster.StartOrder)+5 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet and the loopback GitLab", pids)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)

@@ -7,18 +7,24 @@
 # Usage: hack/tools.sh <target>...
 #   etcd        etcd (go.etcd.io/etcd/server/v3, via hack/etcd)
 #   kube        kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (via hack/kube)
+#   kubelet     the kubelet (via hack/kube, same version), in a cache directory of its own;
+#               it runs the local cluster's one real node (containerd, runc and the CNI
+#               plugins come from Debian: see .ci/run and make tools)
 #   kwok        kwok (sigs.k8s.io/kwok/cmd/kwok, via hack/kwok) and stages.yaml, the
 #               node and pod lifecycle stages it needs, taken from the same module
 #   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, via
 #               hack/karpenter) as karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kwok + karpenter; prints the directory the local control plane
+#   local       etcd + kube + kubelet + kwok + karpenter; prints the directory the local control plane
 #               (provisioning/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
 #               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);
 #               prints a directory holding bin/pulumi, bin/pulumi-resource-kubernetes and
 #               home/, a PULUMI_HOME with that plugin installed
+#   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
+#               (containernetworking-plugins), umoci and a static busybox (the stand-in
+#               runner image's shell); installed with apt-get when missing (root only)
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -69,15 +75,26 @@ etcd() {
     "go.etcd.io/etcd/server/v3=etcd"
 }
 
-kube() {
+kube_ldflags() {
   local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
   local v=k8s.io/component-base/version
-  build "$cache/kube-$KUBE_VERSION" hack/kube \
-    "-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z" \
+  echo "-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+}
+
+kube() {
+  build "$cache/kube-$KUBE_VERSION" hack/kube "$(kube_ldflags)" \
     "k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver" \
     "k8s.io/kubernetes/cmd/kubectl=kubectl" \
     "k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager" \
     "k8s.io/kubernetes/cmd/kube-scheduler=kube-scheduler"
+}
+
+# The kubelet has a directory of its own, so that adding it did not make the
+# control plane's cached binaries incomplete (and rebuilt); it is built after
+# them from the same module, reusing their compiled packages.
+kubelet() {
+  build "$cache/kubelet-$KUBE_VERSION" hack/kube "$(kube_ldflags)" \
+    "k8s.io/kubernetes/cmd/kubelet=kubelet"
 }
 
 # kwok's stages (fast node initialization, node heartbeat with a lease, the
@@ -193,6 +210,23 @@ pulumi() {
   echo "$dir"
 }
 
+# What the real node of the local cluster runs, by the file that shows it is
+# installed → the Debian package that ships it.
+NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static"
+
+node() {
+  local pkgs=() spec
+  for spec in $NODE_PACKAGES; do [ -e "${spec%=*}" ] || pkgs+=("${spec#*=}"); done
+  [ ${#pkgs[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "tools: the local cluster's node needs the Debian packages ${pkgs[*]}: install them as root (apt-get install ${pkgs[*]})" >&2
+    exit 1
+  fi
+  log "installing ${pkgs[*]} with apt-get"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -205,25 +239,26 @@ envtest() {
 }
 
 local_() {
-  etcd; kube; kwok; karpenter
+  etcd; kube; kubelet; kwok; karpenter
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
   local b; for b in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
     ln -sf "$cache/kube-$KUBE_VERSION/bin/$b" "$dir/$b"
   done
+  ln -sf "$cache/kubelet-$KUBE_VERSION/bin/kubelet" "$dir/kubelet"
   ln -sf "$cache/kwok-$KWOK_VERSION/bin/kwok" "$dir/kwok"
   ln -sf "$cache/kwok-$KWOK_VERSION/stages.yaml" "$dir/kwok-stages.yaml"
   ln -sf "$cache/karpenter-$KARPENTER_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,26p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,32p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kwok|karpenter|envtest|pulumi) $t ;;
+    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node) $t ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kwok, karpenter, envtest, local, pulumi, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, path)" >&2; exit 2 ;;
   esac
 done

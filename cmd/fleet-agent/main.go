@@ -27,9 +27,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/providers"
 	"github.com/runnerfleet/runnerfleet/provisioning/drainagent"
 )
+
+// stdout is where --version goes.
+var stdout io.Writer = os.Stdout
 
 // errUsage is a command line the agent cannot run; the reason has been
 // printed.
@@ -94,11 +98,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2: EC2 API endpoint (default the region's)")
 	fs.StringVar(&c.gceMetadata, "gce-metadata-url", "", "GCE: metadata API root (default http://$GCE_METADATA_HOST/computeMetadata/v1, else http://metadata.google.internal/computeMetadata/v1)")
 	fs.DurationVar(&c.ec2Poll, "ec2-poll", 0, "EC2: how often to read the drain tag from instance metadata (default the provider's, 5s)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
 		return c, errUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("fleet-agent"))
+		return c, flag.ErrHelp
 	}
 	fail := func(format string, args ...any) (config, error) {
 		fmt.Fprintf(stderr, "fleet-agent: "+format+"\n", args...)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
 const stackLocal = "local"
@@ -31,16 +31,22 @@ const stackLocal = "local"
 type localStack struct {
 	root           string // the runnerfleet checkout, "" when fleet runs outside one
 	dir            string // the state directory
+	config         string // --config
 	stdout, stderr io.Writer
 }
 
 func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
-	s := &localStack{root: repoRoot(), dir: c.stateDir, stdout: stdout, stderr: stderr}
+	s := &localStack{root: repoRoot(), dir: c.stateDir, config: c.config, stdout: stdout, stderr: stderr}
 	if s.dir == "" {
-		if s.root == "" {
-			return nil, errors.New("no runnerfleet checkout above the working directory: run fleet inside one, or give --state-dir")
+		if s.root != "" {
+			s.dir = filepath.Join(s.root, ".local", stackLocal)
+		} else {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, fmt.Errorf("no state directory: give --state-dir (%w)", err)
+			}
+			s.dir = filepath.Join(home, ".local", "state", "runnerfleet", stackLocal)
 		}
-		s.dir = filepath.Join(s.root, ".local", stackLocal)
 	}
 	abs, err := filepath.Abs(s.dir)
 	if err != nil {
@@ -52,12 +58,9 @@ func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
 
 func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
-	stackFile := o.config
-	if stackFile == "" {
-		if s.root == "" {
-			return errors.New("no stack config: run fleet in a runnerfleet checkout, or give --config stacks/Pulumi.local.yaml")
-		}
-		stackFile = filepath.Join(s.root, "stacks", "Pulumi."+stackLocal+".yaml")
+	stackFile, err := s.stackFile()
+	if err != nil {
+		return err
 	}
 	tools, err := pulumiTools(ctx, s.root, s.stderr)
 	if err != nil {
@@ -69,12 +72,18 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 		RepoRoot:  s.root,
 		CRDs:      localCRDs(),
 		Karpenter: true,
-		Log:       s.stderr,
+		// Managers run as containers on a real node (containerd and a
+		// kubelet); jobs get capacity from Karpenter's kwok nodes.
+		Node: true,
+		Log:  s.stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the local control plane: %w", err)
 	}
 	keep := "\n(the control plane keeps running for you to look; fleet down --stack local stops it)"
+	if err := s.startGitLab(ctx, cl); err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	// The program declares runnerfleet's CRDs, the RunnerClass and the
 	// teams; the controller starts once its API exists. When the API is
 	// already there (a stack brought up before), the controller starts
@@ -95,11 +104,40 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 			return fmt.Errorf("%w%s", err, keep)
 		}
 	}
+	if err := s.registerRunners(ctx, cl); err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	if err := s.waitReady(ctx, cl, sets, o.timeout); err != nil {
 		return err
 	}
+	if o.demoJobs > 0 {
+		if err := s.queueDemoJobs(ctx, cl, o.demoJobs, o.demoDuration); err != nil {
+			return fmt.Errorf("%w%s", err, keep)
+		}
+		s.waitPicked(ctx, 30*time.Second)
+	}
 	fmt.Fprintf(s.stderr, "The local stack is up (%.1fs)\n\n", time.Since(start).Seconds())
-	return s.Status(ctx)
+	return s.Status(ctx, statusOptions{output: "table"})
+}
+
+// stackFile is --config, else the checkout's stacks/Pulumi.local.yaml, else
+// the one compiled into fleet, written into the state directory.
+func (s *localStack) stackFile() (string, error) {
+	if s.config != "" {
+		return s.config, nil
+	}
+	if s.root != "" {
+		return filepath.Join(s.root, "stacks", "Pulumi."+stackLocal+".yaml"), nil
+	}
+	b, err := stacks.Config(stackLocal)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(s.dir, "Pulumi."+stackLocal+".yaml")
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, b, 0o600)
 }
 
 func (s *localStack) program(tools, stackFile, kubeconfig string) *program {
@@ -229,46 +267,63 @@ func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, ke
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("RunnerSet %s not Ready after %s: see `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
-				strings.Join(waiting, ", "), timeout, cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
+			return fmt.Errorf("RunnerSet %s not Ready after %s%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
+				strings.Join(waiting, ", "), timeout, managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
-func (s *localStack) Status(ctx context.Context) error {
+func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 	st, err := localcluster.Status(ctx, s.dir)
 	if err != nil {
 		return err
 	}
-	w := s.stdout
+	rep := statusReport{Stack: stackLocal, Up: st.Ready, RunnerSets: []runnerSetRow{}}
 	if st.Ready {
 		cl, err := localcluster.Open(ctx, s.dir)
 		if err != nil {
 			return err
 		}
-		if err := printRunnerSets(ctx, w, cl.Client); err != nil {
+		if rep.RunnerSets, err = runnerSetRows(ctx, cl.Client); err != nil {
 			return err
 		}
-		if err := printNodes(ctx, w, cl.Client); err != nil {
+		if rep.Nodes, err = countNodes(ctx, cl.Client); err != nil {
 			return err
 		}
+		rep.Kubeconfig = st.Kubeconfig
+	}
+	for _, p := range st.Processes {
+		rep.Processes = append(rep.Processes, processRow{Name: p.Name, Running: p.PID != 0, PID: p.PID, Endpoint: p.Endpoint, Log: p.Log})
+	}
+	if o.output == "json" {
+		return printJSON(s.stdout, rep)
+	}
+	w := s.stdout
+	if st.Ready {
+		printRunnerSetTable(w, rep.RunnerSets)
+		cl, err := localcluster.Open(ctx, s.dir)
+		if err != nil {
+			return err
+		}
+		if err := printManagers(ctx, w, cl.Client); err != nil {
+			return err
+		}
+		s.printJobs(ctx, w)
+		fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n",
+			rep.Nodes.Total, rep.Nodes.Ready, rep.Nodes.realNode(), rep.Nodes.kwok())
 	} else {
 		fmt.Fprintf(w, "The local stack is down (%v): start it with fleet up --stack local\n", st.Err)
 	}
 	fmt.Fprintf(w, "\nControl plane (%s)\n", st.Dir)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tSTATE\tPID\tENDPOINT\tLOG")
-	for _, p := range st.Processes {
+	for _, p := range rep.Processes {
 		state, pid := "stopped", "-"
-		if p.PID != 0 {
+		if p.Running {
 			state, pid = "running", fmt.Sprint(p.PID)
 		}
-		endpoint := p.Endpoint
-		if endpoint == "" {
-			endpoint = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, pid, endpoint, p.Log)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, state, pid, dash(p.Endpoint), p.Log)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -279,53 +334,99 @@ func (s *localStack) Status(ctx context.Context) error {
 	return nil
 }
 
-// printRunnerSets prints the RunnerSets of every namespace with the columns
-// of `kubectl get runnersets -A -o wide`.
-func printRunnerSets(ctx context.Context, w io.Writer, c client.Client) error {
-	list := &v1alpha1.RunnerSetList{}
-	if err := c.List(ctx, list); err != nil {
-		return fmt.Errorf("listing RunnerSets: %w", err)
+func countNodes(ctx context.Context, c client.Client) (*nodeCount, error) {
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if len(list.Items) == 0 {
-		fmt.Fprintln(w, "No RunnerSets: add a team to stacks/Pulumi.local.yaml and run fleet up again")
+	n := &nodeCount{Total: len(nodes.Items)}
+	for _, node := range nodes.Items {
+		ready := false
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = true
+				n.Ready++
+			}
+		}
+		if node.Name == localcluster.NodeName {
+			n.Real, n.RealReady = node.Name, ready
+		}
+	}
+	return n, nil
+}
+
+// printManagers lists the manager pods and where they run.
+func printManagers(ctx context.Context, w io.Writer, c client.Client) error {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return fmt.Errorf("listing manager pods: %w", err)
+	}
+	if len(pods.Items) == 0 {
 		return nil
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := list.Items[i], list.Items[j]
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
+	fmt.Fprintln(w, "\nManagers")
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tTAGS\tCLASS\tREADY\tMANAGERS\tREASON\tAGE")
-	for _, rs := range list.Items {
-		ready, reason := "Unknown", "-"
-		if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-			ready, reason = string(c.Status), c.Reason
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tPHASE\tREADY\tIMAGE")
+	for _, p := range pods.Items {
+		ready := "false"
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready = "true"
+			}
 		}
-		managers := rs.Status.Managers
-		if managers == "" {
-			managers = "-"
+		image := "-"
+		if len(p.Spec.Containers) > 0 {
+			image = p.Spec.Containers[0].Image
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rs.Namespace, rs.Name, strings.Join(rs.Spec.Tags, ","),
-			rs.Spec.ClassName, ready, managers, reason, age(rs.CreationTimestamp.Time))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase, ready, image)
 	}
 	return tw.Flush()
 }
 
-func printNodes(ctx context.Context, w io.Writer, c client.Client) error {
-	nodes := &corev1.NodeList{}
-	if err := c.List(ctx, nodes); err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+// printJobs summarizes the loopback GitLab's jobs: by tag and state, and
+// which manager runs what.
+func (s *localStack) printJobs(ctx context.Context, w io.Writer) {
+	jobs, err := s.jobs(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "\nJobs: the loopback GitLab does not answer (%v)\n", err)
+		return
 	}
-	ready := 0
-	for _, n := range nodes.Items {
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ready++
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "\nJobs: none queued (fleet up --stack local --demo-jobs 3 queues some)")
+		return
+	}
+	fmt.Fprintf(w, "\nJobs in the loopback GitLab (%s)\n", localGitLabURL())
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tTAGS\tDURATION\tSTATE\tMANAGER")
+	for _, j := range jobs {
+		m := strings.TrimPrefix(j.SystemID, "s_")
+		if m == "" {
+			m = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j.ID, strings.Join(j.Tags, ","), j.Duration, j.State, m)
+	}
+	_ = tw.Flush()
+}
+
+// waitPicked waits a little for the managers to pick the demo jobs up.
+func (s *localStack) waitPicked(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		jobs, err := s.jobs(ctx)
+		if err != nil {
+			return
+		}
+		pending := 0
+		for _, j := range jobs {
+			if j.State == "pending" {
+				pending++
 			}
 		}
+		if pending == 0 {
+			return
+		}
+		time.Sleep(time.Second)
 	}
-	fmt.Fprintf(w, "\nNodes: %d, %d Ready (fake kwok nodes: their pods go Running but run nothing)\n", len(nodes.Items), ready)
-	return nil
 }
 
 func (s *localStack) Down(ctx context.Context, o downOptions) error {
@@ -418,4 +519,35 @@ func age(t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// managerTrouble says why manager pods do not run: an image the node does
+// not have, a container that keeps exiting, a pod no node takes.
+func managerTrouble(cl *localcluster.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pods := &corev1.PodList{}
+	if err := cl.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+				fmt.Fprintf(&b, "\n  pod %s/%s container %s: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+				if strings.Contains(w.Reason, "Image") {
+					fmt.Fprintf(&b, " (the real node has only the images fleet up imports: %s)", localcluster.StandinImage)
+				}
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				fmt.Fprintf(&b, "\n  pod %s/%s is not scheduled: %s", p.Namespace, p.Name, c.Message)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return ":" + b.String()
 }

@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
 // stack is what fleet does to one stack.
@@ -15,34 +18,44 @@ type stack interface {
 	// Up brings the stack up and prints its status.
 	Up(ctx context.Context, o upOptions) error
 	// Status prints the fleet and what runs it.
-	Status(ctx context.Context) error
+	Status(ctx context.Context, o statusOptions) error
 	// Down stops the stack.
 	Down(ctx context.Context, o downOptions) error
 }
 
 type upOptions struct {
 	timeout time.Duration
-	config  string
+	image   string // the controller image, with --kubeconfig
+	// demoJobs queued per RunnerSet in the local stack's loopback GitLab,
+	// each running demoDuration.
+	demoJobs     int
+	demoDuration time.Duration
 }
 
 type downOptions struct {
-	purge bool
-	grace time.Duration
+	purge   bool
+	grace   time.Duration
+	timeout time.Duration // with --kubeconfig: how long RunnerSets may drain
 }
 
-// openStack is the one place that maps a stack name to what runs it. The
+// openStack is the one place that maps a stack to what runs it. With
+// --kubeconfig any stack config is installed into that cluster. Without, the
 // local stack is a control plane on this machine that fleet starts before it
-// runs the program; the cloud stacks need credentials and the AWS or GCP
-// provider plugin, and are deployed with pulumi up.
+// runs the program; the cloud stacks create their cluster with pulumi up.
 func openStack(c common, stdout, stderr io.Writer) (stack, error) {
-	switch c.stack {
-	case "local":
-		return newLocalStack(c, stdout, stderr)
-	case "":
-		return nil, fmt.Errorf("--stack is empty: name a stack, for example --stack local")
-	default:
-		return nil, fmt.Errorf("stack %q: fleet runs the local stack only; deploy a cloud stack with `pulumi up --stack %s` in the checkout (stacks/README.md)", c.stack, c.stack)
+	if c.stack == "" {
+		return nil, fmt.Errorf("--stack is empty: name one of %s", strings.Join(stacks.Names(), ", "))
 	}
+	if c.config == "" && !slices.Contains(stacks.Names(), c.stack) {
+		return nil, fmt.Errorf("no stack %q: the stacks are %s (or give your own config with --config FILE)", c.stack, strings.Join(stacks.Names(), ", "))
+	}
+	if c.kubeconfig != "" {
+		return newClusterStack(c, stdout, stderr)
+	}
+	if c.stack == stackLocal {
+		return newLocalStack(c, stdout, stderr)
+	}
+	return nil, fmt.Errorf("stack %q creates its own cluster in the cloud: run pulumi up --stack %s in a checkout (stacks/README.md), or install it into a cluster you have with fleet up --stack %s --kubeconfig PATH", c.stack, c.stack, c.stack)
 }
 
 // repoRoot finds the runnerfleet checkout: above the working directory, else

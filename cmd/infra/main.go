@@ -4,9 +4,19 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra"
+	"github.com/runnerfleet/runnerfleet/internal/version"
 )
 
-func main() { pulumi.Run(infra.Program) }
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(version.String("infra"))
+		return
+	}
+	pulumi.Run(infra.Program)
+}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
@@ -46,9 +47,14 @@ func run() error {
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	flag.Float64Var(&qps, "kube-api-qps", controller.DefaultQPS, "queries per second to the API server")
 	flag.IntVar(&burst, "kube-api-burst", controller.DefaultBurst, "burst of queries to the API server")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	opts := zap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String("runnerset-controller"))
+		return nil
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
 	scheme := runtime.NewScheme()
@@ -101,6 +107,6 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("Starting runnerset-controller")
+	ctrl.Log.Info("Starting runnerset-controller", "version", version.Get())
 	return mgr.Start(ctx)
 }

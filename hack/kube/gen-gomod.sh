@@ -21,7 +21,7 @@ goline=$(grep -m1 '^go ' "$modfile")
   echo "require k8s.io/kubernetes ${KUBE_VERSION}"
   echo
   echo "tool ("
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
     echo "	k8s.io/kubernetes/cmd/$c"
   done
   echo ")"

@@ -374,7 +374,7 @@ func TestPrivateSubnetsRouteThroughOneNAT(t *testing.T) {
 	}
 }
 
-// The subnets and security group that provisioning/capacity's EC2NodeClass
+// The subnets and security group that runnerset/capacity's EC2NodeClass
 // selects must be exactly the private subnets and the node security group.
 func TestDiscoveryTagsMatchWhatCapacitySelects(t *testing.T) {
 	d := deploy(t, fleet(nil))

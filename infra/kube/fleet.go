@@ -6,27 +6,22 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // ControllerName is the controller's ServiceAccount, ClusterRole and
 // Deployment.
-const ControllerName = "runnerset-controller"
+const ControllerName = install.Name
 
 // Labels every object of the program carries.
 func Labels(stack string) map[string]string {
@@ -101,7 +96,7 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 		if a.ClusterRole == nil {
 			return nil, fmt.Errorf("kube: %s: the controller runs in the cluster but no ClusterRole was given", name)
 		}
-		deployed, err := controller(ctx, name, f, a.ClusterRole, stack, with(ready...))
+		deployed, err := controller(ctx, name, f, stack, with(ready...))
 		if err != nil {
 			return nil, err
 		}
@@ -264,95 +259,42 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 	return Declare(ctx, prefix, rs, set, opts...)
 }
 
-// controller declares the in-cluster runnerset-controller: its
-// ServiceAccount, ClusterRole and binding, Deployment and
-// PodDisruptionBudget.
-func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, role *rbacv1.ClusterRole, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
-	ns := f.Controller.Namespace
-	labels := pulumix.Merge(Labels(stack), map[string]string{"app.kubernetes.io/name": ControllerName})
-	selector := map[string]string{"app.kubernetes.io/name": ControllerName}
-	meta := metav1.ObjectMeta{Namespace: ns, Name: ControllerName, Labels: labels}
-
-	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta, AutomountServiceAccountToken: ptr.To(true)}
-	cr := role.DeepCopy()
-	cr.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}
-	cr.ObjectMeta = metav1.ObjectMeta{Name: ControllerName, Labels: labels}
-	crb := &rbacv1.ClusterRoleBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: ControllerName, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: ControllerName},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: ControllerName}},
+// controller declares the in-cluster runnerset-controller: the objects
+// runnerset/install builds for the chart and the manifests too.
+func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	o := install.Defaults()
+	o.Namespace, o.Replicas, o.Labels = f.Controller.Namespace, f.Controller.Replicas, Labels(stack)
+	if f.Controller.Image != "" {
+		o.Image = f.Controller.Image
 	}
-	dep := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(f.Controller.Replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: ControllerName,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: selector},
-					}},
-					Containers: []corev1.Container{{
-						Name:  "controller",
-						Image: f.Controller.Image,
-						Args:  []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"},
-						Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
-						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/healthz", Port: intstr.FromString("probes")}}, InitialDelaySeconds: 15, PeriodSeconds: 20},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 10},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
+	objs, err := install.Objects(o)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %s: the controller: %w", name, err)
 	}
-	pdb := &policyv1.PodDisruptionBudget{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-		ObjectMeta: meta,
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selector},
-		},
+	suffix := map[string]string{
+		"ServiceAccount": "-controller-sa", "ClusterRole": "-controller-clusterrole", "ClusterRoleBinding": "-controller-clusterrolebinding",
+		"Deployment": "-controller", "PodDisruptionBudget": "-controller-pdb", "Service": "-controller-metrics",
 	}
-	var out []pulumi.Resource
-	for _, o := range []struct {
-		suffix string
-		obj    runtime.Object
-	}{{"sa", sa}, {"clusterrole", cr}, {"clusterrolebinding", crb}} {
-		r, err := Declare(ctx, name+"-controller-"+o.suffix, o.obj, nil, opts...)
+	var identity, out []pulumi.Resource
+	for _, obj := range objs {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		s, ok := suffix[kind]
+		if !ok {
+			return nil, fmt.Errorf("kube: %s: the controller has a %s the program does not name", name, kind)
+		}
+		ro := opts
+		if kind == "Deployment" {
+			ro = append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(identity))
+		}
+		r, err := Declare(ctx, name+s, obj, nil, ro...)
 		if err != nil {
 			return nil, err
 		}
+		switch kind {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			identity = append(identity, r)
+		}
 		out = append(out, r)
 	}
-	d, err := Declare(ctx, name+"-controller", dep, nil, append(opts, pulumi.DependsOn(out))...)
-	if err != nil {
-		return nil, err
-	}
-	p, err := Declare(ctx, name+"-controller-pdb", pdb, nil, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, d, p), nil
+	return out, nil
 }

@@ -90,7 +90,8 @@ type Cache struct {
 
 // Controller is the runnerset-controller deployment.
 type Controller struct {
-	// Image is the controller image; required on eks and gke.
+	// Image is the controller image on eks and gke; default the release's
+	// (runnerset/install.Defaults).
 	Image string `json:"image,omitempty"`
 	// Replicas, with leader election; default 2.
 	Replicas int32 `json:"replicas,omitempty"`
@@ -266,9 +267,6 @@ func (f *Fleet) Validate() field.ErrorList {
 	}
 	if f.Cache.ExpireDays < 1 || f.Cache.ExpireDays > 3650 {
 		errs = append(errs, field.Invalid(p.Child("cache", "expireDays"), f.Cache.ExpireDays, "between 1 and 3650 days: cache objects must expire"))
-	}
-	if f.Platform != PlatformLocal && f.Platform != "" && f.Controller.Image == "" {
-		errs = append(errs, field.Required(p.Child("controller", "image"), "the runnerset-controller image to deploy, for example registry.example.com/runnerfleet/runnerset-controller:v0.1.0"))
 	}
 	if f.Controller.Replicas < 1 || f.Controller.Replicas > 5 {
 		errs = append(errs, field.Invalid(p.Child("controller", "replicas"), f.Controller.Replicas, "between 1 and 5 (one leader, the others stand by)"))

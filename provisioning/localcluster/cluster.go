@@ -203,6 +203,10 @@ func (c *Cluster) controlPlane(pki PKI, assets string) []Process {
 				"--proxy-client-key-file=" + pki.Path(frontProxyKey),
 				"--allow-privileged=true",
 				"--profiling=false",
+				// kubectl logs and exec on the real node's pods.
+				"--kubelet-client-certificate=" + pki.Path(adminCertFile),
+				"--kubelet-client-key=" + pki.Path(adminKeyFile),
+				"--kubelet-preferred-address-types=InternalIP,Hostname",
 			},
 			Ready: func(ctx context.Context) error {
 				hc, err := rest.HTTPClientFor(c.Config)
@@ -282,6 +286,27 @@ func httpOK(ctx context.Context, hc *http.Client, url string) error {
 // the nodes are Ready and the CRDs served. runnerfleet's own CRDs are not
 // among them: the Pulumi program declares those, like on every platform.
 func (c *Cluster) setup(ctx context.Context, opts Options) error {
+	if opts.Node && (c.Running(Kubelet) == 0 || c.Running(Containerd) == 0) {
+		// A node half up (one of the two died) starts again from scratch.
+		for _, n := range []string{Kubelet} {
+			if err := c.StopProcess(n, opts.StopTimeout); err != nil {
+				return err
+			}
+		}
+		if err := stopNodeSandboxes(c.Dir, opts.Log); err != nil {
+			return err
+		}
+		if err := c.StopProcess(Containerd, opts.StopTimeout); err != nil {
+			return err
+		}
+		pki, err := EnsurePKI(filepath.Join(c.Dir, "pki"))
+		if err != nil {
+			return err
+		}
+		if _, err := c.startNode(ctx, opts, pki); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	names := make([]string, opts.Nodes)
 	for i := range names {
@@ -290,10 +315,12 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 			return fmt.Errorf("creating fake node %s: %w", names[i], err)
 		}
 	}
-	if err := c.waitNodesReady(ctx, names, opts.StartTimeout); err != nil {
-		return err
+	if len(names) > 0 {
+		if err := c.waitNodesReady(ctx, names, opts.StartTimeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.Log, "Nodes %s Ready (kwok) %.1fs\n", strings.Join(names, ", "), time.Since(start).Seconds())
 	}
-	fmt.Fprintf(opts.Log, "Nodes %s Ready (kwok) %.1fs\n", strings.Join(names, ", "), time.Since(start).Seconds())
 
 	start = time.Now()
 	for _, crd := range opts.CRDs {

@@ -53,7 +53,7 @@ var StartOrder = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
 // StopOrder is the order Down stops processes in: whatever writes to the API
 // first, then the API server, then its storage. Processes Down does not know
 // (add-ons started with StartProcess) stop before all of these.
-var StopOrder = []string{Controller, Karpenter, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+var StopOrder = []string{Controller, Karpenter, Kubelet, Containerd, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 
 // Kwok selects the nodes it manages by this annotation; the nodes Up creates
 // carry it and NodeLabel.
@@ -83,8 +83,13 @@ type Options struct {
 	// Karpenter starts Karpenter's kwok provider once the CRDs are in; CRDs
 	// must then hold Karpenter's (NodePool, NodeClaim, KWOKNodeClass, …).
 	Karpenter bool
-	// Nodes is the number of fake kwok nodes; default 2.
+	// Nodes is the number of fake kwok nodes; default 2, none when Node is
+	// set (managers then run on the real node, jobs on Karpenter's nodes).
 	Nodes int
+	// Node starts the real node (node.go): containerd and a kubelet on this
+	// machine, running the pause and stand-in runner images built from
+	// RepoRoot. It needs root and hack/tools.sh node.
+	Node bool
 	// StartTimeout bounds the start of each process; default 2m.
 	StartTimeout time.Duration
 	// StopTimeout is how long Down waits after SIGTERM before SIGKILL; default 20s.
@@ -105,7 +110,7 @@ func (o *Options) defaults() error {
 	if o.Name == "" {
 		o.Name = "local"
 	}
-	if o.Nodes <= 0 {
+	if o.Nodes <= 0 && !o.Node {
 		o.Nodes = 2
 	}
 	if o.StartTimeout <= 0 {
@@ -329,7 +334,20 @@ func stopOrder(recordedNames []string) []string {
 func stopAll(dir string, grace time.Duration, log io.Writer) error {
 	var errs []error
 	for _, name := range stopOrder(recorded(dir)) {
+		if name == Containerd {
+			// The kubelet is stopped: remove the pods through CRI while
+			// containerd still runs, so that it unmounts and releases them.
+			if err := stopNodeSandboxes(dir, log); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		pid := running(dir, name)
+		if name == Kwok {
+			// After containerd: whatever the real node left goes.
+			if err := sweepNodeOf(dir, log); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if pid == 0 {
 			_ = os.Remove(pidFile(dir, name))
 			continue
@@ -412,6 +430,9 @@ func resolveAssets(opts Options) (string, error) {
 	need := []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok, kwokStagesFile}
 	if opts.Karpenter {
 		need = append(need, karpenterBinary)
+	}
+	if opts.Node {
+		need = append(need, Kubelet)
 	}
 	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {

@@ -27,6 +27,8 @@
 //	POST   /runners/verify                        check a runner authentication token
 //	DELETE /runners                               delete the runner owning an authentication token
 //	POST   /runners                               registration-token registration: always 410 Gone
+//	POST   /jobs/request, PUT /jobs/:id, PATCH /jobs/:id/trace
+//	                                              the runner API's job queue (see jobs.go, QueueJob)
 //
 // The server never logs a token: log lines (see SetLogf) carry methods, paths,
 // statuses and runner IDs only.
@@ -41,6 +43,7 @@ import (
 	"io"
 	"math/big"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -162,11 +165,36 @@ type Server struct {
 	faults   []*fault
 	calls    []call
 	logf     func(format string, args ...any)
+
+	jobs      []*Job
+	nextJobID int64
 }
 
 // New starts a server on 127.0.0.1. Close it when done.
 func New() *Server {
-	s := &Server{
+	s := newServer()
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// NewOn starts a server listening on addr (host:port, port 0 for any), for
+// clients that cannot reach 127.0.0.1: runners in containers reach the host
+// at their network's gateway address. Close it when done.
+func NewOn(addr string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("gitlabtest: listening on %s: %w", addr, err)
+	}
+	s := newServer()
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Listener.Close()
+	s.srv.Listener = l
+	s.srv.Start()
+	return s, nil
+}
+
+func newServer() *Server {
+	return &Server{
 		closing:  make(chan struct{}),
 		users:    map[string]User{},
 		groups:   map[int64]bool{},
@@ -174,8 +202,6 @@ func New() *Server {
 		runners:  map[int64]*Runner{},
 		nextID:   1,
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
 }
 
 // URL is the server's base URL, without /api/v4.
@@ -525,6 +551,9 @@ func (s *Server) route(r *http.Request) reply {
 	}
 	seg := strings.Split(strings.TrimSuffix(rest, "/"), "/")
 	m := r.Method
+	if rep, ok := s.routeJobs(r, seg); ok {
+		return rep
+	}
 
 	switch {
 	case len(seg) == 2 && seg[0] == "user" && seg[1] == "runners":

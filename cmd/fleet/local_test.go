@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+)
+
+func TestManagerTroubleNamesAnImageTheNodeLacks(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-1", Labels: map[string]string{"app.kubernetes.io/component": "manager"}},
+		Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
+			Name:  "config",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: `failed to pull "registry.example.com/runner:1"`}},
+		}}},
+	}
+	pending := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-2", Labels: map[string]string{"app.kubernetes.io/component": "manager"}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/1 nodes are available: 1 node(s) were unschedulable",
+		}}},
+	}
+	cl := &localcluster.Cluster{Client: fake.NewClientBuilder().WithScheme(localcluster.Scheme()).WithObjects(pod, pending).Build()}
+	got := managerTrouble(cl)
+	for _, want := range []string{
+		"pod team-a/build-manager-1 container config: ErrImagePull", "registry.example.com/runner:1", localcluster.StandinImage,
+		"pod team-a/build-manager-2 is not scheduled: 0/1 nodes are available",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("managerTrouble = %q\nwant it to say %q", got, want)
+		}
+	}
+	if got := managerTrouble(&localcluster.Cluster{Client: fake.NewClientBuilder().WithScheme(localcluster.Scheme()).Build()}); got != "" {
+		t.Errorf("no manager pods: %q, want nothing", got)
+	}
+}
+
+// The local stack names what fleet up provides: the stand-in image it
+// imports into the real node and the loopback GitLab it runs.
+func TestLocalStackNamesTheRealNodesImageAndTheLoopbackGitLab(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "stacks", "Pulumi.local.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(doc.Config["runnerfleet:fleet"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := stackconfig.Decode(raw, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.GitLabURL != localGitLabURL() {
+		t.Errorf("stacks/Pulumi.local.yaml gitlabURL = %q, want the loopback GitLab fleet up runs, %q", f.GitLabURL, localGitLabURL())
+	}
+	if f.Defaults.ManagerImage != localcluster.StandinImage {
+		t.Errorf("stacks/Pulumi.local.yaml defaults.managerImage = %q, want the image fleet up imports into the real node, %q", f.Defaults.ManagerImage, localcluster.StandinImage)
+	}
+}

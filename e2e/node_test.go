@@ -1,0 +1,735 @@
+//go:build e2e
+
+package e2e
+
+// Managers on the real node (containerd + kubelet, provisioning/localcluster)
+// running the stand-in gitlab-runner (provisioning/standin) against a
+// loopback GitLab (gitlabtest) with a job queue: a config change, a drain,
+// a deletion and a controller killed mid-rollout lose no job; the same
+// manager Deployment without the preStop drain and with a short grace
+// period loses jobs.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
+	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/provisioning/standin"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+)
+
+type nodeEnv struct {
+	t     *testing.T
+	root  string
+	state string
+	cl    *localcluster.Cluster
+	c     client.Client
+	gl    *gitlabtest.Server
+	imgs  localcluster.NodeImages
+	ctrl  string // the runnerset-controller binary
+	class string
+
+	mu     sync.Mutex
+	drains map[string]drain // by system_id
+}
+
+// drain is when a manager logged standin.DrainLine.
+type drain struct {
+	ns string
+	at time.Time
+}
+
+// startNodeEnv starts a local cluster with the real node, the controller
+// and a loopback GitLab that the node's pods reach.
+func startNodeEnv(t *testing.T) *nodeEnv {
+	root := repoRoot(t)
+	e := &nodeEnv{t: t, root: root, state: t.TempDir(), class: "real-node", drains: map[string]drain{}}
+	bin := t.TempDir()
+	run(t, root, 5*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/runnerset-controller")
+	e.ctrl = filepath.Join(bin, localcluster.Controller)
+
+	rf, err := crds.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Concat(rf, karpenterapis.CRDs, kwokapis.CRDs)
+	var cs []*apiextensionsv1.CustomResourceDefinition
+	for _, c := range all {
+		cs = append(cs, c.DeepCopy())
+	}
+	ctx := context.Background()
+	start := time.Now()
+	cl, err := localcluster.Up(ctx, localcluster.Options{
+		Dir: e.state, Name: "e2enode", RepoRoot: root, CRDs: cs, Node: true,
+		Log: &logWriter{t: t, prefix: "localcluster: "},
+	})
+	t.Cleanup(func() { e.down() })
+	if err != nil {
+		t.Fatalf("starting the local cluster with the real node: %v", err)
+	}
+	t.Logf("cold cost: control plane + real node (images, containerd, kubelet) up in %s", time.Since(start).Round(time.Millisecond))
+	e.cl, e.c = cl, cl.Client
+	if e.imgs, err = localcluster.ReadNodeImages(e.state); err != nil {
+		t.Fatal(err)
+	}
+	e.startController()
+	// The kubelet deletes a pod's logs with the pod: read them while the
+	// managers drain.
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				e.scanDrains()
+			}
+		}
+	}()
+	if e.gl, err = gitlabtest.NewOn(localcluster.HostIP + ":0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.gl.Close)
+	create(t, e.c, &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: e.class},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider:  v1alpha1.CapacityProviderKWOK,
+			GitLabURL: e.gl.URL(),
+			Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(e.imgs.Standin), JobImage: "alpine:3.22"},
+		},
+	})
+	return e
+}
+
+func (e *nodeEnv) startController() {
+	e.t.Helper()
+	metrics, err := localcluster.FreePort()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	probe, err := localcluster.FreePort()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	_, err = e.cl.StartProcess(context.Background(), localcluster.Process{
+		Name: localcluster.Controller, Path: e.ctrl,
+		Args: []string{"--kubeconfig=" + e.cl.Kubeconfig, "--leader-elect=false",
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe)},
+		Ready: func(ctx context.Context) error { return httpGet(ctx, readyz) },
+	}, time.Minute, metrics, probe)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// down stops everything and checks that nothing of the node is left.
+func (e *nodeEnv) down() {
+	t := e.t
+	start := time.Now()
+	if err := localcluster.DownWithTimeout(context.Background(), e.state, 20*time.Second, &logWriter{t: t, prefix: "down: "}); err != nil {
+		t.Errorf("stopping the local cluster: %v", err)
+	}
+	t.Logf("down in %s", time.Since(start).Round(time.Millisecond))
+	if m := localcluster.NodeMounts(e.state); len(m) > 0 {
+		t.Errorf("mounts left under the node's directory after down: %v", m)
+	}
+	if cg := localcluster.NodeCgroups("e2enode"); len(cg) > 0 {
+		t.Errorf("cgroups left after down: %v", cg)
+	}
+	if _, err := net.InterfaceByName(localcluster.Bridge); err == nil {
+		t.Errorf("bridge %s left after down", localcluster.Bridge)
+	}
+	if out, _ := exec.Command("pgrep", "-fa", e.state).Output(); len(out) > 0 {
+		t.Errorf("processes naming %s still run after down:\n%s", e.state, out)
+	}
+}
+
+// team is one RunnerSet with its own runner (and tag) in the loopback GitLab.
+type team struct {
+	ns, tag string
+	token   string
+	rs      *v1alpha1.RunnerSet
+}
+
+func (e *nodeEnv) newTeam(ns string, replicas, concurrent int32, shutdown time.Duration) *team {
+	t := e.t
+	t.Helper()
+	rn := e.gl.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{ns}})
+	create(t, e.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-token"}, Data: map[string][]byte{"token": []byte(rn.Token)}})
+	rs := &v1alpha1.RunnerSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "build"},
+		Spec: v1alpha1.RunnerSetSpec{
+			ClassName: e.class,
+			Tags:      []string{ns},
+			GitLab:    v1alpha1.GitLabSpec{TokenSecretRef: &v1alpha1.SecretKeyRef{Name: "runner-token"}},
+			Managers: v1alpha1.ManagerSpec{
+				Replicas: ptr.To(replicas), Concurrent: concurrent,
+				ShutdownTimeout: &metav1.Duration{Duration: shutdown},
+			},
+		},
+	}
+	create(t, e.c, rs)
+	tm := &team{ns: ns, tag: ns, token: rn.Token, rs: rs}
+	e.waitManagers(tm, int(replicas), 4*time.Minute)
+	return tm
+}
+
+// managers lists the team's manager pods.
+func (e *nodeEnv) managers(tm *team) []corev1.Pod {
+	pods := &corev1.PodList{}
+	if err := e.c.List(context.Background(), pods, client.InNamespace(tm.ns), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		e.t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// waitManagers waits until n manager pods run Ready on the real node and no
+// other exists.
+func (e *nodeEnv) waitManagers(tm *team, n int, timeout time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, timeout, fmt.Sprintf("%d Ready managers of %s on %s", n, tm.ns, localcluster.NodeName), func() error {
+		pods := e.managers(tm)
+		ready := 0
+		var states []string
+		for _, p := range pods {
+			states = append(states, podState(&p))
+			if p.Spec.NodeName == localcluster.NodeName && podReady(&p) && p.DeletionTimestamp == nil {
+				ready++
+			}
+		}
+		if ready != n || len(pods) != n {
+			return fmt.Errorf("%d Ready of %d pods: %s", ready, len(pods), strings.Join(states, "; "))
+		}
+		return nil
+	})
+}
+
+func podState(p *corev1.Pod) string {
+	s := fmt.Sprintf("%s %s on %q ready=%v", p.Name, p.Status.Phase, p.Spec.NodeName, podReady(p))
+	if p.DeletionTimestamp != nil {
+		s += " terminating"
+	}
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil {
+			s += fmt.Sprintf(" %s: %s %s", cs.Name, w.Reason, w.Message)
+		}
+		if x := cs.State.Terminated; x != nil && x.ExitCode != 0 {
+			s += fmt.Sprintf(" %s: exited %d %s", cs.Name, x.ExitCode, x.Reason)
+		}
+	}
+	return s
+}
+
+func (e *nodeEnv) queue(tm *team, n int, d time.Duration) []int64 {
+	var ids []int64
+	for range n {
+		ids = append(ids, e.gl.QueueJob([]string{tm.tag}, d))
+	}
+	return ids
+}
+
+func (e *nodeEnv) jobsOf(tm *team) []gitlabtest.Job {
+	var out []gitlabtest.Job
+	for _, j := range e.gl.Jobs() {
+		if slices.Contains(j.Tags, tm.tag) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func (e *nodeEnv) waitRunning(tm *team, n int) {
+	e.t.Helper()
+	waitFor(e.t, 2*time.Minute, fmt.Sprintf("%d jobs of %s running", n, tm.tag), func() error {
+		running := 0
+		for _, j := range e.jobsOf(tm) {
+			if j.State == gitlabtest.JobRunning {
+				running++
+			}
+		}
+		if running < n {
+			return fmt.Errorf("%d running", running)
+		}
+		return nil
+	})
+}
+
+// scanDrains reads, from the kubelet's pod logs, when each manager
+// stopped taking jobs after SIGQUIT (the stand-in's own clock), by
+// system_id ("s_" + its pod's name).
+func (e *nodeEnv) scanDrains() {
+	files, _ := filepath.Glob(filepath.Join(localcluster.PodLogsDir(e.state), "*", "manager", "*.log"))
+	for _, f := range files {
+		nsPod := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			// CRI log line: <time> <stream> <tag> <message>; the message
+			// is the stand-in's "<time> standin: SIGQUIT: ...".
+			fields := strings.Fields(sc.Text())
+			if len(fields) > 5 && fields[4] == "standin:" && fields[5] == standin.DrainLine+":" {
+				if ts, err := time.Parse(time.RFC3339Nano, fields[3]); err == nil {
+					e.mu.Lock()
+					e.drains["s_"+nsPod[1]] = drain{ns: nsPod[0], at: ts}
+					e.mu.Unlock()
+				}
+			}
+		}
+		fh.Close()
+	}
+}
+
+// drainTimes returns the drain times of the managers of ns seen so far.
+func (e *nodeEnv) drainTimes(ns string) map[string]time.Time {
+	e.scanDrains()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, d := range e.drains {
+		if d.ns == ns {
+			out[id] = d.at
+		}
+	}
+	return out
+}
+
+// lostJobs waits until no job of tm runs (up to timeout), then returns what
+// went wrong: a job that failed, one still running or picked by nobody, and
+// one a manager took after it was told to drain.
+func (e *nodeEnv) lostJobs(tm *team, timeout time.Duration) []string {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		busy := false
+		for _, j := range e.jobsOf(tm) {
+			busy = busy || j.State == gitlabtest.JobRunning || j.State == gitlabtest.JobPending
+		}
+		if !busy {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	drains := e.drainTimes(tm.ns)
+	var problems []string
+	for _, j := range e.jobsOf(tm) {
+		switch j.State {
+		case gitlabtest.JobSuccess:
+		case gitlabtest.JobFailed:
+			problems = append(problems, fmt.Sprintf("job %d (%s, on %s) failed: %s", j.ID, j.Duration, j.SystemID, j.FailureReason))
+		case gitlabtest.JobRunning:
+			problems = append(problems, fmt.Sprintf("job %d (%s, on %s) never reported its end: its manager is gone", j.ID, j.Duration, j.SystemID))
+		case gitlabtest.JobPending:
+			problems = append(problems, fmt.Sprintf("job %d (%s) was never picked up", j.ID, j.Duration))
+		}
+		if d, ok := drains[j.SystemID]; ok && j.PickedAt.After(d) {
+			problems = append(problems, fmt.Sprintf("job %d was picked up by %s at %s, after it was told to drain at %s",
+				j.ID, j.SystemID, j.PickedAt.Format(time.RFC3339Nano), d.Format(time.RFC3339Nano)))
+		}
+	}
+	return problems
+}
+
+func (e *nodeEnv) deployment(tm *team) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: tm.ns, Name: naming.For(tm.ns, "build").Managers()}, d); err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func (e *nodeEnv) patchConcurrent(tm *team, n int32) {
+	rs := &v1alpha1.RunnerSet{}
+	if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(tm.rs), rs); err != nil {
+		e.t.Fatal(err)
+	}
+	patch := client.MergeFrom(rs.DeepCopy())
+	rs.Spec.Managers.Concurrent = n
+	if err := e.c.Patch(context.Background(), rs, patch); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitRolledOut waits until the Deployment's every replica runs the newest
+// template and no old manager remains.
+func (e *nodeEnv) waitRolledOut(tm *team, replicas int, oldPods []string, timeout time.Duration) {
+	e.t.Helper()
+	waitFor(e.t, timeout, "the managers of "+tm.ns+" rolled out", func() error {
+		d := e.deployment(tm)
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != int32(replicas) || d.Status.AvailableReplicas != int32(replicas) || d.Status.Replicas != int32(replicas) {
+			return fmt.Errorf("deployment status %+v", d.Status)
+		}
+		for _, p := range e.managers(tm) {
+			if slices.Contains(oldPods, p.Name) {
+				return fmt.Errorf("old manager %s still there: %s", p.Name, podState(&p))
+			}
+		}
+		return nil
+	})
+}
+
+// release deletes a team's RunnerSet once its test is done, so that later
+// tests (the drain) find only their own managers on the node.
+func (e *nodeEnv) release(tm *team) {
+	if err := e.c.Delete(context.Background(), tm.rs); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Errorf("deleting RunnerSet %s: %v", tm.ns, err)
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func longest(jobs []gitlabtest.Job) time.Duration {
+	var m time.Duration
+	for _, j := range jobs {
+		m = max(m, j.Duration)
+	}
+	return m
+}
+
+func TestRealNodeManagersLoseNoJob(t *testing.T) {
+	e := startNodeEnv(t)
+	ctx := context.Background()
+	const replicas, concurrent = 2, 2
+	jobLen := 25 * time.Second
+
+	t.Run("a config change rolls every manager", func(t *testing.T) {
+		tm := e.newTeam("rollout", replicas, concurrent, 2*time.Minute)
+		e.queue(tm, replicas*concurrent, jobLen)
+		e.waitRunning(tm, replicas*concurrent)
+		old := podNames(e.managers(tm))
+		start := time.Now()
+		e.patchConcurrent(tm, concurrent+1)
+		// Jobs keep coming during the rollout: the new managers take them.
+		e.queue(tm, 4, 5*time.Second)
+		e.waitRolledOut(tm, replicas, old, 5*time.Minute)
+		t.Logf("rollout of %d managers took %s; longest job %s", replicas, time.Since(start).Round(time.Millisecond), longest(e.jobsOf(tm)))
+		if p := e.lostJobs(tm, 3*time.Minute); len(p) > 0 {
+			t.Errorf("jobs lost in the rollout:\n  %s", strings.Join(p, "\n  "))
+		}
+		if d := e.drainTimes(tm.ns); len(d) != len(old) {
+			t.Errorf("%d managers logged their drain, want %d (%v)", len(d), len(old), d)
+		}
+		e.release(tm)
+	})
+
+	t.Run("the controller is killed and restarted mid-rollout", func(t *testing.T) {
+		tm := e.newTeam("restart", replicas, concurrent, 2*time.Minute)
+		e.queue(tm, replicas*concurrent, jobLen)
+		e.waitRunning(tm, replicas*concurrent)
+		old := podNames(e.managers(tm))
+		e.patchConcurrent(tm, concurrent+1)
+		waitFor(t, time.Minute, "the rollout started", func() error {
+			if d := e.deployment(tm); d.Status.UpdatedReplicas == 0 {
+				return fmt.Errorf("no updated replica yet")
+			}
+			return nil
+		})
+		if err := e.cl.StopProcess(localcluster.Controller, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.queue(tm, 2, 5*time.Second)
+		time.Sleep(3 * time.Second)
+		e.startController()
+		e.waitRolledOut(tm, replicas, old, 5*time.Minute)
+		if p := e.lostJobs(tm, 3*time.Minute); len(p) > 0 {
+			t.Errorf("jobs lost while the controller restarted mid-rollout:\n  %s", strings.Join(p, "\n  "))
+		}
+		e.release(tm)
+	})
+
+	t.Run("kubectl drain of the node", func(t *testing.T) {
+		tm := e.newTeam("drain", replicas, concurrent, 2*time.Minute)
+		e.queue(tm, replicas*concurrent, jobLen)
+		e.waitRunning(tm, replicas*concurrent)
+		old := podNames(e.managers(tm))
+		kubectl := filepath.Join(e.cl.State.Assets, "kubectl")
+		dctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+		defer cancel()
+		drain := exec.CommandContext(dctx, kubectl, "--kubeconfig", e.cl.Kubeconfig, "drain", localcluster.NodeName,
+			"--ignore-daemonsets", "--delete-emptydir-data", "--pod-selector=app.kubernetes.io/component=manager")
+		out := &strings.Builder{}
+		var mu sync.Mutex
+		drain.Stdout, drain.Stderr = lockedWriter{&mu, out}, lockedWriter{&mu, out}
+		if err := drain.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- drain.Wait() }()
+		// The node is cordoned: the first evicted manager's replacement
+		// cannot start, and the PDB holds the other one.
+		waitFor(t, time.Minute, "one manager evicted", func() error {
+			n := 0
+			for _, p := range e.managers(tm) {
+				if p.DeletionTimestamp != nil {
+					n++
+				}
+			}
+			if n == 0 {
+				return fmt.Errorf("none terminating")
+			}
+			return nil
+		})
+		time.Sleep(10 * time.Second)
+		terminating := 0
+		for _, p := range e.managers(tm) {
+			if p.DeletionTimestamp != nil && slices.Contains(old, p.Name) {
+				terminating++
+			}
+		}
+		if terminating != 1 {
+			t.Errorf("%d old managers terminating while no replacement is Ready; the PDB allows one", terminating)
+		}
+		// New capacity for managers: the node takes pods again.
+		node := &corev1.Node{}
+		if err := e.c.Get(ctx, client.ObjectKey{Name: localcluster.NodeName}, node); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Spec.Unschedulable = false
+		if err := e.c.Patch(ctx, node, patch); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			mu.Lock()
+			t.Logf("kubectl drain: %v\n%s", err, out.String())
+			mu.Unlock()
+			if err != nil {
+				t.Errorf("kubectl drain failed: %v", err)
+			}
+		case <-dctx.Done():
+			t.Fatalf("kubectl drain did not finish")
+		}
+		e.waitManagers(tm, replicas, 4*time.Minute)
+		for _, p := range e.managers(tm) {
+			if slices.Contains(old, p.Name) {
+				t.Errorf("manager %s survived the drain", p.Name)
+			}
+		}
+		if p := e.lostJobs(tm, 3*time.Minute); len(p) > 0 {
+			t.Errorf("jobs lost in the drain:\n  %s", strings.Join(p, "\n  "))
+		}
+	})
+
+	t.Run("the RunnerSet is deleted", func(t *testing.T) {
+		tm := e.newTeam("delete", replicas, concurrent, 2*time.Minute)
+		e.queue(tm, replicas*concurrent, jobLen)
+		e.waitRunning(tm, replicas*concurrent)
+		start := time.Now()
+		if err := e.c.Delete(ctx, tm.rs); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 4*time.Minute, "RunnerSet deleted", func() error {
+			err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), &v1alpha1.RunnerSet{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there: %v", err)
+		})
+		t.Logf("RunnerSet deleted in %s (longest job %s)", time.Since(start).Round(time.Millisecond), jobLen)
+		if p := e.lostJobs(tm, time.Minute); len(p) > 0 {
+			t.Errorf("jobs lost when the RunnerSet was deleted:\n  %s", strings.Join(p, "\n  "))
+		}
+	})
+
+	t.Run("a job longer than the shutdown timeout is named as lost", func(t *testing.T) {
+		tm := e.newTeam("overrun", 1, 1, time.Minute)
+		ids := e.queue(tm, 1, 10*time.Minute)
+		e.waitRunning(tm, 1)
+		if err := e.c.Delete(ctx, tm.rs); err != nil {
+			t.Fatal(err)
+		}
+		problems := e.lostJobs(tm, 90*time.Second)
+		want := fmt.Sprintf("job %d (10m0s, on s_", ids[0])
+		// At the end of the grace period the kubelet sends SIGTERM (the
+		// stand-in aborts the job and reports it failed, as gitlab-runner
+		// does), then SIGKILL (the job never reports its end).
+		if len(problems) != 1 || !strings.Contains(problems[0], want) ||
+			!strings.Contains(problems[0], "failed: runner_system_failure") && !strings.Contains(problems[0], "never reported its end") {
+			t.Errorf("a 10m job on a manager with a 1m shutdown timeout, deleted: problems %q, want one naming job %d as lost", problems, ids[0])
+		}
+		t.Logf("named as lost: %s", problems)
+	})
+
+	t.Run("negative control: SIGTERM and a short grace period lose jobs", func(t *testing.T) {
+		tm := e.newTeam("control", 1, concurrent, 2*time.Minute)
+		// A second runner and a copy of the managers without the preStop
+		// drain, with a 3s grace period: the image's own stop signal
+		// (SIGTERM) ends them.
+		rn := e.gl.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"control-sigterm"}})
+		// The controller's config.toml (a Secret holding the token), with
+		// the second runner's token.
+		cfg := &corev1.Secret{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: tm.ns, Name: naming.For(tm.ns, "build").Config()}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		toml := string(cfg.Data["config.toml"])
+		if !strings.Contains(toml, tm.token) {
+			t.Fatalf("the managers' config.toml does not hold the runner's token")
+		}
+		create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-config"},
+			Data: map[string][]byte{"config.toml": []byte(strings.ReplaceAll(toml, tm.token, rn.Token))}})
+		ours := e.deployment(tm)
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-managers"}}
+		d.Spec = *ours.Spec.DeepCopy()
+		sel := map[string]string{"app.kubernetes.io/name": "sigterm-managers"}
+		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: sel}
+		d.Spec.Template.Labels = sel
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
+		for i := range d.Spec.Template.Spec.Containers {
+			d.Spec.Template.Spec.Containers[i].Lifecycle = nil
+		}
+		swapped := 0
+		for i, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == cfg.Name {
+				d.Spec.Template.Spec.Volumes[i].Secret.SecretName = "sigterm-config"
+				swapped++
+			}
+		}
+		if swapped != 1 {
+			t.Fatalf("the manager Deployment mounts its config Secret %s %d times, want once", cfg.Name, swapped)
+		}
+		create(t, e.c, d)
+		ctl := &team{ns: tm.ns, tag: "control-sigterm"}
+		for _, id := range e.queue(ctl, concurrent, jobLen) {
+			_ = id
+		}
+		e.waitRunning(ctl, concurrent)
+		pods := &corev1.PodList{}
+		if err := e.c.List(ctx, pods, client.InNamespace(tm.ns), client.MatchingLabels(sel)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if err := e.c.Delete(ctx, &p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		problems := e.lostJobs(ctl, time.Minute)
+		t.Logf("the negative control lost:\n  %s", strings.Join(problems, "\n  "))
+		if len(problems) == 0 {
+			t.Errorf("managers stopped with SIGTERM and a 3s grace period lost no job: the proofs above could not fail")
+		}
+		if err := e.c.Delete(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func httpGet(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// A kubelet that cannot start: Up says so with the kubelet's log, and
+// stops what it started, leaving no process, mount, cgroup or bridge.
+func TestRealNodeWhoseKubeletFailsLeavesNothing(t *testing.T) {
+	root := repoRoot(t)
+	good := os.Getenv("RUNNERFLEET_LOCAL_ASSETS")
+	if good == "" {
+		good = strings.TrimSpace(run(t, root, 60*time.Minute, filepath.Join(root, "hack", "tools.sh"), "local"))
+	}
+	assets := t.TempDir()
+	ents, err := os.ReadDir(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Symlink(filepath.Join(good, e.Name()), filepath.Join(assets, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The real kubelet, with a flag it refuses: it exits at once.
+	kubelet := filepath.Join(assets, localcluster.Kubelet)
+	os.Remove(kubelet)
+	script := "#!/bin/sh\nexec " + filepath.Join(good, localcluster.Kubelet) + " --no-such-flag \"$@\"\n"
+	if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	_, err = localcluster.Up(context.Background(), localcluster.Options{
+		Dir: state, Name: "e2efail", RepoRoot: root, Assets: assets, Node: true,
+		Log: &logWriter{t: t, prefix: "localcluster: "},
+	})
+	if err == nil {
+		localcluster.Down(context.Background(), state)
+		t.Fatal("Up succeeded with a kubelet that cannot start")
+	}
+	t.Logf("Up: %v", err)
+	for _, want := range []string{"starting the kubelet", "no-such-flag", localcluster.LogFile(state, localcluster.Kubelet)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Up's error does not say %q", want)
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-fa", state).Output(); len(out) > 0 {
+		t.Errorf("processes of %s still run after the failed Up:\n%s", state, out)
+	}
+	if m := localcluster.NodeMounts(state); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if cg := localcluster.NodeCgroups("e2efail"); len(cg) > 0 {
+		t.Errorf("cgroups left: %v", cg)
+	}
+	if _, err := net.InterfaceByName(localcluster.Bridge); err == nil {
+		t.Errorf("bridge %s left behind", localcluster.Bridge)
+	}
+}

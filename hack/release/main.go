@@ -1,0 +1,48 @@
+// Command release builds a runnerfleet release into a directory (see
+// internal/release); hack/release.sh and make image run it.
+//
+//	go run ./hack/release --version v0.1.0 --out dist/v0.1.0 [--images-only] [--only runnerset-controller]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/runnerfleet/runnerfleet/internal/release"
+)
+
+func main() {
+	var o release.Options
+	var only string
+	flag.StringVar(&o.Root, "root", ".", "the repository checkout")
+	flag.StringVar(&o.Out, "out", "dist", "the release directory")
+	flag.StringVar(&o.Version, "version", "", "the version stamped into the binaries and tagging the images")
+	flag.StringVar(&o.Commit, "commit", "", "the commit stamped into the binaries")
+	flag.StringVar(&o.Registry, "registry", "", "the registry and namespace of the images (default the release's)")
+	flag.StringVar(&o.Arch, "arch", "", "the images' architecture (default this machine's)")
+	flag.StringVar(&only, "only", "", "comma-separated binaries to build images of (default all)")
+	flag.BoolVar(&o.ImagesOnly, "images-only", false, "build the images only")
+	flag.Parse()
+	if only != "" {
+		o.Only = strings.Split(only, ",")
+	}
+	o.Log = os.Stderr
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	rep, err := release.Build(context.Background(), o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	for _, img := range rep.Images {
+		fmt.Printf("%-22s %-55s %s %6.1f MB\n", img.Binary, img.Ref, img.Digest, float64(img.Size)/1e6)
+	}
+	for _, f := range rep.Files {
+		fmt.Println(f)
+	}
+}

@@ -1,0 +1,124 @@
+package release_test
+
+import (
+	"archive/tar"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/runnerfleet/runnerfleet/internal/release"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
+)
+
+// The controller's image, read back from its OCI layout as crane would:
+// its entrypoint is the binary, it runs as a numeric non-root user, it has
+// nothing but the binary, CA certificates and /tmp (no shell), its binary
+// says the stamped version, and the docker archive holds the same image.
+func TestControllerImage(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	out := t.TempDir()
+	rep, err := release.Build(context.Background(), release.Options{
+		Root: root, Out: out, Version: "v9.8.7-test", Commit: "abc123", Only: []string{install.Name}, ImagesOnly: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Images) != 1 {
+		t.Fatalf("images %+v, want the controller's", rep.Images)
+	}
+	im := rep.Images[0]
+	if im.Ref != "ghcr.io/runnerfleet/runnerset-controller:v9.8.7-test" {
+		t.Errorf("ref %s", im.Ref)
+	}
+	idx, err := layout.ImageIndexFromPath(im.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil || len(m.Manifests) != 1 {
+		t.Fatalf("layout index %v, %v", m, err)
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if strings.Join(c.Entrypoint, " ") != "/runnerset-controller" || c.User != "65532:65532" {
+		t.Errorf("entrypoint %v user %q, want /runnerset-controller as 65532:65532", c.Entrypoint, c.User)
+	}
+	for k, v := range map[string]string{"org.opencontainers.image.version": "v9.8.7-test", "org.opencontainers.image.revision": "abc123",
+		"org.opencontainers.image.title": "runnerset-controller", "org.opencontainers.image.licenses": "Apache-2.0"} {
+		if c.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, c.Labels[k], v)
+		}
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var files []string
+	bin := filepath.Join(t.TempDir(), "runnerset-controller")
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			files = append(files, h.Name)
+		}
+		if h.Name == "runnerset-controller" {
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(bin, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if strings.Join(files, " ") != "etc/ssl/certs/ca-certificates.crt runnerset-controller" && strings.Join(files, " ") != "runnerset-controller etc/ssl/certs/ca-certificates.crt" {
+		t.Errorf("image files %v: want the binary and the CA bundle only (no shell, no package manager)", files)
+	}
+	outp, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(outp), "runnerset-controller v9.8.7-test (commit abc123") {
+		t.Errorf("the image's binary --version: %v: %s", err, outp)
+	}
+	// A static binary: it needs no dynamic loader in the empty base.
+	if b, _ := os.ReadFile(bin); strings.Contains(string(b[:min(len(b), 4096)]), "/lib64/ld-linux") {
+		t.Error("the binary is dynamically linked")
+	}
+	t.Logf("runnerset-controller image: %.1f MB compressed, %s", float64(im.Size)/1e6, im.Digest)
+	if im.Size > 80e6 {
+		t.Errorf("the controller image is %.1f MB compressed; it was about 25 MB: what grew?", float64(im.Size)/1e6)
+	}
+	arch, err := tarball.ImageFromPath(im.Archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The archive's manifest is docker's own format; the image is the same
+	// when its config (entrypoint, user, labels, layer diff IDs) is.
+	ac, err := arch.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc, _ := img.ConfigName(); ac != lc {
+		t.Errorf("the docker archive holds config %s, the layout %s", ac, lc)
+	}
+}

@@ -1,0 +1,446 @@
+// Package standin is a stand-in for gitlab-runner that keeps the contract
+// runnerfleet relies on, for the local cluster's real node, where managers
+// run as containers and no real GitLab exists:
+//
+//   - `gitlab-runner run --config <file>` reads config.toml (concurrent,
+//     check_interval, listen_address, and each [[runners]] url, token, name
+//     and limit);
+//   - it asks the GitLab of each runner for jobs (POST /api/v4/jobs/request,
+//     the runner API, as served by runnerset/gitlab/gitlabtest) while it has
+//     free slots, runs each job for the duration its
+//     gitlabtest.DurationVariable asks, streams a log (PATCH
+//     /api/v4/jobs/:id/trace) and reports the result (PUT /api/v4/jobs/:id);
+//   - it serves gitlab_runner_jobs, gitlab_runner_concurrent and
+//     gitlab_runner_version_info on listen_address (/metrics);
+//   - SIGQUIT is gitlab-runner's graceful stop: take no new job, let the
+//     running ones finish and report, then exit 0;
+//   - SIGTERM (and SIGINT) is its forceful stop: abort the running jobs,
+//     report them failed, exit 1.
+//
+// It identifies itself to GitLab by a system_id derived from its host name
+// (a pod's name), so a test can tell which manager took which job.
+package standin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+)
+
+// Version is what the stand-in reports as its gitlab-runner version.
+const Version = "0.0.0-standin"
+
+// Config is the part of gitlab-runner's config.toml the stand-in reads.
+type Config struct {
+	Concurrent    int      `toml:"concurrent"`
+	CheckInterval int      `toml:"check_interval"`
+	ListenAddress string   `toml:"listen_address"`
+	Runners       []Runner `toml:"runners"`
+}
+
+// Runner is one [[runners]] entry.
+type Runner struct {
+	Name  string `toml:"name"`
+	URL   string `toml:"url"`
+	Token string `toml:"token"`
+	Limit int    `toml:"limit"`
+}
+
+// ReadConfig reads and checks config.toml.
+func ReadConfig(path string) (*Config, error) {
+	c := &Config{}
+	if _, err := toml.DecodeFile(path, c); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if c.Concurrent <= 0 {
+		return nil, fmt.Errorf("%s: concurrent is %d: set it to the number of jobs this manager may run at once", path, c.Concurrent)
+	}
+	if len(c.Runners) == 0 {
+		return nil, fmt.Errorf("%s: no [[runners]]: nothing to ask for jobs", path)
+	}
+	for i, r := range c.Runners {
+		if r.URL == "" || r.Token == "" {
+			return nil, fmt.Errorf("%s: runners[%d] (%q) needs url and token", path, i, r.Name)
+		}
+		if strings.Contains(r.Token, "__") {
+			return nil, fmt.Errorf("%s: runners[%d] (%q): the token is still a placeholder: the init container did not substitute it", path, i, r.Name)
+		}
+	}
+	return c, nil
+}
+
+// Options configure Run.
+type Options struct {
+	Config *Config
+	// SystemID names this manager to GitLab; default "s_" + the host name.
+	SystemID string
+	// Signals delivers SIGQUIT, SIGTERM and SIGINT.
+	Signals <-chan os.Signal
+	// Log receives one line per event; never a token.
+	Log io.Writer
+	// HTTP is the client for GitLab; default a client with a 30s timeout.
+	HTTP *http.Client
+	// Listener, when set, serves the metrics instead of Config.ListenAddress.
+	Listener net.Listener
+}
+
+// Exit codes of Run.
+const (
+	ExitDrained = 0 // SIGQUIT: every job finished
+	ExitAborted = 1 // SIGTERM or SIGINT: running jobs aborted
+	ExitError   = 2 // bad configuration or no metrics listener
+)
+
+type manager struct {
+	o       Options
+	log     func(format string, args ...any)
+	mu      sync.Mutex
+	running map[string]int // runner name → running jobs
+	total   int
+	wg      sync.WaitGroup
+	abort   chan struct{} // closed on SIGTERM
+}
+
+// Run runs the stand-in until a signal stops it, and returns its exit code.
+func Run(ctx context.Context, o Options) int {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	if o.SystemID == "" {
+		host, _ := os.Hostname()
+		o.SystemID = "s_" + host
+	}
+	m := &manager{o: o, running: map[string]int{}, abort: make(chan struct{})}
+	m.log = func(format string, args ...any) {
+		fmt.Fprintf(o.Log, "%s standin: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	}
+	ln := o.Listener
+	if ln == nil {
+		addr := o.Config.ListenAddress
+		if addr == "" {
+			m.log("listen_address is empty: set it so that the metrics (and the readiness probe) can be reached")
+			return ExitError
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			m.log("listening on %s: %v", addr, err)
+			return ExitError
+		}
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(m.serveMetrics), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	m.log("started: system_id %s, concurrent %d, %d runner(s), metrics on %s", o.SystemID, o.Config.Concurrent, len(o.Config.Runners), ln.Addr())
+
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	var polling sync.WaitGroup
+	for _, r := range o.Config.Runners {
+		polling.Add(1)
+		go func() {
+			defer polling.Done()
+			m.poll(pollCtx, r)
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stopPolling()
+			close(m.abort)
+			polling.Wait()
+			m.wg.Wait()
+			return ExitAborted
+		case sig := <-o.Signals:
+			switch sig {
+			case syscall.SIGQUIT:
+				// A request already sent is answered first: a job GitLab
+				// hands out is run, never dropped. From the line below on,
+				// no request goes out.
+				stopPolling()
+				polling.Wait()
+				m.log("%s: graceful stop: taking no new job, waiting for %d running job(s)", DrainLine, m.jobs())
+				done := make(chan struct{})
+				go func() { m.wg.Wait(); close(done) }()
+				for {
+					select {
+					case <-done:
+						m.log("every job finished; exiting")
+						return ExitDrained
+					case sig := <-o.Signals:
+						if sig == syscall.SIGQUIT {
+							m.log("SIGQUIT again: still waiting for %d job(s)", m.jobs())
+							continue
+						}
+						m.log("%s while draining: aborting %d job(s)", sig, m.jobs())
+						close(m.abort)
+						<-done
+						return ExitAborted
+					}
+				}
+			default:
+				m.log("%s: forceful stop: aborting %d running job(s)", sig, m.jobs())
+				stopPolling()
+				close(m.abort)
+				polling.Wait()
+				m.wg.Wait()
+				return ExitAborted
+			}
+		}
+	}
+}
+
+func (m *manager) jobs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.total
+}
+
+// take reserves a slot for r, false when concurrent or r's limit is reached.
+func (m *manager) take(r Runner) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.total >= m.o.Config.Concurrent || r.Limit > 0 && m.running[r.Name] >= r.Limit {
+		return false
+	}
+	m.total++
+	m.running[r.Name]++
+	m.wg.Add(1)
+	return true
+}
+
+func (m *manager) release(r Runner) {
+	m.mu.Lock()
+	m.total--
+	m.running[r.Name]--
+	m.mu.Unlock()
+	m.wg.Done()
+}
+
+// poll asks r's GitLab for jobs every check_interval while a slot is free,
+// and at once again after it got one.
+func (m *manager) poll(ctx context.Context, r Runner) {
+	interval := time.Duration(m.o.Config.CheckInterval) * time.Second
+	if interval <= 0 {
+		interval = 3 * time.Second
+	}
+	for {
+		got := false
+		if ctx.Err() == nil && m.take(r) {
+			// Not canceled with ctx: a job GitLab hands out is run.
+			job, err := m.request(context.WithoutCancel(ctx), r)
+			switch {
+			case err != nil:
+				m.release(r)
+				if ctx.Err() == nil {
+					m.log("runner %s: requesting a job: %v", r.Name, err)
+				}
+			case job == nil:
+				m.release(r)
+			default:
+				got = true
+				go func() {
+					defer m.release(r)
+					m.run(r, job)
+				}()
+			}
+		}
+		if got {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+type jobPayload struct {
+	ID        int64  `json:"id"`
+	Token     string `json:"token"`
+	Variables []struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"variables"`
+}
+
+func (j *jobPayload) duration() (time.Duration, error) {
+	for _, v := range j.Variables {
+		if v.Key == gitlabtest.DurationVariable {
+			return time.ParseDuration(v.Value)
+		}
+	}
+	return 0, nil
+}
+
+func apiURL(r Runner, p string) string {
+	return strings.TrimSuffix(r.URL, "/") + "/api/v4/" + p
+}
+
+// request asks for one job; nil when none waits.
+func (m *manager) request(ctx context.Context, r Runner) (*jobPayload, error) {
+	body, _ := json.Marshal(map[string]any{
+		"token":     r.Token,
+		"system_id": m.o.SystemID,
+		"info": map[string]any{
+			"name": "gitlab-runner", "version": Version, "executor": "kubernetes",
+			"features": map[string]bool{"trace_reset": true, "trace_checksum": false, "trace_size": true},
+		},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL(r, "jobs/request"), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := m.o.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return nil, nil
+	case http.StatusCreated:
+		j := &jobPayload{}
+		if err := json.Unmarshal(b, j); err != nil {
+			return nil, fmt.Errorf("reading the job: %w", err)
+		}
+		return j, nil
+	case http.StatusForbidden:
+		return nil, fmt.Errorf("403 Forbidden: GitLab does not know this runner's token")
+	}
+	return nil, fmt.Errorf("POST /jobs/request: %s", resp.Status)
+}
+
+// run runs one job: it sleeps its duration unless aborted, streaming a log,
+// then reports the result.
+func (m *manager) run(r Runner, j *jobPayload) {
+	d, err := j.duration()
+	if err != nil {
+		m.log("job %d: bad %s: %v", j.ID, gitlabtest.DurationVariable, err)
+	}
+	m.log("job %d: started on runner %s for %s", j.ID, r.Name, d)
+	var sent int
+	trace := func(line string) {
+		b := []byte(line)
+		if err := m.trace(r, j, sent, b); err != nil {
+			m.log("job %d: sending its log: %v", j.ID, err)
+			return
+		}
+		sent += len(b)
+	}
+	trace(fmt.Sprintf("Running with gitlab-runner %s on %s\n$ sleep %s\n", Version, m.o.SystemID, d))
+	state, reason := gitlabtest.JobSuccess, ""
+	select {
+	case <-time.After(d):
+		trace("Job succeeded\n")
+	case <-m.abort:
+		state, reason = gitlabtest.JobFailed, "runner_system_failure"
+		trace("ERROR: Job failed: aborted: the runner was stopped (SIGTERM)\n")
+	}
+	for attempt := 1; ; attempt++ {
+		err := m.update(r, j, state, reason)
+		if err == nil {
+			break
+		}
+		if attempt == 5 {
+			m.log("job %d: reporting %s: %v (giving up)", j.ID, state, err)
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	m.log("job %d: %s", j.ID, state)
+}
+
+func (m *manager) trace(r Runner, j *jobPayload, offset int, b []byte) error {
+	req, err := http.NewRequest(http.MethodPatch, apiURL(r, fmt.Sprintf("jobs/%d/trace", j.ID)), bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Job-Token", j.Token)
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Content-Range", fmt.Sprintf("%d-%d", offset, offset+len(b)-1))
+	resp, err := m.o.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("PATCH trace: %s", resp.Status)
+	}
+	return nil
+}
+
+func (m *manager) update(r Runner, j *jobPayload, state, reason string) error {
+	body, _ := json.Marshal(map[string]any{"token": j.Token, "state": state, "failure_reason": reason})
+	req, err := http.NewRequest(http.MethodPut, apiURL(r, fmt.Sprintf("jobs/%d", j.ID)), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := m.o.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT job: %s", resp.Status)
+	}
+	return nil
+}
+
+// serveMetrics writes the families of gitlab-runner that runnerfleet reads.
+func (m *manager) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/metrics" {
+		http.NotFound(w, r)
+		return
+	}
+	m.mu.Lock()
+	var b strings.Builder
+	b.WriteString("# HELP gitlab_runner_version_info A metric with a constant '1' value labeled by different build stats fields.\n")
+	b.WriteString("# TYPE gitlab_runner_version_info gauge\n")
+	fmt.Fprintf(&b, "gitlab_runner_version_info{architecture=\"amd64\",name=\"gitlab-runner\",os=\"linux\",version=%q} 1\n", Version)
+	b.WriteString("# HELP gitlab_runner_concurrent The current value of concurrent setting\n")
+	b.WriteString("# TYPE gitlab_runner_concurrent gauge\n")
+	fmt.Fprintf(&b, "gitlab_runner_concurrent %d\n", m.o.Config.Concurrent)
+	b.WriteString("# HELP gitlab_runner_jobs The number of running jobs\n")
+	b.WriteString("# TYPE gitlab_runner_jobs gauge\n")
+	for _, rn := range m.o.Config.Runners {
+		fmt.Fprintf(&b, "gitlab_runner_jobs{executor_stage=\"step_script\",runner=%q,stage=\"step_script\",state=\"running\",system_id=%q} %s\n",
+			rn.Name, m.o.SystemID, strconv.Itoa(m.running[rn.Name]))
+	}
+	m.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = io.WriteString(w, b.String())
+}
+
+// DrainLine starts the log line written once the stand-in has stopped
+// asking for jobs after SIGQUIT; its time is the line's first field.
+const DrainLine = "SIGQUIT"
+
+// ErrUsage is returned by Main for a command line it does not serve.
+var ErrUsage = errors.New("usage: gitlab-runner run --config <config.toml> [--working-directory <dir>]")

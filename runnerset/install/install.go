@@ -1,0 +1,323 @@
+// Package install builds the runnerset-controller's own objects: its
+// ServiceAccount, the ClusterRole generated from the +kubebuilder:rbac
+// markers (runnerset/rbac) and its binding, the Deployment with leader
+// election, the PodDisruptionBudget and the metrics Service. It is pure: the
+// Helm chart (charts/runnerfleet, generated from it), the plain manifests
+// (manifests/install.yaml) and the Pulumi program (infra/kube) all install
+// what Objects returns, so the three install paths cannot drift apart.
+package install
+
+import (
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
+)
+
+// Name is the controller's ServiceAccount, ClusterRole, ClusterRoleBinding,
+// Deployment, PodDisruptionBudget and Service.
+const Name = rbac.Name
+
+// Ports of the controller's container; the flags of cmd/runnerset-controller
+// are set from them.
+const (
+	MetricsPort = 8080
+	ProbePort   = 8081
+)
+
+// NameLabel selects the controller's pods.
+const NameLabel = "app.kubernetes.io/name"
+
+// Options are what an install may change; Defaults gives the release's.
+type Options struct {
+	// Namespace the controller runs in.
+	Namespace string
+	// Image of the controller, repository:tag or repository@digest.
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	// Replicas of the controller; one leader reconciles, the others stand by.
+	Replicas  int32
+	Resources corev1.ResourceRequirements
+	// PriorityClassName of the controller's pods; "" for none.
+	PriorityClassName string
+	NodeSelector      map[string]string
+	Tolerations       []corev1.Toleration
+	Affinity          *corev1.Affinity
+	PodAnnotations    map[string]string
+	// LogLevel is zap's level: debug, info or error.
+	LogLevel string
+	// PodDisruptionBudget keeps one replica up through voluntary evictions.
+	PodDisruptionBudget bool
+	// Labels are added to every object (the installer's: managed-by,
+	// instance, stack).
+	Labels map[string]string
+	// ServiceMonitor has the Prometheus operator scrape the metrics Service
+	// every ServiceMonitorInterval; ServiceMonitorLabels are what its
+	// Prometheus selects ServiceMonitors by (release: kube-prometheus-stack).
+	ServiceMonitor         bool
+	ServiceMonitorInterval string
+	ServiceMonitorLabels   map[string]string
+}
+
+// Defaults are the options of a release: the release's image, two replicas
+// with leader election, a PodDisruptionBudget.
+func Defaults() Options {
+	return Options{
+		Namespace:       "runnerfleet-system",
+		Image:           version.Image(Name),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Replicas:        2,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+		},
+		PriorityClassName:      "system-cluster-critical",
+		LogLevel:               "info",
+		PodDisruptionBudget:    true,
+		ServiceMonitorInterval: "30s",
+	}
+}
+
+// LogLevels are the levels --zap-log-level takes by name.
+var LogLevels = []string{"debug", "info", "error"}
+
+// Validate names the first option that cannot be installed.
+func (o Options) Validate() error {
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", o.Namespace, errs[0])
+	}
+	if o.Image == "" {
+		return fmt.Errorf("image is empty: give the controller image, for example %s", version.Image(Name))
+	}
+	if o.Replicas < 1 {
+		return fmt.Errorf("replicas %d: at least 1", o.Replicas)
+	}
+	ok := false
+	for _, l := range LogLevels {
+		ok = ok || l == o.LogLevel
+	}
+	if !ok {
+		return fmt.Errorf("logLevel %q: one of %v", o.LogLevel, LogLevels)
+	}
+	return nil
+}
+
+// Selector selects the controller's pods.
+func Selector() map[string]string { return map[string]string{NameLabel: Name} }
+
+func (o Options) labels() map[string]string {
+	l := maps.Clone(o.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, Selector())
+	l["app.kubernetes.io/component"] = "controller"
+	l["app.kubernetes.io/part-of"] = "runnerfleet"
+	return l
+}
+
+func (o Options) meta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: o.Namespace, Name: Name, Labels: o.labels()}
+}
+
+// Args are the controller's command line.
+func (o Options) Args() []string {
+	return []string{
+		"--leader-elect=true",
+		fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+		fmt.Sprintf("--health-probe-bind-address=:%d", ProbePort),
+		"--zap-log-level=" + o.LogLevel,
+	}
+}
+
+// Objects are the controller's objects in the order they are applied: its
+// identity and permissions, then the Deployment, then what serves it. Each
+// has its TypeMeta set. The namespace itself is the installer's (Helm's
+// --create-namespace, the manifests' Namespace, the program's).
+func Objects(o Options) ([]client.Object, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	role, err := rbac.ClusterRole()
+	if err != nil {
+		return nil, err
+	}
+	return Build(o, role), nil
+}
+
+// Build is Objects without validating o: the chart's generator builds the
+// objects with placeholders for what Helm's values fill in.
+func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
+	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), Deployment(o), Service(o)}
+	if o.PodDisruptionBudget {
+		out = append(out, PodDisruptionBudget(o))
+	}
+	if o.ServiceMonitor {
+		out = append(out, ServiceMonitor(o))
+	}
+	return out
+}
+
+// Namespace is the controller's namespace, for installers that create it.
+func Namespace(o Options) *corev1.Namespace {
+	return &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Namespace, Labels: maps.Clone(o.Labels)},
+	}
+}
+
+// ServiceAccount is the controller's identity.
+func ServiceAccount(o Options) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta:                   o.meta(),
+		AutomountServiceAccountToken: ptr.To(true),
+	}
+}
+
+// ClusterRole is role (rbac.ClusterRole(), generated from the markers) with
+// the install's labels.
+func ClusterRole(o Options, role *rbacv1.ClusterRole) *rbacv1.ClusterRole {
+	cr := role.DeepCopy()
+	cr.TypeMeta = metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"}
+	cr.ObjectMeta = metav1.ObjectMeta{Name: Name, Labels: o.labels()}
+	return cr
+}
+
+// ClusterRoleBinding grants the ClusterRole to the ServiceAccount.
+func ClusterRoleBinding(o Options) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: Name, Labels: o.labels()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: Name}},
+	}
+}
+
+// Deployment runs the controller: non-root, read-only root filesystem, no
+// capabilities, spread over nodes, rolled with a surge so a leader is
+// always there to take over.
+func Deployment(o Options) *appsv1.Deployment {
+	podLabels := o.labels()
+	var annotations map[string]string
+	if len(o.PodAnnotations) > 0 {
+		annotations = maps.Clone(o.PodAnnotations)
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: o.meta(),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(o.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: Selector()},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: Name,
+					PriorityClassName:  o.PriorityClassName,
+					NodeSelector:       maps.Clone(o.NodeSelector),
+					Tolerations:        append([]corev1.Toleration(nil), o.Tolerations...),
+					Affinity:           o.Affinity.DeepCopy(),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: Selector()},
+					}},
+					Containers: []corev1.Container{{
+						Name:            "controller",
+						Image:           o.Image,
+						ImagePullPolicy: o.ImagePullPolicy,
+						Args:            o.Args(),
+						Ports: []corev1.ContainerPort{
+							{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+							{Name: "probes", ContainerPort: ProbePort, Protocol: corev1.ProtocolTCP},
+						},
+						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/healthz", Port: intstr.FromString("probes")}}, InitialDelaySeconds: 15, PeriodSeconds: 20},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+							Path: "/readyz", Port: intstr.FromString("probes")}}, PeriodSeconds: 10},
+						Resources: *o.Resources.DeepCopy(),
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// PodDisruptionBudget lets a node drain take one replica at a time.
+func PodDisruptionBudget(o Options) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: o.meta(),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: Selector()},
+		},
+	}
+}
+
+// Service exposes the controller's metrics to Prometheus.
+func Service(o Options) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: o.meta(),
+		Spec: corev1.ServiceSpec{
+			Selector: Selector(),
+			Ports:    []corev1.ServicePort{{Name: "metrics", Port: MetricsPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+// ServiceMonitorGVK is the Prometheus operator's ServiceMonitor.
+var ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+// ServiceMonitor has the Prometheus operator scrape the metrics Service. It
+// is unstructured: the operator's Go module is not worth its weight for one
+// object; the tests check it against the operator's CRD.
+func ServiceMonitor(o Options) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"selector":  map[string]any{"matchLabels": toAny(Selector())},
+			"endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": o.ServiceMonitorInterval}},
+		},
+	}}
+	u.SetGroupVersionKind(ServiceMonitorGVK)
+	u.SetNamespace(o.Namespace)
+	u.SetName(Name)
+	l := o.labels()
+	maps.Copy(l, o.ServiceMonitorLabels)
+	u.SetLabels(l)
+	return u
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

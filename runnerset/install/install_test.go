@@ -1,0 +1,97 @@
+package install_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
+)
+
+func TestDefaultsInstallTheReleaseHardened(t *testing.T) {
+	objs, err := install.Objects(install.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var d *appsv1.Deployment
+	for _, o := range objs {
+		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
+		if o.GetObjectKind().GroupVersionKind().Kind == "" {
+			t.Errorf("%T has no TypeMeta", o)
+		}
+		if x, ok := o.(*appsv1.Deployment); ok {
+			d = x
+		}
+		if cr, ok := o.(*rbacv1.ClusterRole); ok {
+			want, _ := rbac.ClusterRole()
+			if !equality.Semantic.DeepEqual(cr.Rules, want.Rules) {
+				t.Error("the ClusterRole's rules are not the generated ones")
+			}
+		}
+	}
+	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "ghcr.io/runnerfleet/runnerset-controller:"+version.Tag {
+		t.Errorf("image %s, want the release's", c.Image)
+	}
+	if !slices.Contains(c.Args, "--leader-elect=true") || *d.Spec.Replicas != 2 {
+		t.Errorf("args %v replicas %d: want leader election and two replicas", c.Args, *d.Spec.Replicas)
+	}
+	ps := d.Spec.Template.Spec.SecurityContext
+	if !*ps.RunAsNonRoot || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem ||
+		!slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("the controller is not hardened: %+v %+v", ps, c.SecurityContext)
+	}
+	if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("resources %v", c.Resources)
+	}
+}
+
+func TestOptionsRefusedByName(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mut  func(*install.Options)
+		want string
+	}{
+		"namespace": {func(o *install.Options) { o.Namespace = "Runner_Fleet" }, "namespace"},
+		"image":     {func(o *install.Options) { o.Image = "" }, "image"},
+		"replicas":  {func(o *install.Options) { o.Replicas = 0 }, "replicas"},
+		"log level": {func(o *install.Options) { o.LogLevel = "verbose" }, "logLevel"},
+	} {
+		o := install.Defaults()
+		tc.mut(&o)
+		if _, err := install.Objects(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", name, err, tc.want)
+		}
+	}
+}
+
+// Options never share maps or slices with what they build.
+func TestObjectsDoNotAlias(t *testing.T) {
+	o := install.Defaults()
+	o.NodeSelector = map[string]string{"pool": "system"}
+	o.Labels = map[string]string{"team": "platform"}
+	objs, err := install.Objects(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.NodeSelector["pool"] = "spot"
+	o.Labels["team"] = "other"
+	for _, obj := range objs {
+		if obj.GetLabels()["team"] != "platform" {
+			t.Errorf("%T labels follow the options", obj)
+		}
+		if d, ok := obj.(*appsv1.Deployment); ok && d.Spec.Template.Spec.NodeSelector["pool"] != "system" {
+			t.Error("the Deployment's node selector follows the options")
+		}
+	}
+}
