@@ -84,7 +84,7 @@ e2e: tools ## end to end on the local control plane with the real Karpenter (kwo
 
 .PHONY: bench
 bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... | tee BENCHMARKS.raw.txt
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... ./provisioning/vmfleet/ | tee BENCHMARKS.raw.txt
 
 ## The main job --------------------------------------------------------------
 

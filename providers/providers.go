@@ -39,6 +39,17 @@ type Instance struct {
 	Labels    map[string]string
 	State     State
 	CreatedAt time.Time
+	// Address is the instance's internal (private) IP address.
+	Address string
+	// ManagedBy names the group that owns the instance and re-creates it
+	// when it is deleted: a GCE managed instance group (metadata
+	// created-by) or an EC2 Auto Scaling group (tag
+	// aws:autoscaling:groupName); "" for a standalone instance.
+	ManagedBy string
+	// Notes are what fleet operations wrote on the instance with
+	// Compute.Note: GCE instance metadata and EC2 tags under the
+	// runnerfleet prefix (NoteKey), keyed without it.
+	Notes map[string]string
 }
 
 // InstanceSpec describes an instance to create.
@@ -72,6 +83,16 @@ const (
 	DrainDone     DrainPhase = "done"     // the runner exited: the VM may go
 )
 
+// JobReport is what a job reporter (fleet-agent --report-jobs) on an
+// autoscaled VM last said: how many GitLab jobs have a running container
+// on the VM, and when it looked.
+type JobReport struct {
+	// Found is false when the VM carries no report at all.
+	Found     bool
+	Jobs      int
+	UpdatedAt time.Time
+}
+
 // DrainState is what the drain agent reports.
 type DrainState struct {
 	Phase     DrainPhase
@@ -102,6 +123,16 @@ type Compute interface {
 	ListImages(ctx context.Context, family string) ([]Image, error)
 	// DeleteImage deletes an image; one that does not exist counts as deleted.
 	DeleteImage(ctx context.Context, name string) error
+	// ImageExists checks that an image as CreateInstance takes it (GCE:
+	// name, family/F or URL; EC2: AMI ID) exists; ErrNotFound if not.
+	ImageExists(ctx context.Context, image string) error
+	// Note writes a note on the instance, which Instance.Notes then
+	// carries (GCE metadata runnerfleet-<key>, EC2 tag runnerfleet:<key>);
+	// an empty value removes it.
+	Note(ctx context.Context, zone, name, key, value string) error
+	// JobReport reads the job count a job reporter on the instance wrote
+	// (GCE guest attributes runnerfleet/jobs*, EC2 tags runnerfleet:jobs*).
+	JobReport(ctx context.Context, zone, name string) (JobReport, error)
 }
 
 // SpotRequests is EC2's extra: spot requests can outlive their instances.
@@ -121,6 +152,9 @@ type Self interface {
 	WaitDrainRequest(ctx context.Context) error
 	// Report publishes the agent's state where Compute.DrainState reads it.
 	Report(ctx context.Context, s DrainState) error
+	// ReportJobs publishes the instance's running job count where
+	// Compute.JobReport reads it.
+	ReportJobs(ctx context.Context, r JobReport) error
 }
 
 // Metadata keys, label and tag names of the drain handshake.
@@ -134,4 +168,13 @@ const (
 	EC2PhaseTag          = "runnerfleet:drain-phase" // written by the agent
 	EC2JobsLeftTag       = "runnerfleet:drain-jobs-left"
 	EC2UpdatedAtTag      = "runnerfleet:drain-updated-at"
+
+	GCEGuestJobsKey          = "jobs"            // guest attribute runnerfleet/jobs
+	GCEGuestJobsUpdatedAtKey = "jobs-updated-at" // RFC 3339
+	EC2JobsTag               = "runnerfleet:jobs"
+	EC2JobsUpdatedAtTag      = "runnerfleet:jobs-updated-at"
+
+	// GCENotePrefix and EC2NotePrefix prefix the keys of Compute.Note.
+	GCENotePrefix = "runnerfleet-note-"
+	EC2NotePrefix = "runnerfleet:note-"
 )

@@ -9,6 +9,11 @@
 //	fleet-agent --provider gce|ec2 [--runner-pid-file FILE] [--runner-pid PID]
 //	            [--runner-process-name gitlab-runner] [--service-name gitlab-runner]
 //	            [--metrics-url http://127.0.0.1:9252/metrics] [--interval 10s]
+//	fleet-agent --provider gce|ec2 --report-jobs [--docker-host unix:///var/run/docker.sock]
+//
+// With --report-jobs it runs on an autoscaled (job) VM instead and reports,
+// every --interval, how many GitLab jobs have a running container there,
+// which fleet gc needs to prove a VM idle before deleting it.
 //
 // The work is in provisioning/drainagent; this is flags and wiring. Logs are
 // JSON lines (log/slog) on stderr, or in --log-file.
@@ -78,6 +83,8 @@ type config struct {
 	ec2Endpoint  string
 	ec2Poll      time.Duration
 	gceMetadata  string
+	reportJobs   bool
+	dockerHost   string
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -97,6 +104,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.imdsEndpoint, "imds-endpoint", "", "EC2: instance metadata endpoint (default the SDK's, $AWS_EC2_METADATA_SERVICE_ENDPOINT or http://169.254.169.254)")
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2: EC2 API endpoint (default the region's)")
 	fs.StringVar(&c.gceMetadata, "gce-metadata-url", "", "GCE: metadata API root (default http://$GCE_METADATA_HOST/computeMetadata/v1, else http://metadata.google.internal/computeMetadata/v1)")
+	fs.BoolVar(&c.reportJobs, "report-jobs", false, "on an autoscaled VM: report, every --interval, how many GitLab jobs have a running container (for fleet gc), instead of waiting for a drain")
+	fs.StringVar(&c.dockerHost, "docker-host", drainagent.DefaultDockerHost, "with --report-jobs: the VM's Docker engine")
 	fs.DurationVar(&c.ec2Poll, "ec2-poll", 0, "EC2: how often to read the drain tag from instance metadata (default the provider's, 5s)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +152,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		logw = f
 	}
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: c.logLevel}))
+
+	if c.reportJobs {
+		self, err := connect(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		log.Info("fleet-agent reporting the VM's jobs", "provider", c.provider, "docker_host", c.dockerHost, "interval", c.interval.String())
+		r := &drainagent.JobReporter{Self: self, Jobs: &drainagent.DockerJobCounter{Host: c.dockerHost}, Interval: c.interval, Log: log}
+		return r.Run(ctx)
+	}
 
 	runner, err := drainagent.NewRunnerControl(c.runner, log)
 	if err != nil {

@@ -267,3 +267,42 @@ func TestDrainOnGCE(t *testing.T) {
 		t.Errorf("guest attributes %v, want done with 0 jobs", attrs)
 	}
 }
+
+// TestDrainOnEC2WithTheInstanceRole: no credentials in the environment or
+// in files; the agent finds the instance role's through IMDS, as the AWS
+// SDK's default chain does, and signs its reports with them.
+func TestDrainOnEC2WithTheInstanceRole(t *testing.T) {
+	r := startMiniRunner(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	ami := srv.AddImage(ec2test.Image{Name: "runner-manager-1", Tags: map[string]string{"family": "runner-manager"}})
+	compute := rfaws.New(srv.Config())
+	compute.InstanceProfile = "arn:aws:iam::123456789012:instance-profile/runner-manager"
+	compute.WaitMinDelay, compute.WaitMaxDelay = 10*time.Millisecond, 50*time.Millisecond
+	in, err := compute.CreateInstance(ctx, providers.InstanceSpec{Name: "manager-1", Zone: "us-east-1b", MachineType: "c7i.xlarge", Image: ami})
+	if err != nil {
+		t.Fatalf("CreateInstance: %v", err)
+	}
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ROLE_ARN",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	key := ec2test.InstanceRoleAccessKey(in.ID)
+	drainThroughMain(t, ctx, r, []string{
+		"--provider", "ec2", "--imds-endpoint", srv.IMDSFor(in.ID).URL(), "--ec2-endpoint", srv.URL(), "--ec2-poll", "50ms",
+	}, func() {
+		if err := compute.RequestDrain(ctx, in.Zone, in.Name); err != nil {
+			t.Fatalf("RequestDrain: %v", err)
+		}
+	})
+	if srv.AccessKeys()[key] == 0 {
+		t.Errorf("no request was signed with the instance role's key %s; keys seen: %v", key, srv.AccessKeys())
+	}
+	if st, err := compute.DrainState(ctx, in.Zone, in.Name); err != nil || st.Phase != providers.DrainDone {
+		t.Errorf("DrainState = %+v, %v; want done", st, err)
+	}
+}

@@ -227,12 +227,15 @@ Run fleet rotate -h for its flags.`,
     --image wsrm-2026-11-30 --zone us-east1-b --machine-type n2d-standard-8 \
     --drain-timeout 2h --webhook https://chat.example.com/hooks/ci`, rotate))
 	root.AddCommand(vm("gc [flags]", "Find, and with --apply delete, orphaned VMs, spot requests and old images",
-		`fleet gc finds autoscaled VMs whose manager no longer exists, open spot
-requests without an instance (EC2) and images beyond the newest --keep of each
---image-family that nothing boots from. It only shows them unless --apply.
-Run fleet gc -h for its flags.`,
-		`  fleet gc --provider gce --project ci-prod --image-family wsrm --keep 3
-  fleet gc --provider ec2 --region eu-west-1 --grace 2h --apply`, gc))
+		`fleet gc finds autoscaled VMs whose manager is proven absent (learned from
+every --source that can own VMs: the cluster's manager pods, manager VMs)
+for longer than --grace and that run no job, open spot requests without an
+instance (EC2) and images beyond the newest --keep of each --image-family
+that nothing boots from. It only shows them unless --apply, and refuses
+--apply when a source does not answer. Run fleet gc -h for its flags.`,
+		`  fleet gc --provider gce --project ci-prod --source kubernetes --context gke-ci -o json
+  fleet gc --provider gce --project ci-prod --source vm --image-family wsrm --keep 3
+  fleet gc --provider ec2 --region eu-west-1 --source vm --grace 2h --apply`, gc))
 	return root
 }
 

@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"google.golang.org/api/option"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/providers"
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
@@ -26,6 +32,7 @@ type cloudFlags struct {
 	project  string
 	zones    string
 	region   string
+	profile  string
 	endpoint string
 }
 
@@ -33,12 +40,15 @@ func (c *cloudFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "gce", "the cloud: gce or ec2")
 	fs.StringVar(&c.project, "project", os.Getenv("GOOGLE_CLOUD_PROJECT"), "GCE project ($GOOGLE_CLOUD_PROJECT)")
 	fs.StringVar(&c.zones, "zones", "", "comma-separated zones to cover (GCE; default every zone)")
-	fs.StringVar(&c.region, "region", os.Getenv("AWS_REGION"), "EC2 region ($AWS_REGION)")
+	fs.StringVar(&c.region, "region", "", "EC2 region (default $AWS_REGION or the profile's)")
+	fs.StringVar(&c.profile, "profile", "", "EC2: shared config profile (default $AWS_PROFILE)")
 	fs.StringVar(&c.endpoint, "endpoint", "", "API endpoint instead of the cloud's own (a test server)")
 }
 
-// compute opens the cloud. GCE uses Application Default Credentials; EC2
-// takes $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and $AWS_SESSION_TOKEN.
+// compute opens the cloud. GCE uses Application Default Credentials
+// ($GOOGLE_APPLICATION_CREDENTIALS, gcloud's, Workload Identity, the VM's
+// service account); EC2 the AWS SDK's default chain (environment, shared
+// config and profiles, SSO, web identity/IRSA, container, instance role).
 func (c *cloudFlags) compute(ctx context.Context) (providers.Compute, error) {
 	switch c.provider {
 	case "gce":
@@ -55,17 +65,15 @@ func (c *cloudFlags) compute(ctx context.Context) (providers.Compute, error) {
 		}
 		return gcp.New(ctx, c.project, zones, opts...)
 	case "ec2":
-		if c.region == "" {
-			return nil, errors.New("--region is required with --provider ec2 (or set AWS_REGION)")
+		cfg, err := rfaws.LoadConfig(ctx, rfaws.ConfigOptions{Region: c.region, Profile: c.profile, Endpoint: c.endpoint})
+		if err != nil {
+			return nil, fmt.Errorf("--provider ec2: %w (check --profile and $AWS_PROFILE)", err)
 		}
-		id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-		if id == "" || secret == "" {
-			return nil, errors.New("--provider ec2 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)")
+		if cfg.Region == "" {
+			return nil, errors.New("--region is required with --provider ec2 (or set AWS_REGION, or a region in the profile)")
 		}
-		creds := aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: os.Getenv("AWS_SESSION_TOKEN"), Source: "environment"}
-		cfg := aws.Config{Region: c.region, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })}
-		if c.endpoint != "" {
-			cfg.BaseEndpoint = aws.String(c.endpoint)
+		if err := rfaws.CheckCredentials(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("--provider ec2: %w", err)
 		}
 		return rfaws.New(cfg), nil
 	}
@@ -98,9 +106,11 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var cf cloudFlags
 	cf.bind(fs)
 	var (
-		r       = vmfleet.Rotation{Template: providers.InstanceSpec{Labels: map[string]string{}, Metadata: map[string]string{}}}
-		webhook string
-		windows bool
+		r          = vmfleet.Rotation{Template: providers.InstanceSpec{Labels: map[string]string{}, Metadata: map[string]string{}}}
+		webhook    string
+		windows    bool
+		health     string
+		jobTimeout time.Duration
 	)
 	fs.StringVar(&r.Group, "group", "", "the manager group to rotate (its VMs carry "+vmfleet.LabelGroup+"=<group>)")
 	fs.StringVar(&r.Prefix, "prefix", "", "prefix of the new VMs' names (default: the group)")
@@ -112,8 +122,11 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(labelFlag(r.Template.Labels), "label", "key=value label of the new VMs (repeatable)")
 	fs.Var(labelFlag(r.Template.Metadata), "metadata", "key=value metadata of the new VMs, e.g. startup-script or user-data (repeatable)")
 	fs.IntVar(&r.Count, "count", 0, "number of new managers (default: as many as the old color has)")
-	fs.DurationVar(&r.HealthTimeout, "health-timeout", 15*time.Minute, "how long the new color may take to come up")
-	fs.DurationVar(&r.DrainTimeout, "drain-timeout", 2*time.Hour, "how long the old color's jobs may take to finish")
+	fs.StringVar(&health, "health", "runner", "what makes a new VM healthy: runner (its runner's metrics on :9252 export "+vmfleet.MetricVersionInfo+" and count a job request GitLab answered) or running (the cloud says RUNNING; only for images without a runner)")
+	fs.DurationVar(&r.Settle, "settle", 2*time.Minute, "how long every new VM must stay healthy before the old color drains")
+	fs.DurationVar(&r.HealthTimeout, "health-timeout", 15*time.Minute, "how long the new color may take to become healthy; a new VM that never does is deleted")
+	fs.DurationVar(&jobTimeout, "job-timeout", 3*time.Hour, "the longest job timeout of the group's runners")
+	fs.DurationVar(&r.DrainTimeout, "drain-timeout", 0, "how long the old color's jobs may take to finish (default --job-timeout + 10m; never less than --job-timeout)")
 	fs.DurationVar(&r.Poll, "poll", 10*time.Second, "how often to look")
 	fs.StringVar(&webhook, "webhook", "", "URL to POST the rotation's report to, on success and on failure")
 	if err := parse(fs, args); err != nil {
@@ -128,14 +141,28 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	var missing []string
-	for flagName, v := range map[string]string{"--group": r.Group, "--image": r.Template.Image, "--zone": r.Template.Zone, "--machine-type": r.Template.MachineType} {
-		if v == "" {
-			missing = append(missing, flagName)
+	for _, f := range []struct{ name, v string }{{"--group", r.Group}, {"--image", r.Template.Image}, {"--zone", r.Template.Zone}, {"--machine-type", r.Template.MachineType}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
 		}
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(stderr, "fleet rotate: %s required\n", strings.Join(missing, ", "))
 		return errUsage
+	}
+	if r.DrainTimeout == 0 {
+		r.DrainTimeout = jobTimeout + 10*time.Minute
+	}
+	if r.DrainTimeout < jobTimeout {
+		return fmt.Errorf("--drain-timeout %s is below the longest job timeout %s (--job-timeout): a job could still run when the wait ends; use --drain-timeout %s or more", r.DrainTimeout, jobTimeout, jobTimeout+10*time.Minute)
+	}
+	switch health {
+	case "runner":
+		r.Healthy = vmfleet.RunnerHealth{}.Check
+	case "running":
+		r.Healthy = nil // the cloud's state
+	default:
+		return fmt.Errorf("--health %q is not runner or running", health)
 	}
 	if r.Prefix == "" {
 		r.Prefix = r.Group
@@ -143,6 +170,12 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c, err := cf.compute(ctx)
 	if err != nil {
 		return err
+	}
+	if err := c.ImageExists(ctx, r.Template.Image); err != nil {
+		if errors.Is(err, providers.ErrNotFound) {
+			return fmt.Errorf("--image %s does not exist (%v); give an image or family your project has, nothing was created or drained", r.Template.Image, err)
+		}
+		return fmt.Errorf("--image %s: %w; nothing was created or drained", r.Template.Image, err)
 	}
 	r.Compute = c
 	r.Progress = stdout
@@ -157,6 +190,17 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// gcFlags are fleet gc's flags.
+type gcFlags struct {
+	sources    listFlag
+	kubeconfig string
+	context    string
+	namespaces listFlag
+	output     string
+	// eventCronJob names the CronJob the result is recorded on as an Event.
+	eventCronJob string
+}
+
 func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleet gc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -164,52 +208,147 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cf.bind(fs)
 	g := vmfleet.GC{Autoscaled: map[string]string{}}
 	var (
-		pattern  string
-		managers listFlag
+		gf       gcFlags
 		families listFlag
 	)
-	fs.Var(labelFlag(g.Autoscaled), "autoscaled", "key=value label of autoscaled VMs (repeatable; default runnerfleet-autoscaled=true)")
-	fs.StringVar(&pattern, "name-pattern", `^runner-[a-z0-9]+-(.+)-\d+-\d+$`, "regexp naming autoscaled VMs without a manager label; its first group is the manager")
-	fs.Var(&managers, "manager", "a manager that exists besides the VMs labelled "+vmfleet.LabelRole+"="+vmfleet.RoleManager+" (repeatable), e.g. a Kubernetes manager")
-	fs.DurationVar(&g.Grace, "grace", time.Hour, "spare VMs younger than this")
+	fs.Var(&gf.sources, "source", "where managers that own VMs run: "+vmfleet.HostKubernetes+" (the cluster of --kubeconfig/--context, or the one fleet gc runs in) or "+vmfleet.HostVM+" (VMs labelled "+vmfleet.LabelRole+"="+vmfleet.RoleManager+"); repeatable; at least one")
+	fs.StringVar(&gf.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG or ~/.kube/config; in a pod, the pod's service account)")
+	fs.StringVar(&gf.context, "context", "", "kubeconfig context (default the current one)")
+	fs.Var(&gf.namespaces, "namespace", "namespace of the managers (repeatable; default every namespace)")
+	fs.Var(labelFlag(g.Autoscaled), "autoscaled", "key=value label of autoscaled VMs (repeatable; default "+vmfleet.LabelAutoscaled+"=true)")
+	fs.DurationVar(&g.Grace, "grace", time.Hour, "how long a manager must be proven absent before its idle VMs go; at least its IdleTime")
+	fs.DurationVar(&g.JobReportMaxAge, "job-report-max-age", 5*time.Minute, "how recent a VM's job report must be to prove it idle")
 	fs.Var(&families, "image-family", "image family to prune (repeatable)")
 	fs.IntVar(&g.Keep, "keep", 3, "newest images of each family to keep")
 	fs.BoolVar(&g.Apply, "apply", false, "delete what was found; without it, fleet gc only shows it")
+	fs.StringVar(&gf.output, "o", "table", "output: table or json")
+	fs.StringVar(&gf.eventCronJob, "event-cronjob", "", "record the result as an Event on this CronJob in --namespace (needs --source kubernetes and one --namespace)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if len(g.Autoscaled) == 0 {
-		g.Autoscaled["runnerfleet-autoscaled"] = "true"
+	if gf.output != "table" && gf.output != "json" {
+		return fmt.Errorf("-o %q is not table or json", gf.output)
 	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return fmt.Errorf("--name-pattern: %w", err)
+	if g.Grace <= 0 {
+		return fmt.Errorf("--grace %s must be positive: it is how long a manager must be proven absent", g.Grace)
 	}
-	if re.NumSubexp() < 1 {
-		return errors.New("--name-pattern needs a group that captures the manager's name")
+	if len(gf.sources) == 0 {
+		return fmt.Errorf("fleet gc needs a manager source: --source %s for managers in a cluster (with --kubeconfig and --context, or run in the cluster), --source %s for managers on VMs; without one every autoscaled VM would look orphaned, and nothing was deleted", vmfleet.HostKubernetes, vmfleet.HostVM)
 	}
-	g.NamePattern = re
 	g.ImageFamilies = families
 	c, err := cf.compute(ctx)
 	if err != nil {
 		return err
 	}
 	g.Compute = c
-	g.Progress = stdout
-	g.Managers = func(ctx context.Context) (map[string]bool, error) {
-		out := map[string]bool{}
-		for _, m := range managers {
-			out[m] = true
-		}
-		vms, err := c.ListInstances(ctx, map[string]string{vmfleet.LabelRole: vmfleet.RoleManager})
-		if err != nil {
-			return nil, err
-		}
-		for _, vm := range vms {
-			out[vm.Name] = true
-		}
-		return out, nil
+	if gf.eventCronJob != "" && (len(gf.namespaces) != 1 || !slices.Contains(gf.sources, vmfleet.HostKubernetes)) {
+		return fmt.Errorf("--event-cronjob %s needs --source %s and exactly one --namespace, the CronJob's", gf.eventCronJob, vmfleet.HostKubernetes)
 	}
-	_, err = g.Run(ctx)
+	var kube *vmfleet.KubeSource
+	seen := map[string]bool{}
+	for _, src := range gf.sources {
+		if seen[src] {
+			continue
+		}
+		seen[src] = true
+		switch src {
+		case vmfleet.HostVM:
+			g.Sources = append(g.Sources, &vmfleet.VMSource{Compute: c})
+		case vmfleet.HostKubernetes:
+			ks, err := kubeSource(gf)
+			if err != nil {
+				return err
+			}
+			kube = ks
+			g.Sources = append(g.Sources, ks)
+		default:
+			return fmt.Errorf("--source %q is not %s or %s", src, vmfleet.HostKubernetes, vmfleet.HostVM)
+		}
+	}
+	plan, err := g.Run(ctx)
+	if gf.eventCronJob != "" {
+		if eerr := recordEvent(ctx, kube, gf.namespaces[0], gf.eventCronJob, plan, err); eerr != nil {
+			fmt.Fprintf(stderr, "fleet gc: recording the result on CronJob %s: %v\n", gf.eventCronJob, eerr)
+		}
+	}
+	if errors.Is(err, vmfleet.ErrSourceUnavailable) {
+		return fmt.Errorf("fleet gc --apply refused: %w (fix the source, e.g. --kubeconfig/--context, or rerun without --apply to see the plan)", err)
+	}
+	if plan.Rows != nil || err == nil {
+		if gf.output == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(plan); jerr != nil {
+				return jerr
+			}
+		} else {
+			plan.WriteTable(stdout)
+		}
+	}
 	return err
+}
+
+// recordEvent records gc's result as an Event on the CronJob that ran it:
+// Normal GarbageCollected, or Warning OrphanedVMs (orphans it could not
+// delete) or GCFailed.
+func recordEvent(ctx context.Context, ks *vmfleet.KubeSource, ns, cronJob string, plan vmfleet.Plan, runErr error) error {
+	w, ok := ks.Client.(client.Writer)
+	if !ok {
+		return errors.New("the cluster client cannot write")
+	}
+	deleted := 0
+	for _, r := range plan.Rows {
+		if r.Deleted {
+			deleted++
+		}
+	}
+	typ, reason := corev1.EventTypeNormal, "GarbageCollected"
+	msg := fmt.Sprintf("%d autoscaled VMs judged: %d deleted, %d orphans left (%d busy or unproven idle, %d waiting for the grace), %d unknown", len(plan.Rows), deleted, plan.Orphans(),
+		plan.Count(vmfleet.VerdictBusy), plan.Count(vmfleet.VerdictNoted)+plan.Count(vmfleet.VerdictWaiting), plan.Count(vmfleet.VerdictUnknown))
+	switch {
+	case runErr != nil:
+		typ, reason, msg = corev1.EventTypeWarning, "GCFailed", runErr.Error()
+	case plan.Count(vmfleet.VerdictBusy)+plan.Count(vmfleet.VerdictDeleteFail) > 0:
+		typ, reason = corev1.EventTypeWarning, "OrphanedVMs"
+	}
+	now := metav1.Now()
+	return w.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: cronJob + "-", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "batch/v1", Kind: "CronJob", Name: cronJob, Namespace: ns},
+		Type:           typ, Reason: reason, Message: msg,
+		Source:         corev1.EventSource{Component: "fleet-gc"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	})
+}
+
+// kubeSource opens the cluster of --kubeconfig/--context (or the pod's).
+func kubeSource(gf gcFlags) (*vmfleet.KubeSource, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	where := "the current context"
+	if gf.kubeconfig != "" {
+		if _, err := os.Stat(gf.kubeconfig); err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s cannot be read: %w; give the kubeconfig of the cluster the managers run in", gf.kubeconfig, err)
+		}
+		rules.ExplicitPath = gf.kubeconfig
+	}
+	if gf.context != "" {
+		where = "context " + gf.context
+	}
+	var cfg *rest.Config
+	var err error
+	if gf.kubeconfig == "" && gf.context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		cfg, err = rest.InClusterConfig()
+		where = "the cluster fleet gc runs in"
+	} else {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: gf.context}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig/--context: the cluster's config cannot be loaded: %w; give a readable kubeconfig and a context it has (--source %s needs the cluster the managers run in)", err, vmfleet.HostKubernetes)
+	}
+	cfg.Timeout = 30 * time.Second
+	cl, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig/--context: %w", err)
+	}
+	return &vmfleet.KubeSource{Client: cl, Namespaces: gf.namespaces, Where: where}, nil
 }

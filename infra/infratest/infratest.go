@@ -36,7 +36,7 @@ var SchemaPackages = []string{
 	"gcp:compute", "gcp:container", "gcp:serviceaccount", "gcp:projects", "gcp:storage",
 	"kubernetes:helm/v3", "kubernetes:core/v1", "kubernetes:apps/v1", "kubernetes:rbac/v1",
 	"kubernetes:apiextensions/v1", "kubernetes:policy/v1", "kubernetes:networking/v1",
-	"kubernetes:autoscaling/v2",
+	"kubernetes:autoscaling/v2", "kubernetes:batch/v1",
 }
 
 // Resource is one registration the program made.

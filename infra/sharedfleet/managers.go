@@ -18,6 +18,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -34,6 +35,7 @@ type fleetPlan struct {
 	// monitoring is the fleet as its Prometheus sees it.
 	monitoring shared.Fleet
 	prometheus *prometheusPlan
+	gc         *gcPlan
 }
 
 // groupPlan is one manager group.
@@ -106,6 +108,9 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	p.prometheus = prom
+	if p.gc, err = planGC(p, f.Controller.Image); err != nil {
+		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
+	}
 	return p, nil
 }
 
@@ -276,7 +281,7 @@ func (gp *groupPlan) configWithToken(m *managerPlan, bucket, token string) (stri
 	if g.CacheBucket == "" {
 		g.CacheBucket = bucket
 	}
-	c, err := g.Config()
+	c, err := g.ConfigFor(m.name)
 	if err != nil {
 		return "", err
 	}
@@ -323,9 +328,18 @@ func StartScript(fleeting bool) string {
 set -euo pipefail
 dir="${CONFIG_PATH_FOR_INIT:-%s}"
 umask 077
-cat %s%s > "${dir%%/}/config.toml.runnerfleet"
+# The VMs this pod creates carry its name (a pod's hostname, which bash
+# sets from the kernel if the environment has none) as their manager's
+# incarnation: docker+machine's state lives and dies with the pod, and
+# fleet gc finds the VMs of a pod that is gone. Only the placeholder is
+# replaced; every other byte, the token's included, is copied as it is.
+incarnation="$(printf %%s "${HOSTNAME:?the pod has no hostname}" | tr 'A-Z' 'a-z')"
+case "$incarnation" in
+  *[!a-z0-9-]*) echo "runnerfleet: the pod name $incarnation is not a GCE label value" >&2; exit 1 ;;
+esac
+sed "s|%s|${incarnation}|g" %s%s > "${dir%%/}/config.toml.runnerfleet"
 mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
-`, ConfigPathFallback, chartSecretsDir, ConfigSecretFile)
+`, ConfigPathFallback, vmfleet.IncarnationPlaceholder, chartSecretsDir, ConfigSecretFile)
 	if fleeting {
 		b.WriteString(`gitlab-runner fleeting --config "${dir%/}/config.toml" install
 `)
@@ -382,6 +396,11 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 		"sessionServer":  map[string]any{"enabled": false},
 		"rbac":           map[string]any{"create": false},
 		"serviceAccount": map[string]any{"create": false, "name": gp.serviceAccount.Name},
+		// fleet gc finds the manager by this label (a release scaled to
+		// zero has a Deployment and no pod).
+		"deploymentLabels": map[string]any{vmfleet.PodLabelManager: m.name},
+		// fleet gc refuses a grace shorter than this.
+		"podAnnotations": map[string]any{vmfleet.AnnotationIdleTime: gp.group.LongestIdleTime().String()},
 		"podLabels": map[string]any{
 			shared.LabelManagerPod:   gp.manager,
 			LabelRelease:             m.name,

@@ -241,6 +241,14 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 	if err := p.prometheus.declare(ctx, p.component, on, ns); err != nil {
 		return nil, err
 	}
+	for _, o := range []struct {
+		suffix string
+		obj    runtime.Object
+	}{{"gc-sa", p.gc.serviceAccount}, {"gc-role", p.gc.role}, {"gc-binding", p.gc.binding}, {"gc", p.gc.cronJob}} {
+		if _, err := kube.Declare(ctx, p.component+"-"+o.suffix, o.obj, nil, on(ns)...); err != nil {
+			return nil, err
+		}
+	}
 	var managers []string
 	for _, g := range sortedKeys(fl.Managers) {
 		managers = append(managers, fl.Managers[g]...)

@@ -95,6 +95,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
@@ -118,7 +119,7 @@ const (
 	MetricsPort = gitlabrunner.MetricsPort
 	// LabelRelease names a manager's release on its pod, which its
 	// session Service selects.
-	LabelRelease = "runnerfleet.dev/release"
+	LabelRelease = vmfleet.PodLabelManager
 	// DrainMarginSeconds is added to the job timeout for a manager's grace
 	// period: the last job's report and its VM's removal.
 	DrainMarginSeconds = 600

@@ -1,6 +1,8 @@
 package sharedfleet
 
 import (
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+
 	"context"
 	"fmt"
 	"os"
@@ -246,7 +248,10 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	t.Helper()
 	c := str(t, r, "values.runners.config")
 	script := str(t, r, "values.preEntrypointScript")
-	if !strings.Contains(script, "cat "+chartSecretsDir+ConfigSecretFile+" > ") || strings.Contains(script, "sed") || strings.Contains(script, "TOKEN") {
+	// The one edit allowed: the pod's name for the incarnation placeholder
+	// (a constant expression; the token is in no command line).
+	copyCmd := `sed "s|` + vmfleet.IncarnationPlaceholder + `|${incarnation}|g" ` + chartSecretsDir + ConfigSecretFile + " > "
+	if !strings.Contains(script, copyCmd) || strings.Count(script, "sed") != 1 || strings.Contains(script, "TOKEN") {
 		t.Errorf("%s: the start script does not copy the config Secret's config.toml as it is:\n%s", r.Name, script)
 	}
 	s := m.Get(t, tokSecret, r.Name+"-config")
@@ -316,7 +321,11 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
 		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
-		`"google-label=runnerfleet-manager:production-linux"`, `"google-label=runnerfleet-fleet:production"`,
+		// Each manager's VMs carry its own name and the incarnation the
+		// start script fills in.
+		`"google-label=runnerfleet-manager:production-linux-1"`, `"google-label=runnerfleet-fleet:production"`,
+		`"google-label=runnerfleet-manager-group:linux"`, `"google-label=runnerfleet-incarnation:` + vmfleet.IncarnationPlaceholder + `"`,
+		`MachineName = "production-linux-1-%s"`,
 		`IdleCount = 10`, `IdleTime = 1800`, `MaxBuilds = 1`, `Periods = ["* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"]`,
 		`Timezone = "Europe/Berlin"`, `Type = "gcs"`, `BucketName = "` + cacheBucket + `"`,
 		`advertise_address = "production-linux-1.terminals.ci.example.com:443"`, `listen_address = "0.0.0.0:8093"`,
@@ -677,15 +686,22 @@ func TestStartScriptCopiesTheConfigSecretAsItIs(t *testing.T) {
 	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
 		t.Errorf("the script ran without its config Secret:\n%s", out)
 	}
-	cfg := runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{Name: "m", URL: "https://gitlab.example.com", Executor: "docker+machine"}}}
-	want, err := runnerconfig.Render(runnerconfig.WithToken(cfg, "glrt-x|;s|https://gitlab.example.com|https://evil.example.com&\n$(touch pwned)`id`"))
+	cfg := runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{Name: "m", URL: "https://gitlab.example.com", Executor: "docker+machine",
+		Machine: &runnerconfig.Machine{MachineDriver: "google", MachineName: "m-%s", MachineOptions: []string{"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder}}}}}
+	secret, err := runnerconfig.Render(runnerconfig.WithToken(cfg, "glrt-x|;s|https://gitlab.example.com|https://evil.example.com&\n$(touch pwned)`id`"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(secrets+ConfigSecretFile, want, 0o400); err != nil {
+	if err := os.WriteFile(secrets+ConfigSecretFile, secret, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-other|&")
+	// The pod's name becomes the incarnation its VMs carry (a GCE label
+	// value: lower case); nothing else changes.
+	want := []byte(strings.ReplaceAll(string(secret), vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q")))
+	if string(want) == string(secret) {
+		t.Fatal("the test config has no incarnation placeholder")
+	}
+	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-other|&", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, sh)
 	}
@@ -710,4 +726,49 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// Each fleet runs fleet gc --apply every 15 minutes as its own
+// ServiceAccount, which may only list the managers' pods and Deployments
+// and record Events in the fleet's namespace; its grace covers the
+// longest IdleTime of the fleet's managers.
+func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
+	m := deployedStack(t)
+	for _, fleet := range []string{"production", "staging"} {
+		name := GCName(fleet)
+		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
+		if str(t, cj, "spec.schedule") != GCSchedule || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
+			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
+		}
+		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
+		if pod["serviceAccountName"].StringValue() != name {
+			t.Errorf("%s: runs as %v", fleet, pod["serviceAccountName"])
+		}
+		args := gcArgs(pod)
+		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce "} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: args %q lack %q", fleet, args, want)
+			}
+		}
+		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
+		for _, r := range role.Inputs["rules"].ArrayValue() {
+			for _, v := range r.ObjectValue()["verbs"].ArrayValue() {
+				if v.StringValue() != "list" && v.StringValue() != "create" {
+					t.Errorf("%s: the gc Role grants %s", fleet, v.StringValue())
+				}
+			}
+		}
+	}
+	prod := gcArgs(object(t, m.Get(t, "kubernetes:batch/v1:CronJob", "shared-production-gc"), "spec.jobTemplate.spec.template.spec"))
+	if !strings.Contains(prod, " --grace 1h0m0s ") {
+		t.Errorf("production's grace: args %s, want 1h0m0s (its longest IdleTime, 30m, plus 30m)", prod)
+	}
+}
+
+func gcArgs(pod resource.PropertyMap) string {
+	var args []string
+	for _, a := range pod["containers"].ArrayValue()[0].ObjectValue()["args"].ArrayValue() {
+		args = append(args, a.StringValue())
+	}
+	return " " + strings.Join(args, " ") + " "
 }

@@ -405,6 +405,22 @@ func (c *Compute) ListImages(ctx context.Context, family string) ([]providers.Im
 	return out, nil
 }
 
+// ImageExists describes the AMI (any owner the account may launch from).
+func (c *Compute) ImageExists(ctx context.Context, ami string) error {
+	out, err := c.client.DescribeImages(ctx, &ec2.DescribeImagesInput{
+		Filters: []types.Filter{{Name: aws.String("image-id"), Values: []string{escapeFilter(ami)}}},
+	})
+	switch {
+	case isCode(err, "InvalidAMIID.NotFound", "InvalidAMIID.Malformed"):
+		return fmt.Errorf("aws: image %s: %w: %w", ami, providers.ErrNotFound, err)
+	case err != nil:
+		return fmt.Errorf("aws: image %s: %w", ami, err)
+	case len(out.Images) == 0:
+		return fmt.Errorf("aws: image %s: %w", ami, providers.ErrNotFound)
+	}
+	return nil
+}
+
 func (c *Compute) images(ctx context.Context, f types.Filter) ([]types.Image, error) {
 	var out []types.Image
 	p := ec2.NewDescribeImagesPaginator(c.client, &ec2.DescribeImagesInput{
@@ -511,14 +527,72 @@ func (c *Compute) CancelSpotRequests(ctx context.Context, ids []string) error {
 	return nil
 }
 
+// Note tags the instance runnerfleet:note-<key>=value, or removes the tag
+// when value is empty.
+func (c *Compute) Note(ctx context.Context, zone, name, key, value string) error {
+	in, err := c.one(ctx, zone, name)
+	if err != nil {
+		return fmt.Errorf("aws: note %s on %s in %s: %w", key, name, zone, err)
+	}
+	id := aws.ToString(in.InstanceId)
+	tag := types.Tag{Key: aws.String(providers.EC2NotePrefix + key), Value: aws.String(value)}
+	if value == "" {
+		_, err = c.client.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: []types.Tag{{Key: tag.Key}}})
+	} else {
+		_, err = c.client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []types.Tag{tag}})
+	}
+	if err != nil {
+		if isCode(err, "InvalidInstanceID.NotFound") {
+			err = fmt.Errorf("%w: %w", err, providers.ErrNotFound)
+		}
+		return fmt.Errorf("aws: note %s on %s (%s) in %s: %w", key, name, id, zone, err)
+	}
+	return nil
+}
+
+// JobReport reads the runnerfleet:jobs* tags a job reporter wrote.
+func (c *Compute) JobReport(ctx context.Context, zone, name string) (providers.JobReport, error) {
+	in, err := c.one(ctx, zone, name)
+	if err != nil {
+		return providers.JobReport{}, fmt.Errorf("aws: job report of %s in %s: %w", name, zone, err)
+	}
+	return parseJobReport(tagMap(in.Tags))
+}
+
+func parseJobReport(t map[string]string) (providers.JobReport, error) {
+	n, at := t[providers.EC2JobsTag], t[providers.EC2JobsUpdatedAtTag]
+	if n == "" || at == "" {
+		return providers.JobReport{}, nil
+	}
+	jobs, err := strconv.Atoi(n)
+	if err != nil || jobs < 0 {
+		return providers.JobReport{}, fmt.Errorf("tag %s=%q is not a job count", providers.EC2JobsTag, n)
+	}
+	ts, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return providers.JobReport{}, fmt.Errorf("tag %s=%q: %w", providers.EC2JobsUpdatedAtTag, at, err)
+	}
+	return providers.JobReport{Found: true, Jobs: jobs, UpdatedAt: ts}, nil
+}
+
 // instance converts an EC2 instance.
 func instance(in types.Instance) providers.Instance {
 	t := tagMap(in.Tags)
 	out := providers.Instance{
-		Name:   t[NameTag],
-		ID:     aws.ToString(in.InstanceId),
-		Image:  aws.ToString(in.ImageId),
-		Labels: t,
+		Name:      t[NameTag],
+		ID:        aws.ToString(in.InstanceId),
+		Image:     aws.ToString(in.ImageId),
+		Labels:    t,
+		Address:   aws.ToString(in.PrivateIpAddress),
+		ManagedBy: t["aws:autoscaling:groupName"],
+	}
+	for k, v := range t {
+		if key, ok := strings.CutPrefix(k, providers.EC2NotePrefix); ok {
+			if out.Notes == nil {
+				out.Notes = map[string]string{}
+			}
+			out.Notes[key] = v
+		}
 	}
 	if in.Placement != nil {
 		out.Zone = aws.ToString(in.Placement.AvailabilityZone)

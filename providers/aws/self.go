@@ -183,3 +183,23 @@ func (s *Self) Report(ctx context.Context, st providers.DrainState) error {
 	}
 	return nil
 }
+
+// ReportJobs writes r as the instance's runnerfleet:jobs and
+// runnerfleet:jobs-updated-at tags (zero UpdatedAt: now).
+func (s *Self) ReportJobs(ctx context.Context, r providers.JobReport) error {
+	at := r.UpdatedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	_, err := s.ec2.CreateTags(ctx, &ec2.CreateTagsInput{
+		Resources: []string{s.instanceID},
+		Tags: []types.Tag{
+			{Key: aws.String(providers.EC2JobsTag), Value: aws.String(strconv.Itoa(r.Jobs))},
+			{Key: aws.String(providers.EC2JobsUpdatedAtTag), Value: aws.String(at.UTC().Format(time.RFC3339Nano))},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("aws: job reporter on %s: report %d jobs: %w", s.instanceID, r.Jobs, err)
+	}
+	return nil
+}

@@ -45,6 +45,9 @@ const (
 	// does not carry it (only the disk resource does), and ListInstances
 	// reports it as Instance.Image.
 	ImageKey = "runnerfleet-image"
+	// CreatedByKey is the metadata a managed instance group sets on its
+	// instances: the group's URL.
+	CreatedByKey = "created-by"
 )
 
 var _ providers.Compute = (*Compute)(nil)
@@ -374,12 +377,25 @@ func (c *Compute) DeleteInstance(ctx context.Context, zone, name string) error {
 	return nil
 }
 
-// RequestDrain sets metadata runnerfleet-drain=true on the instance,
-// keeping its other items: setMetadata replaces the whole list and must
-// carry the fingerprint read with it, so a concurrent writer makes it fail
-// with 412, and then it reads and tries again, once.
+// RequestDrain sets metadata runnerfleet-drain=true on the instance.
 func (c *Compute) RequestDrain(ctx context.Context, zone, name string) error {
-	what := fmt.Sprintf("requesting drain of instance %s in %s", name, zone)
+	return c.setMetadataItem(ctx, zone, name, providers.GCEDrainKey, "true", fmt.Sprintf("requesting drain of instance %s in %s", name, zone))
+}
+
+// NoteMetadataKey is the instance metadata key of note key.
+func NoteMetadataKey(key string) string { return providers.GCENotePrefix + key }
+
+// Note sets metadata runnerfleet-note-<key>=value on the instance, or
+// removes the item when value is empty.
+func (c *Compute) Note(ctx context.Context, zone, name, key, value string) error {
+	return c.setMetadataItem(ctx, zone, name, NoteMetadataKey(key), value, fmt.Sprintf("noting %s on instance %s in %s", key, name, zone))
+}
+
+// setMetadataItem sets (value "": removes) one metadata item, keeping the
+// others: setMetadata replaces the whole list and must carry the
+// fingerprint read with it, so a concurrent writer makes it fail with 412,
+// and then it reads and tries again, once.
+func (c *Compute) setMetadataItem(ctx context.Context, zone, name, key, value, what string) error {
 	for attempt := 0; ; attempt++ {
 		in, err := c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: c.project, Zone: zone, Instance: name})
 		if err != nil {
@@ -387,19 +403,25 @@ func (c *Compute) RequestDrain(ctx context.Context, zone, name string) error {
 		}
 		md := in.GetMetadata()
 		var items []*computepb.Items
-		set := false
+		found := false
 		for _, it := range md.GetItems() {
-			if it.GetKey() == providers.GCEDrainKey {
-				if it.GetValue() == "true" {
-					return nil // already requested
+			if it.GetKey() == key {
+				if it.GetValue() == value {
+					return nil // already so
 				}
-				it = &computepb.Items{Key: proto.String(providers.GCEDrainKey), Value: proto.String("true")}
-				set = true
+				found = true
+				if value == "" {
+					continue
+				}
+				it = &computepb.Items{Key: proto.String(key), Value: proto.String(value)}
 			}
 			items = append(items, it)
 		}
-		if !set {
-			items = append(items, &computepb.Items{Key: proto.String(providers.GCEDrainKey), Value: proto.String("true")})
+		if !found && value == "" {
+			return nil
+		}
+		if !found {
+			items = append(items, &computepb.Items{Key: proto.String(key), Value: proto.String(value)})
 		}
 		op, err := c.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
 			Project: c.project, Zone: zone, Instance: name,
@@ -416,6 +438,74 @@ func (c *Compute) RequestDrain(ctx context.Context, zone, name string) error {
 		}
 		return nil
 	}
+}
+
+// ImageExists gets the image (projects/P/global/images/N, …/family/F, a
+// bare name or family/F of the project).
+func (c *Compute) ImageExists(ctx context.Context, ref string) error {
+	project, rest := c.project, ref
+	if i := strings.Index(ref, "projects/"); i >= 0 {
+		parts := strings.SplitN(ref[i+len("projects/"):], "/", 2)
+		project = parts[0]
+		if len(parts) > 1 {
+			rest = parts[1]
+		}
+	}
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "global/"), "images/")
+	var err error
+	if fam, ok := strings.CutPrefix(rest, "family/"); ok {
+		_, err = c.images.GetFromFamily(ctx, &computepb.GetFromFamilyImageRequest{Project: project, Family: fam})
+	} else {
+		_, err = c.images.Get(ctx, &computepb.GetImageRequest{Project: project, Image: rest})
+	}
+	if err != nil {
+		return wrap(err, "getting image %s", ref)
+	}
+	return nil
+}
+
+// JobReport reads the guest attributes runnerfleet/jobs and
+// runnerfleet/jobs-updated-at a job reporter wrote; none is a report not
+// Found, an instance that does not exist ErrNotFound.
+func (c *Compute) JobReport(ctx context.Context, zone, name string) (providers.JobReport, error) {
+	what := fmt.Sprintf("reading the job report of instance %s in %s", name, zone)
+	ga, err := c.instances.GetGuestAttributes(ctx, &computepb.GetGuestAttributesInstanceRequest{
+		Project: c.project, Zone: zone, Instance: name,
+		QueryPath: proto.String(providers.GCEGuestNamespace + "/"),
+	})
+	if httpCode(err) == http.StatusNotFound {
+		if _, gerr := c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: c.project, Zone: zone, Instance: name}); gerr != nil {
+			return providers.JobReport{}, wrap(gerr, "%s", what)
+		}
+		return providers.JobReport{}, nil
+	}
+	if err != nil {
+		return providers.JobReport{}, wrap(err, "%s", what)
+	}
+	var n, at string
+	for _, e := range ga.GetQueryValue().GetItems() {
+		if e.GetNamespace() != providers.GCEGuestNamespace {
+			continue
+		}
+		switch e.GetKey() {
+		case providers.GCEGuestJobsKey:
+			n = strings.TrimSpace(e.GetValue())
+		case providers.GCEGuestJobsUpdatedAtKey:
+			at = strings.TrimSpace(e.GetValue())
+		}
+	}
+	if n == "" || at == "" {
+		return providers.JobReport{}, nil
+	}
+	jobs, err := strconv.Atoi(n)
+	if err != nil || jobs < 0 {
+		return providers.JobReport{}, fmt.Errorf("%s: runnerfleet/%s=%q is not a job count", what, providers.GCEGuestJobsKey, n)
+	}
+	ts, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return providers.JobReport{}, fmt.Errorf("%s: runnerfleet/%s=%q: %w", what, providers.GCEGuestJobsUpdatedAtKey, at, err)
+	}
+	return providers.JobReport{Found: true, Jobs: jobs, UpdatedAt: ts}, nil
 }
 
 // DrainState reads the guest attributes runnerfleet/ of the instance. An
@@ -637,9 +727,20 @@ func toInstance(in *computepb.Instance) providers.Instance {
 		State:  toState(in.GetStatus()),
 	}
 	for _, it := range in.GetMetadata().GetItems() {
-		if it.GetKey() == ImageKey {
+		switch k := it.GetKey(); {
+		case k == ImageKey:
 			out.Image = imageName(it.GetValue())
+		case k == CreatedByKey:
+			out.ManagedBy = it.GetValue()
+		case strings.HasPrefix(k, providers.GCENotePrefix):
+			if out.Notes == nil {
+				out.Notes = map[string]string{}
+			}
+			out.Notes[strings.TrimPrefix(k, providers.GCENotePrefix)] = it.GetValue()
 		}
+	}
+	if nics := in.GetNetworkInterfaces(); len(nics) > 0 {
+		out.Address = nics[0].GetNetworkIP()
 	}
 	out.CreatedAt, _ = time.Parse(time.RFC3339Nano, in.GetCreationTimestamp())
 	return out

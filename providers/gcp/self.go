@@ -266,6 +266,23 @@ func (s *Self) Report(ctx context.Context, st providers.DrainState) error {
 	return nil
 }
 
+// ReportJobs writes the job count as guest attributes runnerfleet/jobs-updated-at
+// and, last, runnerfleet/jobs.
+func (s *Self) ReportJobs(ctx context.Context, r providers.JobReport) error {
+	at := r.UpdatedAt
+	if at.IsZero() {
+		now := time.Now
+		if s.Now != nil {
+			now = s.Now
+		}
+		at = now()
+	}
+	if err := s.putGuestAttribute(ctx, providers.GCEGuestJobsUpdatedAtKey, at.UTC().Format(time.RFC3339Nano)); err != nil {
+		return err
+	}
+	return s.putGuestAttribute(ctx, providers.GCEGuestJobsKey, strconv.Itoa(r.Jobs))
+}
+
 func (s *Self) putGuestAttribute(ctx context.Context, key, value string) error {
 	path := "instance/guest-attributes/" + providers.GCEGuestNamespace + "/" + key
 	grace := durOr(s.ResponseGrace, 10*time.Second)

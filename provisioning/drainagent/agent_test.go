@@ -30,6 +30,10 @@ func (f *fakeSelf) Report(ctx context.Context, s providers.DrainState) error {
 	return f.ReportFunc(ctx, s)
 }
 
+func (f *fakeSelf) ReportJobs(context.Context, providers.JobReport) error {
+	return errors.New("the drain agent reports no job counts")
+}
+
 // handshake is the instance's side of the drain: a request channel (closed
 // to request, and requested it stays, like the metadata key) and the
 // reports the agent published.

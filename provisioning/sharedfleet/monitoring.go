@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
@@ -64,7 +65,14 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		RelabelConfigs: []prometheus.RelabelConfig{
 			{SourceLabels: []string{"__meta_gce_instance_status"}, Regex: "RUNNING", Action: "keep"},
 			{SourceLabels: []string{"__meta_gce_instance_name"}, TargetLabel: "instance"},
-			{SourceLabels: []string{"__meta_gce_label_" + strings.ReplaceAll(vmfleet.LabelManager, "-", "_")}, TargetLabel: "manager"},
+			// manager is the group's, as the managers' job has it:
+			// <fleet>-<group> (ManagerName); the VM's own manager is
+			// vm_manager.
+			{SourceLabels: []string{gceLabel(vmfleet.LabelFleet), gceLabel(vmfleet.LabelManagerGroup)}, Separator: "-", TargetLabel: "manager"},
+			{SourceLabels: []string{gceLabel(vmfleet.LabelManager)}, TargetLabel: "vm_manager"},
+			// fleet gc's note on a VM whose manager it proved absent
+			// (instance metadata runnerfleet-note-orphaned-since).
+			{SourceLabels: []string{"__meta_gce_metadata_" + strings.ReplaceAll(gcp.NoteMetadataKey(vmfleet.NoteOrphanedSince), "-", "_")}, TargetLabel: "orphaned_since"},
 		},
 	}
 	zones := f.zones()
@@ -72,7 +80,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		for _, z := range zones[project] {
 			vms.GCESDConfigs = append(vms.GCESDConfigs, prometheus.GCESDConfig{
 				Project: project, Zone: z, Port: NodeExporterPort, RefreshInterval: "60s",
-				Filter: fmt.Sprintf(`labels.runnerfleet-fleet = "%s"`, f.Name),
+				Filter: fmt.Sprintf(`labels.%s = "%s"`, vmfleet.LabelFleet, f.Name),
 			})
 		}
 	}
@@ -82,6 +90,9 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms},
 	}
 }
+
+// gceLabel is the GCE service discovery meta label of a VM label.
+func gceLabel(l string) string { return "__meta_gce_label_" + strings.ReplaceAll(l, "-", "_") }
 
 // RecordingRules pre-aggregate what the central Prometheus federates: small
 // series per fleet and manager instead of every VM's.
@@ -136,12 +147,14 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 				Annotations: map[string]string{"summary": fmt.Sprintf("Fleet %s runs {{ $value }} VMs, over 90%% of its quota of %d", f.Name, quota)},
 			},
 			{
-				// VMs whose manager no longer reports: left behind when a
-				// manager died; fleet gc removes them.
+				// VMs fleet gc noted orphaned (their manager proven absent)
+				// that are still there two hours on: past its grace, gc
+				// could not prove them idle (a job runs, or no fresh job
+				// report), or could not delete them.
 				Alert: "OrphanedVMs",
-				Expr:  `count by (manager) (up{job="autoscaled-vms"}) unless on (manager) up{job="runner-managers"}`,
-				For:   "30m", Labels: map[string]string{"severity": "warning"},
-				Annotations: map[string]string{"summary": "{{ $value }} VMs of manager {{ $labels.manager }}, which no longer runs: run fleet gc"},
+				Expr:  `count by (manager, vm_manager) (up{job="autoscaled-vms", orphaned_since!=""})`,
+				For:   "2h", Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "{{ $value }} VMs of manager {{ $labels.vm_manager }} were found orphaned by fleet gc 2h ago and are still there: it cannot prove them idle; see the Events of the fleet's gc CronJob"},
 			},
 		},
 	}}}

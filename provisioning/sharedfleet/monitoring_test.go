@@ -68,11 +68,11 @@ tests:
   # A manager that stopped answering.
   - series: 'up{job="runner-managers", instance="10-4-0-7.production-shared-gce.production.svc.cluster.local:9252", manager="production-shared-gce-1"}'
     values: '1 1 0 0 0 0 0 0 0 0'
-  # VMs of a manager that no longer exists, and of one that does.
-  - series: 'up{job="autoscaled-vms", instance="runner-a", manager="production-shared-gce-9"}'
-    values: '1x60'
-  - series: 'up{job="autoscaled-vms", instance="runner-b", manager="production-shared-gce-1"}'
-    values: '1x60'
+  # A VM fleet gc noted orphaned and could not delete, and one it did not note.
+  - series: 'up{job="autoscaled-vms", instance="runner-a", manager="production-shared-gce", vm_manager="production-shared-gce-9", orphaned_since="2026-12-01T10:00:00Z"}'
+    values: '1x180'
+  - series: 'up{job="autoscaled-vms", instance="runner-b", manager="production-shared-gce", vm_manager="production-shared-gce-1"}'
+    values: '1x180'
   # A manager pod deleted 3h10m before the test starts, still stopping.
   - series: 'kube_pod_deletion_timestamp{namespace="production", pod="shared-gce-0"}'
     values: '-11400x60'
@@ -85,11 +85,14 @@ tests:
     exp_alerts:
     - exp_labels: {severity: page, job: runner-managers, instance: "10-4-0-7.production-shared-gce.production.svc.cluster.local:9252", manager: production-shared-gce-1}
       exp_annotations: {summary: "Runner manager production-shared-gce-1 (10-4-0-7.production-shared-gce.production.svc.cluster.local:9252) of fleet production is down"}
-  - eval_time: 40m
+  - eval_time: 100m
+    alertname: OrphanedVMs
+    exp_alerts: []
+  - eval_time: 130m
     alertname: OrphanedVMs
     exp_alerts:
-    - exp_labels: {severity: warning, manager: production-shared-gce-9}
-      exp_annotations: {summary: "1 VMs of manager production-shared-gce-9, which no longer runs: run fleet gc"}
+    - exp_labels: {severity: warning, manager: production-shared-gce, vm_manager: production-shared-gce-9}
+      exp_annotations: {summary: "1 VMs of manager production-shared-gce-9 were found orphaned by fleet gc 2h ago and are still there: it cannot prove them idle; see the Events of the fleet's gc CronJob"}
   - eval_time: 15m
     alertname: RunnerDrainStuck
     exp_alerts:

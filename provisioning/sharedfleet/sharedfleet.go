@@ -154,16 +154,46 @@ func (g ManagerGroup) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ManagerName names the group's manager: its Helm release, Deployment and
-// headless Service, and the runnerfleet-manager label of its VMs, which fleet
-// gc and the OrphanedVMs alert read. Its replicas share it.
+// ManagerName names the group's managers together: their headless
+// Service and the pod label LabelManagerPod that joins their metrics.
+// Each manager has a name of its own (a Helm release, <ManagerName>-<n>),
+// which is its VMs' vmfleet.LabelManager.
 func (g ManagerGroup) ManagerName() string { return g.Fleet + "-" + g.Name }
 
-// Config is the config.toml of the group's managers. The token is
-// runnerconfig.TokenPlaceholder.
-func (g ManagerGroup) Config() (runnerconfig.Config, error) {
+// Owner is the owner manager gives its autoscaled VMs: fleet, group,
+// manager, hosted in Kubernetes, and the incarnation the start script fills
+// in. fleet gc reads the same labels back (vmfleet.OwnerOf).
+func (g ManagerGroup) Owner(manager string) vmfleet.Owner {
+	return vmfleet.Owner{
+		Fleet: g.Fleet, Group: g.Name, Manager: manager, Host: vmfleet.HostKubernetes,
+		Incarnation: vmfleet.IncarnationPlaceholder,
+	}
+}
+
+// LongestIdleTime is the longest time a manager of the group leaves a VM
+// idle: IdleTime or a period's.
+func (g ManagerGroup) LongestIdleTime() time.Duration {
+	d := g.IdleTime
+	for _, p := range g.Periods {
+		d = max(d, p.IdleTime)
+	}
+	return d
+}
+
+// Config is the config.toml of the group's manager named ManagerName(); see
+// ConfigFor.
+func (g ManagerGroup) Config() (runnerconfig.Config, error) { return g.ConfigFor(g.ManagerName()) }
+
+// ConfigFor is the config.toml of the group's manager named manager. The
+// token is runnerconfig.TokenPlaceholder, the incarnation
+// vmfleet.IncarnationPlaceholder.
+func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 	if err := g.Validate(); err != nil {
 		return runnerconfig.Config{}, err
+	}
+	owner := g.Owner(manager)
+	if err := owner.Validate(); err != nil {
+		return runnerconfig.Config{}, fmt.Errorf("%s: %w", g.key("name"), err)
 	}
 	concurrent := g.Concurrent
 	switch {
@@ -177,7 +207,6 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 	if jobImage == "" {
 		jobImage = "alpine:3.22"
 	}
-	manager := g.ManagerName()
 	r := runnerconfig.Runner{
 		Name:               manager,
 		URL:                g.GitLabURL,
@@ -189,11 +218,7 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 	if g.CacheBucket != "" {
 		r.Cache = &runnerconfig.Cache{Type: "gcs", Path: g.Fleet, Shared: true, GCS: &runnerconfig.CacheGCS{BucketName: g.CacheBucket}}
 	}
-	labels := map[string]string{
-		vmfleet.LabelManager:     manager,
-		"runnerfleet-autoscaled": "true",
-		"runnerfleet-fleet":      g.Fleet,
-	}
+	labels := owner.Labels()
 	switch g.Executor {
 	case "", ExecutorDockerMachine:
 		r.Executor = ExecutorDockerMachine
@@ -216,7 +241,7 @@ func (g ManagerGroup) Config() (runnerconfig.Config, error) {
 			IdleTime:       int(g.IdleTime.Seconds()),
 			MaxBuilds:      g.MaxBuilds,
 			MachineDriver:  "google",
-			MachineName:    "runner-%s-" + manager,
+			MachineName:    vmfleet.MachineName(manager),
 			MachineOptions: opts,
 		}
 		for _, p := range g.Periods {

@@ -47,6 +47,10 @@ type Rotation struct {
 	Healthy func(ctx context.Context, inst providers.Instance) error
 	// HealthTimeout bounds the wait for the new color; default 15m.
 	HealthTimeout time.Duration
+	// Settle is how long every new VM must stay healthy, without a failed
+	// check, before the old color is asked to drain; default 0 (one
+	// healthy check).
+	Settle time.Duration
 	// DrainTimeout bounds the wait for the old color's jobs; default 2h.
 	DrainTimeout time.Duration
 	// Poll is the interval of every wait; default 10s.
@@ -214,8 +218,35 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	}
 
 	// 2. Wait until it serves. The old color is not touched before.
-	if err := r.waitHealthy(ctx, fresh); err != nil {
-		return rep, fmt.Errorf("the new %s VMs never became healthy: %w; the old %s VMs keep serving and were not asked to drain; fix the image and rerun, or remove the new VMs with fleet gc", newColor, err, oldColor)
+	everHealthy, err := r.waitHealthy(ctx, fresh)
+	if err != nil {
+		if ctx.Err() != nil {
+			return rep, fmt.Errorf("interrupted while waiting for the new %s VMs: %w; the old %s VMs keep serving; rerun to continue", newColor, err, oldColor)
+		}
+		// A new VM that never passed a check never took a job: it goes.
+		// One that passed once may have taken one: it stays, for a rerun.
+		var kept []string
+		for _, f := range fresh {
+			if everHealthy[f.Name] {
+				kept = append(kept, f.Name)
+				continue
+			}
+			if derr := r.Compute.DeleteInstance(ctx, f.Zone, f.Name); derr != nil {
+				kept = append(kept, f.Name)
+				r.say("Deleting the unhealthy %s failed: %v", f.Name, derr)
+				continue
+			}
+			r.say("Deleted %s: it never became healthy", f.Name)
+			rep.Deleted = append(rep.Deleted, f.Name)
+		}
+		msg := fmt.Sprintf("the new %s VMs never became healthy: %v; the old %s VMs keep serving and were not asked to drain", newColor, err, oldColor)
+		if len(kept) > 0 {
+			msg += fmt.Sprintf("; %s passed a check once and may run jobs, so they were kept: rerun to wait for them", strings.Join(kept, ", "))
+		} else {
+			msg += "; the new VMs were deleted: fix the image and rerun"
+		}
+		rep.Message = msg
+		return rep, errors.New(msg)
 	}
 	r.say("New color %s is healthy: %s", newColor, names(fresh))
 
@@ -306,37 +337,56 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	return rep, nil
 }
 
-func (r *Rotation) waitHealthy(ctx context.Context, fresh []providers.Instance) error {
+// waitHealthy waits until every fresh VM has passed every check for Settle.
+// It returns which VMs ever passed one.
+func (r *Rotation) waitHealthy(ctx context.Context, fresh []providers.Instance) (map[string]bool, error) {
 	deadline := r.Now().Add(r.HealthTimeout)
+	ever := map[string]bool{}
+	since := map[string]time.Time{}
 	for {
 		cur, err := r.Compute.ListInstances(ctx, map[string]string{LabelGroup: r.Group})
 		if err != nil {
-			return err
+			return ever, err
 		}
 		byName := map[string]providers.Instance{}
 		for _, i := range cur {
 			byName[i.Name] = i
 		}
 		var bad []string
+		now := r.Now()
 		for _, f := range fresh {
 			i, ok := byName[f.Name]
 			if !ok {
 				bad = append(bad, f.Name+" is gone")
+				delete(since, f.Name)
 				continue
 			}
 			if err := r.Healthy(ctx, i); err != nil {
+				if _, was := since[f.Name]; was {
+					r.say("%s is unhealthy again: %v", f.Name, err)
+				}
 				bad = append(bad, err.Error())
+				delete(since, f.Name)
+				continue
+			}
+			ever[f.Name] = true
+			if _, ok := since[f.Name]; !ok {
+				since[f.Name] = now
+				r.say("%s is healthy", f.Name)
+			}
+			if settled := now.Sub(since[f.Name]); settled < r.Settle {
+				bad = append(bad, fmt.Sprintf("%s healthy for %s of the settle time %s", f.Name, settled.Round(time.Second), r.Settle))
 			}
 		}
 		if len(bad) == 0 {
-			return nil
+			return ever, nil
 		}
 		if r.Now().After(deadline) {
-			return fmt.Errorf("after %s: %s", r.HealthTimeout, strings.Join(bad, "; "))
+			return ever, fmt.Errorf("after %s: %s", r.HealthTimeout, strings.Join(bad, "; "))
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return ever, ctx.Err()
 		case <-time.After(r.Poll):
 		}
 	}

@@ -3,6 +3,7 @@ package ec2test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -34,6 +35,8 @@ const (
 //	/latest/meta-data/tags/instance            (keys, one a line)
 //	/latest/meta-data/tags/instance/{key}      (the value; 404 if absent)
 //	/latest/user-data
+//	/latest/meta-data/iam/security-credentials/         (the role, if the instance has a profile)
+//	/latest/meta-data/iam/security-credentials/{role}   (its temporary credentials, JSON)
 //
 // The tags paths answer 404 unless the instance has instance metadata tags
 // enabled (RunInstances MetadataOptions.InstanceMetadataTags=enabled).
@@ -177,6 +180,24 @@ func (m *IMDS) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		body = in.Zone
 	case p == "/latest/meta-data/placement/region":
 		body = regionOf(in.Zone)
+	case p == "/latest/meta-data/iam/security-credentials/" || p == "/latest/meta-data/iam/security-credentials":
+		if in.InstanceProfile == "" {
+			http.NotFound(w, r)
+			return
+		}
+		body = RoleOf(in.InstanceProfile)
+	case strings.HasPrefix(p, "/latest/meta-data/iam/security-credentials/"):
+		role := strings.TrimPrefix(p, "/latest/meta-data/iam/security-credentials/")
+		if in.InstanceProfile == "" || role != RoleOf(in.InstanceProfile) {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := json.Marshal(map[string]string{
+			"Code": "Success", "Type": "AWS-HMAC", "LastUpdated": s.now().UTC().Format(time.RFC3339),
+			"AccessKeyId": InstanceRoleAccessKey(in.ID), "SecretAccessKey": "instance-role-secret", "Token": "instance-role-token",
+			"Expiration": s.now().Add(6 * time.Hour).UTC().Format(time.RFC3339),
+		})
+		body = string(b)
 	case p == "/latest/user-data":
 		if in.UserData == "" {
 			http.NotFound(w, r)
@@ -207,4 +228,19 @@ func (m *IMDS) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte(body))
+}
+
+// RoleOf is the role name of an instance profile (ARN or name): its last
+// path segment, as IMDS lists it.
+func RoleOf(profile string) string {
+	if i := strings.LastIndexAny(profile, "/:"); i >= 0 {
+		return profile[i+1:]
+	}
+	return profile
+}
+
+// InstanceRoleAccessKey is the access key ID of the temporary credentials
+// IMDS hands the instance id, so tests can tell which signed a request.
+func InstanceRoleAccessKey(id string) string {
+	return "ASIA" + strings.ToUpper(strings.TrimPrefix(id, "i-"))
 }

@@ -72,6 +72,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			"AWS was not able to validate the provided access credentials"))
 		return
 	}
+	if _, cred, ok := strings.Cut(r.Header.Get("Authorization"), "Credential="); ok {
+		key, _, _ := strings.Cut(cred, "/")
+		s.mu.Lock()
+		if s.accessKeys == nil {
+			s.accessKeys = map[string]int{}
+		}
+		s.accessKeys[key]++
+		s.mu.Unlock()
+	}
 	if err := r.ParseForm(); err != nil {
 		writeError(w, requestID, errf(http.StatusBadRequest, "MalformedQueryString", "%v", err))
 		return

@@ -148,6 +148,7 @@ type Server struct {
 	delays           map[string][]*fault
 	calls            map[string]int
 	requests         map[string][]url.Values
+	accessKeys       map[string]int // access key ID of the signature → requests
 	imds             map[string]*IMDS
 	now              func() time.Time
 }
@@ -245,6 +246,17 @@ func (s *Server) DelayNext(action string, d time.Duration, times int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.delays[action] = append(s.delays[action], &fault{delay: d, left: times})
+}
+
+// AccessKeys counts requests by the access key ID that signed them.
+func (s *Server) AccessKeys() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.accessKeys))
+	for k, v := range s.accessKeys {
+		out[k] = v
+	}
+	return out
 }
 
 // Calls counts the requests for action, failed ones included.

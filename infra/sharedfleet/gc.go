@@ -1,0 +1,128 @@
+package sharedfleet
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+)
+
+// GC runs `fleet gc --apply` in a fleet's namespace every GCSchedule, as
+// its own ServiceAccount: it reads the managers' pods and Deployments
+// there (and nothing else), and records its result as an Event. Its cloud
+// identity is the fleet's gcpServiceAccount through Workload Identity, the
+// one that creates and deletes the managers' VMs.
+const (
+	GCSchedule = "*/15 * * * *"
+	// gcGraceMargin is added to the longest IdleTime of the fleet's
+	// managers for the grace: fleet gc refuses less than the IdleTime.
+	gcGraceMargin = 30 * time.Minute
+	// gcMinGrace is the least grace.
+	gcMinGrace = time.Hour
+)
+
+// gcPlan is a fleet's gc: its identity and its CronJob.
+type gcPlan struct {
+	serviceAccount *corev1.ServiceAccount
+	role           *rbacv1.Role
+	binding        *rbacv1.RoleBinding
+	cronJob        *batchv1.CronJob
+}
+
+// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding.
+func GCName(namespace string) string { return namespace + "-gc" }
+
+// planGC builds the fleet's gc objects; image is the image with the fleet
+// binary (the controller's).
+func planGC(p *fleetPlan, image string) (*gcPlan, error) {
+	if image == "" {
+		return nil, fmt.Errorf("the fleet gc CronJob needs an image with the fleet binary: set controller.image")
+	}
+	name := GCName(p.namespace)
+	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
+	grace := gcMinGrace
+	projects := map[string][]string{}
+	for _, gp := range p.groups {
+		grace = max(grace, gp.group.LongestIdleTime()+gcGraceMargin)
+		if !slices.Contains(projects[gp.group.Project], gp.group.Zone) {
+			projects[gp.group.Project] = append(projects[gp.group.Project], gp.group.Zone)
+		}
+	}
+	if len(projects) != 1 {
+		return nil, fmt.Errorf("fleet gc covers one GCP project per fleet; fleet %s's groups use %d", p.spec.Name, len(projects))
+	}
+	var project string
+	for k := range projects {
+		project = k
+	}
+	zones := projects[project]
+	slices.Sort(zones)
+	args := []string{"gc", "--apply", "-o", "json",
+		"--provider", "gce", "--project", project, "--zones", strings.Join(zones, ","),
+		"--source", vmfleet.HostKubernetes, "--namespace", p.namespace,
+		"--grace", grace.String(),
+		"--event-cronjob", name,
+	}
+	sa := &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+	}
+	if p.spec.GCPServiceAccount != "" {
+		sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": p.spec.GCPServiceAccount}
+	}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: p.namespace}},
+	}
+	cj := &batchv1.CronJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   GCSchedule,
+			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
+			SuccessfulJobsHistoryLimit: ptr.To[int32](3),
+			FailedJobsHistoryLimit:     ptr.To[int32](3),
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+				BackoffLimit:          ptr.To[int32](0),
+				ActiveDeadlineSeconds: ptr.To[int64](600),
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						ServiceAccountName: name,
+						RestartPolicy:      corev1.RestartPolicyNever,
+						SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532)},
+						Containers: []corev1.Container{{
+							Name: "fleet-gc", Image: image, Command: []string{"fleet"}, Args: args,
+							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
+							SecurityContext: &corev1.SecurityContext{
+								AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+								Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							},
+						}},
+					},
+				},
+			}},
+		},
+	}
+	return &gcPlan{serviceAccount: sa, role: role, binding: binding, cronJob: cj}, nil
+}
