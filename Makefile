@@ -21,8 +21,9 @@ all: generate build test
 ## Code generation ----------------------------------------------------------
 
 .PHONY: generate
-generate: manifests ## deepcopy functions and CRDs
+generate: manifests ## deepcopy functions, CRDs and the typed Pulumi provider resources
 	go tool controller-gen object paths=./runnerset/api/...
+	go generate ./infra/internal/sdk/
 
 .PHONY: manifests
 manifests: ## CRDs into runnerset/crds, the controller's ClusterRole into runnerset/rbac (both embedded), the Helm chart and charts/manifests

@@ -20,9 +20,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/aws"
 	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/local"
 	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
@@ -47,21 +47,12 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		// The shared fleets' tokens too, before anything is declared.
-		if _, err := sharedfleet.ReadTokens(ctx, f); err != nil {
+		// The shared fleets' tokens too, once, before anything is declared.
+		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		if err != nil {
 			return err
 		}
-		var cluster *kube.Cluster
-		switch f.Platform {
-		case stackconfig.PlatformLocal:
-			cluster, err = local(ctx, f, o)
-		case stackconfig.PlatformEKS:
-			cluster, err = aws.NewPlatform(ctx, f)
-		case stackconfig.PlatformGKE:
-			cluster, err = gcp.NewPlatform(ctx, f)
-		default:
-			err = fmt.Errorf("platform %q has no implementation in this build", f.Platform)
-		}
+		cluster, err := platform(ctx, f, o)
 		if err != nil {
 			return err
 		}
@@ -75,7 +66,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, f, cluster)
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: cluster, Tokens: tokens})
 		if err != nil {
 			return err
 		}
@@ -140,30 +131,44 @@ func readSecrets(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.S
 	return out, nil
 }
 
-// local is the local platform: the control plane fleet up starts on this
-// machine, kwok nodes and Karpenter's kwok provider. The controller runs as a
-// process beside it (kwok's pods run no code).
-func local(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster, error) {
-	path := o.Kubeconfig
-	if path == "" && f.Local != nil {
-		path = f.Local.Kubeconfig
+// platform declares the stack's platform and returns its cluster.
+func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster, error) {
+	switch f.Platform {
+	case stackconfig.PlatformLocal:
+		path := o.Kubeconfig
+		if path == "" && f.Local != nil {
+			path = f.Local.Kubeconfig
+		}
+		if path == "" {
+			path = os.Getenv("KUBECONFIG")
+		}
+		if path == "" {
+			return nil, fmt.Errorf("%s.local.kubeconfig: no kubeconfig for the local platform: run fleet up --stack local, or set local.kubeconfig or $KUBECONFIG", stackconfig.Root)
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
+		}
+		p, err := local.NewPlatform(ctx, f.ClusterName, &local.PlatformArgs{Cluster: f.ClusterName, Kubeconfig: path})
+		if err != nil {
+			return nil, err
+		}
+		return p.Cluster, nil
+	case stackconfig.PlatformEKS:
+		p, err := aws.NewPlatform(ctx, f.ClusterName, aws.ArgsFor(f))
+		if err != nil {
+			return nil, err
+		}
+		return p.Cluster, nil
+	case stackconfig.PlatformGKE:
+		args, err := gcp.ArgsFor(ctx.Stack(), f)
+		if err != nil {
+			return nil, err
+		}
+		p, err := gcp.NewPlatform(ctx, f.ClusterName, args)
+		if err != nil {
+			return nil, err
+		}
+		return p.Cluster, nil
 	}
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" {
-		return nil, fmt.Errorf("%s.local.kubeconfig: no kubeconfig for the local platform: run fleet up --stack local, or set local.kubeconfig or $KUBECONFIG", stackconfig.Root)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
-	}
-	p, err := kube.NewProvider(ctx, "local", f.ClusterName, pulumi.ToSecret(pulumi.String(b)).(pulumi.StringOutput))
-	if err != nil {
-		return nil, err
-	}
-	return &kube.Cluster{
-		Provider: p,
-		Class:    v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK},
-	}, nil
+	return nil, fmt.Errorf("platform %q has no implementation in this build", f.Platform)
 }

@@ -119,7 +119,7 @@ func deploy(t *testing.T, f map[string]any) *deployment {
 		t.Fatal(err)
 	}
 	err = infratest.Run(d.m, stack, map[string]string{"runnerfleet:fleet": string(raw)}, nil, func(ctx *pulumi.Context) error {
-		c, err := NewPlatform(ctx, d.f)
+		c, err := newPlatform(ctx, d.f)
 		if err != nil {
 			return err
 		}
@@ -285,7 +285,7 @@ func TestOnDemandSystemNodesOnlyWhenAllowed(t *testing.T) {
 	f.Capacity.AllowOnDemand = false
 	m := newMocks(t)
 	err = infratest.Run(m, stack, nil, nil, func(ctx *pulumi.Context) error {
-		_, err := NewPlatform(ctx, f)
+		_, err := newPlatform(ctx, f)
 		return err
 	})
 	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") || !strings.Contains(err.Error(), "capacity.allowOnDemand: true") {
@@ -1061,4 +1061,13 @@ func TestReturnedCluster(t *testing.T) {
 			t.Errorf("pattern %q", p)
 		}
 	}
+}
+
+// newPlatform declares the eks platform of f, as the program does.
+func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, error) {
+	p, err := NewPlatform(ctx, f.ClusterName, ArgsFor(f))
+	if err != nil {
+		return nil, err
+	}
+	return p.Cluster, nil
 }

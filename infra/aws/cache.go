@@ -1,9 +1,11 @@
 package aws
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/s3"
 )
 
 // Cache is the job cache: a private, encrypted S3 bucket whose objects
@@ -17,70 +19,62 @@ type Cache struct {
 	Arn    pulumi.StringOutput
 }
 
-// s3Bucket is aws:s3/bucketV2:BucketV2 with the outputs read.
-type s3Bucket struct {
-	pulumi.CustomResourceState
-
-	Arn    pulumi.StringOutput `pulumi:"arn"`
-	Bucket pulumi.StringOutput `pulumi:"bucket"`
-}
-
 // ObjectActions are what a team role may do with cache objects.
 var ObjectActions = []string{"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"}
 
-func newCache(p *platform, name string, roles []teamRole, opts ...pulumi.ResourceOption) (*Cache, error) {
+func newCache(ctx *pulumi.Context, p *platform, name string, roles []teamRole, opts ...pulumi.ResourceOption) (*Cache, error) {
 	c := &Cache{}
-	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Cache", name, c, opts...); err != nil {
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Cache", name, c, opts...); err != nil {
 		return nil, err
 	}
-	ctx := p.ctx
 	// Named by Pulumi (name-cache plus a random suffix): bucket names are
 	// global. It is a cache, so pulumi destroy may empty it.
-	var b s3Bucket
-	err := pulumix.Register(ctx, "aws:s3/bucketV2:BucketV2", name+"-cache", pulumi.Map{
-		"forceDestroy": pulumi.Bool(true),
-		"tags":         p.tags(nil),
-	}, &b, p.child(c)...)
+	b, err := s3.NewBucketV2(ctx, name+"-cache", &s3.BucketV2Args{
+		ForceDestroy: pulumi.Bool(true),
+		Tags:         p.tags(nil),
+	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the bucket: %w", err)
 	}
 	c.Bucket, c.Arn = b.Bucket, b.Arn
 
-	block, err := pulumix.New(ctx, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", name+"-cache", pulumi.Map{
-		"bucket":                b.ID(),
-		"blockPublicAcls":       pulumi.Bool(true),
-		"blockPublicPolicy":     pulumi.Bool(true),
-		"ignorePublicAcls":      pulumi.Bool(true),
-		"restrictPublicBuckets": pulumi.Bool(true),
+	block, err := s3.NewBucketPublicAccessBlock(ctx, name+"-cache", &s3.BucketPublicAccessBlockArgs{
+		Bucket:                b.ID(),
+		BlockPublicAcls:       pulumi.Bool(true),
+		BlockPublicPolicy:     pulumi.Bool(true),
+		IgnorePublicAcls:      pulumi.Bool(true),
+		RestrictPublicBuckets: pulumi.Bool(true),
 	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("blocking public access: %w", err)
 	}
-	if _, err := pulumix.New(ctx, "aws:s3/bucketOwnershipControls:BucketOwnershipControls", name+"-cache", pulumi.Map{
-		"bucket": b.ID(),
-		"rule":   pulumi.Map{"objectOwnership": pulumi.String("BucketOwnerEnforced")},
+	if _, err := s3.NewBucketOwnershipControls(ctx, name+"-cache", &s3.BucketOwnershipControlsArgs{
+		Bucket: b.ID(),
+		Rule:   &s3.BucketOwnershipControlsRuleArgs{ObjectOwnership: pulumi.String("BucketOwnerEnforced")},
 	}, p.child(c)...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("enforcing bucket ownership: %w", err)
 	}
-	if _, err := pulumix.New(ctx, "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2", name+"-cache", pulumi.Map{
-		"bucket": b.ID(),
-		"rules": pulumi.Array{pulumi.Map{
-			"applyServerSideEncryptionByDefault": pulumi.Map{"sseAlgorithm": pulumi.String("AES256")},
+	if _, err := s3.NewBucketServerSideEncryptionConfigurationV2(ctx, name+"-cache", &s3.BucketServerSideEncryptionConfigurationV2Args{
+		Bucket: b.ID(),
+		Rules: []s3.BucketServerSideEncryptionConfigurationV2RuleArgs{{
+			ApplyServerSideEncryptionByDefault: &s3.BucketServerSideEncryptionConfigurationV2RuleApplyServerSideEncryptionByDefaultArgs{
+				SseAlgorithm: pulumi.String("AES256"),
+			},
 		}},
 	}, p.child(c)...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encrypting the bucket: %w", err)
 	}
-	if _, err := pulumix.New(ctx, "aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2", name+"-cache", pulumi.Map{
-		"bucket": b.ID(),
-		"rules": pulumi.Array{pulumi.Map{
-			"id":                             pulumi.String("expire-cache"),
-			"status":                         pulumi.String("Enabled"),
-			"filter":                         pulumi.Map{},
-			"expiration":                     pulumi.Map{"days": pulumi.Int(p.f.Cache.ExpireDays)},
-			"abortIncompleteMultipartUpload": pulumi.Map{"daysAfterInitiation": pulumi.Int(1)},
+	if _, err := s3.NewBucketLifecycleConfigurationV2(ctx, name+"-cache", &s3.BucketLifecycleConfigurationV2Args{
+		Bucket: b.ID(),
+		Rules: []s3.BucketLifecycleConfigurationV2RuleArgs{{
+			Id:                             pulumi.String("expire-cache"),
+			Status:                         pulumi.String("Enabled"),
+			Filter:                         &s3.BucketLifecycleConfigurationV2RuleFilterArgs{},
+			Expiration:                     &s3.BucketLifecycleConfigurationV2RuleExpirationArgs{Days: pulumi.Int(p.args.CacheExpireDays)},
+			AbortIncompleteMultipartUpload: &s3.BucketLifecycleConfigurationV2RuleAbortIncompleteMultipartUploadArgs{DaysAfterInitiation: pulumi.Int(1)},
 		}},
 	}, p.child(c)...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("expiring cache objects: %w", err)
 	}
 
 	args := []any{b.Arn}
@@ -94,11 +88,11 @@ func newCache(p *platform, name string, roles []teamRole, opts ...pulumi.Resourc
 		}
 		return CachePolicy(v[0].(string), grants).String()
 	}).(pulumi.StringOutput)
-	if _, err := pulumix.New(ctx, "aws:s3/bucketPolicy:BucketPolicy", name+"-cache", pulumi.Map{
-		"bucket": b.ID(),
-		"policy": doc,
+	if _, err := s3.NewBucketPolicy(ctx, name+"-cache", &s3.BucketPolicyArgs{
+		Bucket: b.ID(),
+		Policy: doc,
 	}, p.child(c, pulumi.DependsOn([]pulumi.Resource{block}))...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("granting the team roles: %w", err)
 	}
 
 	err = ctx.RegisterResourceOutputs(c, pulumi.Map{"bucket": c.Bucket, "arn": c.Arn})

@@ -9,6 +9,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/ec2"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/eks"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/iam"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 )
@@ -34,24 +37,6 @@ type Cluster struct {
 	Kubernetes *kube.Provider
 }
 
-// eksCluster is aws:eks/cluster:Cluster with the outputs read.
-type eksCluster struct {
-	pulumi.CustomResourceState
-
-	Arn                  pulumi.StringOutput `pulumi:"arn"`
-	Name                 pulumi.StringOutput `pulumi:"name"`
-	Endpoint             pulumi.StringOutput `pulumi:"endpoint"`
-	CertificateAuthority pulumi.MapOutput    `pulumi:"certificateAuthority"`
-	Identities           pulumi.ArrayOutput  `pulumi:"identities"`
-}
-
-// launchTemplate is aws:ec2/launchTemplate:LaunchTemplate with its version.
-type launchTemplate struct {
-	pulumi.CustomResourceState
-
-	LatestVersion pulumi.IntOutput `pulumi:"latestVersion"`
-}
-
 // NodePolicies are the managed policies of a node role: join the cluster,
 // run the VPC CNI, pull images, and let Bottlerocket's control container
 // reach SSM.
@@ -63,101 +48,100 @@ var NodePolicies = []string{
 }
 
 // nodeRole declares a role EC2 instances assume, with NodePolicies.
-func nodeRole(p *platform, parent pulumi.Resource, name string, inputs pulumi.Map) (*pulumix.Resource, []pulumi.Resource, error) {
-	inputs["assumeRolePolicy"] = pulumi.String(serviceTrust([]string{"sts:AssumeRole"}, "ec2.amazonaws.com"))
-	role, err := pulumix.New(p.ctx, "aws:iam/role:Role", name, inputs, p.child(parent)...)
+func nodeRole(ctx *pulumi.Context, p *platform, parent pulumi.Resource, name string, args *iam.RoleArgs) (*iam.Role, []pulumi.Resource, error) {
+	args.AssumeRolePolicy = pulumi.String(serviceTrust([]string{"sts:AssumeRole"}, "ec2.amazonaws.com"))
+	role, err := iam.NewRole(ctx, name, args, p.child(parent)...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("creating the node role %s: %w", name, err)
 	}
 	var attached []pulumi.Resource
 	for _, pol := range NodePolicies {
-		a, err := pulumix.New(p.ctx, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", name+"-"+pol, pulumi.Map{
-			"role":      role.Name,
-			"policyArn": pulumi.String(p.managedPolicy(pol)),
+		a, err := iam.NewRolePolicyAttachment(ctx, name+"-"+pol, &iam.RolePolicyAttachmentArgs{
+			Role:      role.Name,
+			PolicyArn: pulumi.String(p.managedPolicy(pol)),
 		}, p.child(parent)...)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("attaching %s to %s: %w", pol, name, err)
 		}
 		attached = append(attached, a)
 	}
 	return role, attached, nil
 }
 
-func newCluster(p *platform, name string, net *Network, opts ...pulumi.ResourceOption) (*Cluster, error) {
+func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	c := &Cluster{}
-	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Cluster", name, c, opts...); err != nil {
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Cluster", name, c, opts...); err != nil {
 		return nil, err
 	}
-	ctx, a := p.ctx, p.aws
+	a := p.aws
 
-	role, err := pulumix.New(ctx, "aws:iam/role:Role", name+"-cluster", pulumi.Map{
-		"description":      pulumi.String("EKS control plane of " + p.cluster),
-		"assumeRolePolicy": pulumi.String(serviceTrust([]string{"sts:AssumeRole", "sts:TagSession"}, "eks.amazonaws.com")),
-		"tags":             p.tags(nil),
+	role, err := iam.NewRole(ctx, name+"-cluster", &iam.RoleArgs{
+		Description:      pulumi.String("EKS control plane of " + p.cluster),
+		AssumeRolePolicy: pulumi.String(serviceTrust([]string{"sts:AssumeRole", "sts:TagSession"}, "eks.amazonaws.com")),
+		Tags:             p.tags(nil),
 	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the cluster role: %w", err)
 	}
-	clusterPolicy, err := pulumix.New(ctx, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", name+"-cluster-AmazonEKSClusterPolicy", pulumi.Map{
-		"role":      role.Name,
-		"policyArn": pulumi.String(p.managedPolicy("AmazonEKSClusterPolicy")),
+	clusterPolicy, err := iam.NewRolePolicyAttachment(ctx, name+"-cluster-AmazonEKSClusterPolicy", &iam.RolePolicyAttachmentArgs{
+		Role:      role.Name,
+		PolicyArn: pulumi.String(p.managedPolicy("AmazonEKSClusterPolicy")),
 	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("attaching AmazonEKSClusterPolicy: %w", err)
 	}
 
-	vpcConfig := pulumi.Map{
-		"subnetIds":             ids(net.PrivateSubnetIDs),
-		"securityGroupIds":      pulumi.StringArray{net.NodeSecurityGroupID},
-		"endpointPrivateAccess": pulumi.Bool(true),
-		"endpointPublicAccess":  pulumi.Bool(len(a.EndpointPublicAccessCIDRs) > 0),
+	vpcConfig := &eks.ClusterVpcConfigArgs{
+		SubnetIds:             ids(net.PrivateSubnetIDs),
+		SecurityGroupIds:      pulumi.StringArray{net.NodeSecurityGroupID},
+		EndpointPrivateAccess: pulumi.Bool(true),
+		EndpointPublicAccess:  pulumi.Bool(len(a.EndpointPublicAccessCIDRs) > 0),
 	}
 	if len(a.EndpointPublicAccessCIDRs) > 0 {
-		vpcConfig["publicAccessCidrs"] = pulumix.Strings(a.EndpointPublicAccessCIDRs)
+		vpcConfig.PublicAccessCidrs = pulumix.Strings(a.EndpointPublicAccessCIDRs)
 	}
-	var eks eksCluster
-	err = pulumix.Register(ctx, "aws:eks/cluster:Cluster", name, pulumi.Map{
-		"name":      pulumi.String(p.cluster),
-		"roleArn":   role.Arn,
-		"version":   pulumi.String(a.KubernetesVersion),
-		"vpcConfig": vpcConfig,
-		"accessConfig": pulumi.Map{
+	cluster, err := eks.NewCluster(ctx, name, &eks.ClusterArgs{
+		Name:      pulumi.String(p.cluster),
+		RoleArn:   role.Arn,
+		Version:   pulumi.String(a.KubernetesVersion),
+		VpcConfig: vpcConfig,
+		AccessConfig: &eks.ClusterAccessConfigArgs{
 			// Access entries only: no aws-auth ConfigMap to drift. Whoever
 			// creates the cluster is its admin, which pulumi up needs to
 			// deploy into it (and can only be set at creation).
-			"authenticationMode":                      pulumi.String("API"),
-			"bootstrapClusterCreatorAdminPermissions": pulumi.Bool(true),
+			AuthenticationMode:                      pulumi.String("API"),
+			BootstrapClusterCreatorAdminPermissions: pulumi.Bool(true),
 		},
 		// Standard support only: extended support bills six times as much;
 		// upgrade kubernetesVersion instead.
-		"upgradePolicy":          pulumi.Map{"supportType": pulumi.String("STANDARD")},
-		"enabledClusterLogTypes": pulumi.ToStringArray([]string{"audit", "authenticator"}),
-		"tags":                   p.tags(nil),
-	}, &eks, p.child(c, pulumi.DependsOn([]pulumi.Resource{clusterPolicy}))...)
+		UpgradePolicy:          &eks.ClusterUpgradePolicyArgs{SupportType: pulumi.String("STANDARD")},
+		EnabledClusterLogTypes: pulumi.ToStringArray([]string{"audit", "authenticator"}),
+		Tags:                   p.tags(nil),
+	}, p.child(c, pulumi.DependsOn([]pulumi.Resource{clusterPolicy}))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the EKS cluster: %w", err)
 	}
-	c.Name, c.Arn, c.Endpoint = eks.Name, eks.Arn, eks.Endpoint
-	issuer := eks.Identities.ApplyT(issuerOf).(pulumi.StringOutput)
+	c.Name, c.Arn, c.Endpoint = cluster.Name, cluster.Arn, cluster.Endpoint
+	issuer := cluster.Identities.ApplyT(issuerOf).(pulumi.StringOutput)
 	c.IssuerHost = issuer.ApplyT(func(s string) string { return strings.TrimPrefix(s, "https://") }).(pulumi.StringOutput)
 
 	// IAM trusts the EKS issuer's certificate through its own store of
 	// trusted root CAs and ignores thumbprints for it, so none is pinned
 	// here: a thumbprint would only go stale when the issuer's chain
 	// rotates.
-	oidc, err := pulumix.New(ctx, "aws:iam/openIdConnectProvider:OpenIdConnectProvider", name+"-oidc", pulumi.Map{
-		"url":           issuer,
-		"clientIdLists": pulumi.StringArray{pulumi.String(Audience)},
-		"tags":          p.tags(nil),
+	oidc, err := iam.NewOpenIdConnectProvider(ctx, name+"-oidc", &iam.OpenIdConnectProviderArgs{
+		Url:           issuer,
+		ClientIdLists: pulumi.StringArray{pulumi.String(Audience)},
+		Tags:          p.tags(nil),
 	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the OIDC provider: %w", err)
 	}
 	c.OIDCProviderArn = oidc.Arn
 
-	nodes, attached, err := nodeRole(p, c, name+"-system-node", pulumi.Map{
-		"description": pulumi.String("system nodes of " + p.cluster),
-		"tags":        p.tags(nil),
+	nodes, attached, err := nodeRole(ctx, p, c, name+"-system-node", &iam.RoleArgs{
+		Description: pulumi.String("system nodes of " + p.cluster),
+		Tags:        p.tags(nil),
 	})
 	if err != nil {
 		return nil, err
@@ -166,24 +150,23 @@ func newCluster(p *platform, name string, net *Network, opts ...pulumi.ResourceO
 	// keeps pods off the instance's credentials (IMDSv2, one hop: only the
 	// host network reaches it); the AMI comes from the node group's
 	// Bottlerocket AMI type.
-	var lt launchTemplate
-	err = pulumix.Register(ctx, "aws:ec2/launchTemplate:LaunchTemplate", name+"-system", pulumi.Map{
-		"description":         pulumi.String("system nodes of " + p.cluster),
-		"vpcSecurityGroupIds": pulumi.StringArray{net.NodeSecurityGroupID},
-		"metadataOptions": pulumi.Map{
-			"httpEndpoint":            pulumi.String("enabled"),
-			"httpTokens":              pulumi.String("required"),
-			"httpPutResponseHopLimit": pulumi.Int(1),
+	lt, err := ec2.NewLaunchTemplate(ctx, name+"-system", &ec2.LaunchTemplateArgs{
+		Description:         pulumi.String("system nodes of " + p.cluster),
+		VpcSecurityGroupIds: pulumi.StringArray{net.NodeSecurityGroupID},
+		MetadataOptions: &ec2.LaunchTemplateMetadataOptionsArgs{
+			HttpEndpoint:            pulumi.String("enabled"),
+			HttpTokens:              pulumi.String("required"),
+			HttpPutResponseHopLimit: pulumi.Int(1),
 		},
-		"tagSpecifications": pulumi.Array{
-			pulumi.Map{"resourceType": pulumi.String("instance"), "tags": p.named(name+"-system", nil)},
-			pulumi.Map{"resourceType": pulumi.String("volume"), "tags": p.named(name+"-system", nil)},
+		TagSpecifications: []ec2.LaunchTemplateTagSpecificationArgs{
+			{ResourceType: pulumi.String("instance"), Tags: p.named(name+"-system", nil)},
+			{ResourceType: pulumi.String("volume"), Tags: p.named(name+"-system", nil)},
 		},
-		"updateDefaultVersion": pulumi.Bool(true),
-		"tags":                 p.tags(nil),
-	}, &lt, p.child(c)...)
+		UpdateDefaultVersion: pulumi.Bool(true),
+		Tags:                 p.tags(nil),
+	}, p.child(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the system nodes' launch template: %w", err)
 	}
 	sys := a.SystemNodes
 	arch, _ := stackconfig.Architecture(sys.InstanceTypes[0])
@@ -195,42 +178,44 @@ func newCluster(p *platform, name string, net *Network, opts ...pulumi.ResourceO
 	if sys.CapacityType == stackconfig.CapacityTypeOnDemand {
 		capacityType = "ON_DEMAND"
 	}
-	ng, err := pulumix.New(ctx, "aws:eks/nodeGroup:NodeGroup", name+"-system", pulumi.Map{
-		"clusterName":   eks.Name,
-		"nodeRoleArn":   nodes.Arn,
-		"subnetIds":     ids(net.PrivateSubnetIDs),
-		"capacityType":  pulumi.String(capacityType),
-		"instanceTypes": pulumix.Strings(sys.InstanceTypes),
-		"amiType":       pulumi.String(amiType),
-		"scalingConfig": pulumi.Map{
-			"minSize":     pulumi.Int(sys.Min),
-			"maxSize":     pulumi.Int(sys.Max),
-			"desiredSize": pulumi.Int(sys.Desired),
+	ng, err := eks.NewNodeGroup(ctx, name+"-system", &eks.NodeGroupArgs{
+		ClusterName:   cluster.Name,
+		NodeRoleArn:   nodes.Arn,
+		SubnetIds:     ids(net.PrivateSubnetIDs),
+		CapacityType:  pulumi.String(capacityType),
+		InstanceTypes: pulumix.Strings(sys.InstanceTypes),
+		AmiType:       pulumi.String(amiType),
+		ScalingConfig: &eks.NodeGroupScalingConfigArgs{
+			MinSize:     pulumi.Int(sys.Min),
+			MaxSize:     pulumi.Int(sys.Max),
+			DesiredSize: pulumi.Int(sys.Desired),
 		},
-		"updateConfig": pulumi.Map{"maxUnavailable": pulumi.Int(1)},
-		"launchTemplate": pulumi.Map{
-			"id":      lt.ID(),
-			"version": lt.LatestVersion.ApplyT(func(v int) string { return strconv.Itoa(v) }).(pulumi.StringOutput),
+		UpdateConfig: &eks.NodeGroupUpdateConfigArgs{MaxUnavailable: pulumi.Int(1)},
+		LaunchTemplate: &eks.NodeGroupLaunchTemplateArgs{
+			Id:      lt.ID(),
+			Version: lt.LatestVersion.ApplyT(func(v int) string { return strconv.Itoa(v) }).(pulumi.StringOutput),
 		},
-		"labels": pulumi.StringMap{"runnerfleet.dev/nodes": pulumi.String("system")},
-		"tags":   p.tags(nil),
+		Labels: pulumi.StringMap{"runnerfleet.dev/nodes": pulumi.String("system")},
+		Tags:   p.tags(nil),
 	}, p.child(c, pulumi.DependsOn(attached))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the system node group: %w", err)
 	}
 	c.NodeGroup = ng
 
-	ca := eks.CertificateAuthority.ApplyT(func(m map[string]any) string {
-		s, _ := m["data"].(string)
-		return s
+	ca := cluster.CertificateAuthority.ApplyT(func(a eks.ClusterCertificateAuthority) string {
+		if a.Data == nil {
+			return ""
+		}
+		return *a.Data
 	}).(pulumi.StringOutput)
 	region := a.Region
-	c.Kubeconfig = pulumi.ToSecret(pulumi.All(eks.Name, eks.Endpoint, ca).ApplyT(func(v []any) (string, error) {
+	c.Kubeconfig = pulumi.ToSecret(pulumi.All(cluster.Name, cluster.Endpoint, ca).ApplyT(func(v []any) (string, error) {
 		return Kubeconfig(v[0].(string), v[1].(string), v[2].(string), region)
 	})).(pulumi.StringOutput)
 	c.Kubernetes, err = kube.NewProvider(ctx, name+"-k8s", p.cluster, c.Kubeconfig, pulumi.Parent(c))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the Kubernetes provider: %w", err)
 	}
 
 	err = ctx.RegisterResourceOutputs(c, pulumi.Map{
@@ -244,18 +229,15 @@ func newCluster(p *platform, name string, net *Network, opts ...pulumi.ResourceO
 }
 
 // issuerOf reads the OIDC issuer from an EKS cluster's identities output.
-func issuerOf(ids []any) (string, error) {
+func issuerOf(ids []eks.ClusterIdentity) (string, error) {
 	for _, id := range ids {
-		m, _ := id.(map[string]any)
-		oidcs, _ := m["oidcs"].([]any)
-		for _, o := range oidcs {
-			om, _ := o.(map[string]any)
-			if s, _ := om["issuer"].(string); s != "" {
-				return s, nil
+		for _, o := range id.Oidcs {
+			if o.Issuer != nil && *o.Issuer != "" {
+				return *o.Issuer, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("the EKS cluster reported no OIDC issuer (identities %v)", ids)
+	return "", fmt.Errorf("the EKS cluster reported no OIDC issuer (identities %+v)", ids)
 }
 
 // Kubeconfig is a kubeconfig for an EKS cluster that gets its token from

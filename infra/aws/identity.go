@@ -1,9 +1,11 @@
 package aws
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/iam"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -21,25 +23,25 @@ type Identity struct {
 	RoleArn  pulumi.StringOutput
 }
 
-func newIdentity(p *platform, namespace, runnerSet string, c *Cluster, opts ...pulumi.ResourceOption) (*Identity, error) {
+func newIdentity(ctx *pulumi.Context, p *platform, namespace, runnerSet string, c *Cluster, opts ...pulumi.ResourceOption) (*Identity, error) {
 	n := naming.For(namespace, runnerSet)
 	id := &Identity{RoleName: roleName(p.cluster, namespace, runnerSet)}
 	name := id.RoleName
-	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Identity", name, id, opts...); err != nil {
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Identity", name, id, opts...); err != nil {
 		return nil, err
 	}
 	jobs, managers := n.ServiceAccountSubject(), n.ManagerServiceAccountSubject()
-	role, err := pulumix.New(p.ctx, "aws:iam/role:Role", name, pulumi.Map{
-		"name":             pulumi.String(id.RoleName),
-		"path":             pulumi.String(RolePath(p.cluster, namespace)),
-		"description":      pulumi.String("CI jobs of RunnerSet " + namespace + "/" + runnerSet + " (IRSA: " + jobs + ", and " + managers + " to sign cache URLs)"),
-		"assumeRolePolicy": irsaTrust(c, jobs, managers),
-		"tags":             p.tags(map[string]string{"runnerfleet:runnerset": namespace + "/" + runnerSet}),
+	role, err := iam.NewRole(ctx, name, &iam.RoleArgs{
+		Name:             pulumi.String(id.RoleName),
+		Path:             pulumi.String(RolePath(p.cluster, namespace)),
+		Description:      pulumi.String("CI jobs of RunnerSet " + namespace + "/" + runnerSet + " (IRSA: " + jobs + ", and " + managers + " to sign cache URLs)"),
+		AssumeRolePolicy: irsaTrust(c, jobs, managers),
+		Tags:             p.tags(map[string]string{"runnerfleet:runnerset": namespace + "/" + runnerSet}),
 	}, p.child(id)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the role: %w", err)
 	}
 	id.RoleArn = role.Arn
-	err = p.ctx.RegisterResourceOutputs(id, pulumi.Map{"roleName": pulumi.String(id.RoleName), "roleArn": id.RoleArn})
+	err = ctx.RegisterResourceOutputs(id, pulumi.Map{"roleName": pulumi.String(id.RoleName), "roleArn": id.RoleArn})
 	return id, err
 }

@@ -2,10 +2,15 @@ package aws
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/cloudwatch"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/eks"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/iam"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/sqs"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -46,66 +51,55 @@ type Karpenter struct {
 	Release      pulumi.Resource
 }
 
-// sqsQueue is aws:sqs/queue:Queue with the outputs read.
-type sqsQueue struct {
-	pulumi.CustomResourceState
-
-	Arn  pulumi.StringOutput `pulumi:"arn"`
-	Name pulumi.StringOutput `pulumi:"name"`
-	URL  pulumi.StringOutput `pulumi:"url"`
-}
-
-func newKarpenter(p *platform, name string, c *Cluster, opts ...pulumi.ResourceOption) (*Karpenter, error) {
+func newKarpenter(ctx *pulumi.Context, p *platform, name string, c *Cluster, opts ...pulumi.ResourceOption) (*Karpenter, error) {
 	k := &Karpenter{
 		NodeRoleName: naming.Join(p.cluster, "karpenter-node"),
 		QueueName:    naming.Join(p.cluster, "karpenter"),
 	}
-	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Karpenter", name, k, opts...); err != nil {
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Karpenter", name, k, opts...); err != nil {
 		return nil, err
 	}
-	ctx := p.ctx
 
 	// The node role has a fixed name: EC2NodeClasses name it, and Karpenter
 	// makes the instance profiles of it. The profile here (of the same
 	// name) is for anything launched by hand for debugging.
-	nodeRole, attached, err := nodeRole(p, k, name+"-karpenter-node", pulumi.Map{
-		"name":        pulumi.String(k.NodeRoleName),
-		"description": pulumi.String("runner nodes Karpenter launches for " + p.cluster),
-		"tags":        p.tags(nil),
+	nodeRole, attached, err := nodeRole(ctx, p, k, name+"-karpenter-node", &iam.RoleArgs{
+		Name:        pulumi.String(k.NodeRoleName),
+		Description: pulumi.String("runner nodes Karpenter launches for " + p.cluster),
+		Tags:        p.tags(nil),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pulumix.New(ctx, "aws:iam/instanceProfile:InstanceProfile", name+"-karpenter-node", pulumi.Map{
-		"name": pulumi.String(k.NodeRoleName),
-		"role": nodeRole.Name,
-		"tags": p.tags(nil),
+	if _, err := iam.NewInstanceProfile(ctx, name+"-karpenter-node", &iam.InstanceProfileArgs{
+		Name: pulumi.String(k.NodeRoleName),
+		Role: nodeRole.Name,
+		Tags: p.tags(nil),
 	}, p.child(k)...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the node instance profile: %w", err)
 	}
-	entry, err := pulumix.New(ctx, "aws:eks/accessEntry:AccessEntry", name+"-karpenter-node", pulumi.Map{
-		"clusterName":  c.Name,
-		"principalArn": nodeRole.Arn,
-		"type":         pulumi.String("EC2_LINUX"),
-		"tags":         p.tags(nil),
+	entry, err := eks.NewAccessEntry(ctx, name+"-karpenter-node", &eks.AccessEntryArgs{
+		ClusterName:  c.Name,
+		PrincipalArn: nodeRole.Arn,
+		Type:         pulumi.String("EC2_LINUX"),
+		Tags:         p.tags(nil),
 	}, p.child(k, pulumi.DependsOn(attached))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the nodes' access entry: %w", err)
 	}
 
-	var queue sqsQueue
-	err = pulumix.Register(ctx, "aws:sqs/queue:Queue", name+"-karpenter", pulumi.Map{
-		"name":                    pulumi.String(k.QueueName),
-		"messageRetentionSeconds": pulumi.Int(300),
-		"sqsManagedSseEnabled":    pulumi.Bool(true),
-		"tags":                    p.tags(nil),
-	}, &queue, p.child(k)...)
+	queue, err := sqs.NewQueue(ctx, name+"-karpenter", &sqs.QueueArgs{
+		Name:                    pulumi.String(k.QueueName),
+		MessageRetentionSeconds: pulumi.Int(300),
+		SqsManagedSseEnabled:    pulumi.Bool(true),
+		Tags:                    p.tags(nil),
+	}, p.child(k)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the interruption queue: %w", err)
 	}
-	queuePolicy, err := pulumix.New(ctx, "aws:sqs/queuePolicy:QueuePolicy", name+"-karpenter", pulumi.Map{
-		"queueUrl": queue.URL,
-		"policy": queue.Arn.ApplyT(func(arn string) string {
+	queuePolicy, err := sqs.NewQueuePolicy(ctx, name+"-karpenter", &sqs.QueuePolicyArgs{
+		QueueUrl: queue.Url,
+		Policy: queue.Arn.ApplyT(func(arn string) string {
 			return policy(
 				Statement{
 					Sid:       "EventBridgeAndSQSSend",
@@ -126,42 +120,42 @@ func newKarpenter(p *platform, name string, c *Cluster, opts ...pulumi.ResourceO
 		}).(pulumi.StringOutput),
 	}, p.child(k)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the interruption queue's policy: %w", err)
 	}
 	for _, ev := range InterruptionEvents {
 		pattern, _ := json.Marshal(map[string][]string{"source": {ev.Source}, "detail-type": {ev.Detail}})
-		rule, err := pulumix.New(ctx, "aws:cloudwatch/eventRule:EventRule", name+"-"+ev.Suffix, pulumi.Map{
-			"name":         pulumi.String(naming.Join(p.cluster, ev.Suffix)),
-			"description":  pulumi.String(ev.Detail + " to Karpenter's interruption queue of " + p.cluster),
-			"eventPattern": pulumi.String(string(pattern)),
-			"tags":         p.tags(nil),
+		rule, err := cloudwatch.NewEventRule(ctx, name+"-"+ev.Suffix, &cloudwatch.EventRuleArgs{
+			Name:         pulumi.String(naming.Join(p.cluster, ev.Suffix)),
+			Description:  pulumi.String(ev.Detail + " to Karpenter's interruption queue of " + p.cluster),
+			EventPattern: pulumi.String(string(pattern)),
+			Tags:         p.tags(nil),
 		}, p.child(k)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the %s rule: %w", ev.Suffix, err)
 		}
-		if _, err := pulumix.New(ctx, "aws:cloudwatch/eventTarget:EventTarget", name+"-"+ev.Suffix, pulumi.Map{
-			"rule":     rule.Name,
-			"targetId": pulumi.String("karpenter-interruption-queue"),
-			"arn":      queue.Arn,
+		if _, err := cloudwatch.NewEventTarget(ctx, name+"-"+ev.Suffix, &cloudwatch.EventTargetArgs{
+			Rule:     rule.Name,
+			TargetId: pulumi.String("karpenter-interruption-queue"),
+			Arn:      queue.Arn,
 		}, p.child(k, pulumi.DependsOn([]pulumi.Resource{queuePolicy}))...); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the %s rule's target: %w", ev.Suffix, err)
 		}
 	}
 
 	subject := "system:serviceaccount:" + KarpenterNamespace + ":" + KarpenterServiceAccount
-	controller, err := pulumix.New(ctx, "aws:iam/role:Role", name+"-karpenter", pulumi.Map{
-		"name":             pulumi.String(naming.Join(p.cluster, "karpenter")),
-		"description":      pulumi.String("Karpenter controller of " + p.cluster + " (IRSA: " + subject + ")"),
-		"assumeRolePolicy": irsaTrust(c, subject),
-		"tags":             p.tags(nil),
+	controller, err := iam.NewRole(ctx, name+"-karpenter", &iam.RoleArgs{
+		Name:             pulumi.String(naming.Join(p.cluster, "karpenter")),
+		Description:      pulumi.String("Karpenter controller of " + p.cluster + " (IRSA: " + subject + ")"),
+		AssumeRolePolicy: irsaTrust(c, subject),
+		Tags:             p.tags(nil),
 	}, p.child(k)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the controller role: %w", err)
 	}
 	region, cluster := p.aws.Region, p.cluster
-	controllerPolicy, err := pulumix.New(ctx, "aws:iam/rolePolicy:RolePolicy", name+"-karpenter", pulumi.Map{
-		"role": controller.Name,
-		"policy": pulumi.All(nodeRole.Arn, queue.Arn, c.Arn).ApplyT(func(v []any) (string, error) {
+	controllerPolicy, err := iam.NewRolePolicy(ctx, name+"-karpenter", &iam.RolePolicyArgs{
+		Role: controller.Name,
+		Policy: pulumi.All(nodeRole.Arn, queue.Arn, c.Arn).ApplyT(func(v []any) (string, error) {
 			account, err := accountOf(v[0].(string))
 			if err != nil {
 				return "", err
@@ -170,31 +164,29 @@ func newKarpenter(p *platform, name string, c *Cluster, opts ...pulumi.ResourceO
 		}).(pulumi.StringOutput),
 	}, p.child(k)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the controller policy: %w", err)
 	}
 
 	// The CRDs come from their own chart so that upgrades update them
 	// (Helm installs a chart's crds/ once and never upgrades them).
 	version := pulumi.String(p.aws.KarpenterVersion)
-	crds, err := pulumix.New(ctx, "kubernetes:helm.sh/v3:Release", name+"-karpenter-crd", pulumi.Map{
-		"name":      pulumi.String("karpenter-crd"),
-		"chart":     pulumi.String(KarpenterCRDChart),
-		"version":   version,
-		"namespace": pulumi.String(KarpenterNamespace),
-		"compat":    pulumi.String("true"),
+	crds, err := helmv3.NewRelease(ctx, name+"-karpenter-crd", &helmv3.ReleaseArgs{
+		Name:      pulumi.String("karpenter-crd"),
+		Chart:     pulumi.String(KarpenterCRDChart),
+		Version:   version,
+		Namespace: pulumi.String(KarpenterNamespace),
 	}, pulumi.Parent(k), pulumi.Provider(c.Kubernetes), pulumi.DependsOn([]pulumi.Resource{c.NodeGroup}))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the CRD release: %w", err)
 	}
 	replicas := min(2, p.aws.SystemNodes.Desired) // the chart keeps replicas on separate nodes
-	release, err := pulumix.New(ctx, "kubernetes:helm.sh/v3:Release", name+"-karpenter", pulumi.Map{
-		"name":      pulumi.String("karpenter"),
-		"chart":     pulumi.String(KarpenterChart),
-		"version":   version,
-		"namespace": pulumi.String(KarpenterNamespace),
-		"skipCrds":  pulumi.Bool(true),
-		"compat":    pulumi.String("true"),
-		"values": pulumi.Map{
+	release, err := helmv3.NewRelease(ctx, name+"-karpenter", &helmv3.ReleaseArgs{
+		Name:      pulumi.String("karpenter"),
+		Chart:     pulumi.String(KarpenterChart),
+		Version:   version,
+		Namespace: pulumi.String(KarpenterNamespace),
+		SkipCrds:  pulumi.Bool(true),
+		Values: pulumi.Map{
 			"replicas": pulumi.Int(replicas),
 			"settings": pulumi.Map{
 				"clusterName":       c.Name,
@@ -213,7 +205,7 @@ func newKarpenter(p *platform, name string, c *Cluster, opts ...pulumi.ResourceO
 	}, pulumi.Parent(k), pulumi.Provider(c.Kubernetes),
 		pulumi.DependsOn([]pulumi.Resource{c.NodeGroup, crds, controllerPolicy, entry, queuePolicy}))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the Karpenter release: %w", err)
 	}
 	k.Release = release
 
@@ -221,7 +213,7 @@ func newKarpenter(p *platform, name string, c *Cluster, opts ...pulumi.ResourceO
 		"nodeRoleName":         pulumi.String(k.NodeRoleName),
 		"controllerRoleArn":    controller.Arn,
 		"interruptionQueue":    queue.Name,
-		"interruptionQueueUrl": queue.URL,
+		"interruptionQueueUrl": queue.Url,
 	})
 	return k, err
 }

@@ -1,9 +1,11 @@
 package aws
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/ec2"
 )
 
 // Network is the cluster's VPC: a public and a private subnet per zone,
@@ -22,59 +24,59 @@ type Network struct {
 	NodeSecurityGroupID pulumi.StringOutput
 }
 
-func newNetwork(p *platform, name string, opts ...pulumi.ResourceOption) (*Network, error) {
+func newNetwork(ctx *pulumi.Context, p *platform, name string, opts ...pulumi.ResourceOption) (*Network, error) {
 	n := &Network{}
-	if err := p.ctx.RegisterComponentResource("runnerfleet:aws:Network", name, n, opts...); err != nil {
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Network", name, n, opts...); err != nil {
 		return nil, err
 	}
-	ctx, a := p.ctx, p.aws
+	a := p.aws
 	discovery := map[string]string{TagDiscovery: p.cluster}
 
-	vpc, err := pulumix.New(ctx, "aws:ec2/vpc:Vpc", name+"-vpc", pulumi.Map{
-		"cidrBlock":          pulumi.String(a.VPCCIDR),
-		"enableDnsSupport":   pulumi.Bool(true),
-		"enableDnsHostnames": pulumi.Bool(true),
-		"tags":               p.named(name, nil),
+	vpc, err := ec2.NewVpc(ctx, name+"-vpc", &ec2.VpcArgs{
+		CidrBlock:          pulumi.String(a.VPCCIDR),
+		EnableDnsSupport:   pulumi.Bool(true),
+		EnableDnsHostnames: pulumi.Bool(true),
+		Tags:               p.named(name, nil),
 	}, p.child(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the VPC: %w", err)
 	}
 	n.VpcID = vpc.ID().ToStringOutput()
 
-	igw, err := pulumix.New(ctx, "aws:ec2/internetGateway:InternetGateway", name+"-igw", pulumi.Map{
-		"vpcId": vpc.ID(),
-		"tags":  p.named(name, nil),
+	igw, err := ec2.NewInternetGateway(ctx, name+"-igw", &ec2.InternetGatewayArgs{
+		VpcId: vpc.ID(),
+		Tags:  p.named(name, nil),
 	}, p.child(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the internet gateway: %w", err)
 	}
 
-	var public, private []*pulumix.Resource
+	var public, private []*ec2.Subnet
 	for i, zone := range a.Zones {
-		pub, err := pulumix.New(ctx, "aws:ec2/subnet:Subnet", name+"-public-"+zone, pulumi.Map{
-			"vpcId":            vpc.ID(),
-			"availabilityZone": pulumi.String(zone),
-			"cidrBlock":        pulumi.String(a.PublicSubnetCIDRs[i]),
+		pub, err := ec2.NewSubnet(ctx, name+"-public-"+zone, &ec2.SubnetArgs{
+			VpcId:            vpc.ID(),
+			AvailabilityZone: pulumi.String(zone),
+			CidrBlock:        pulumi.String(a.PublicSubnetCIDRs[i]),
 			// Nothing launched here gets a public IP by itself: the NAT
 			// gateway has its Elastic IP, load balancers their own.
-			"mapPublicIpOnLaunch": pulumi.Bool(false),
-			"tags":                p.named(name+"-public-"+zone, map[string]string{"kubernetes.io/role/elb": "1"}),
+			MapPublicIpOnLaunch: pulumi.Bool(false),
+			Tags:                p.named(name+"-public-"+zone, map[string]string{"kubernetes.io/role/elb": "1"}),
 		}, p.child(n)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the public subnet of %s: %w", zone, err)
 		}
-		priv, err := pulumix.New(ctx, "aws:ec2/subnet:Subnet", name+"-private-"+zone, pulumi.Map{
-			"vpcId":               vpc.ID(),
-			"availabilityZone":    pulumi.String(zone),
-			"cidrBlock":           pulumi.String(a.PrivateSubnetCIDRs[i]),
-			"mapPublicIpOnLaunch": pulumi.Bool(false),
-			"tags": p.named(name+"-private-"+zone, map[string]string{
+		priv, err := ec2.NewSubnet(ctx, name+"-private-"+zone, &ec2.SubnetArgs{
+			VpcId:               vpc.ID(),
+			AvailabilityZone:    pulumi.String(zone),
+			CidrBlock:           pulumi.String(a.PrivateSubnetCIDRs[i]),
+			MapPublicIpOnLaunch: pulumi.Bool(false),
+			Tags: p.named(name+"-private-"+zone, map[string]string{
 				"kubernetes.io/role/internal-elb": "1",
 				TagDiscovery:                      p.cluster,
 			}),
 		}, p.child(n)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the private subnet of %s: %w", zone, err)
 		}
 		public, private = append(public, pub), append(private, priv)
 		n.PublicSubnetIDs = append(n.PublicSubnetIDs, pub.ID().ToStringOutput())
@@ -83,64 +85,62 @@ func newNetwork(p *platform, name string, opts ...pulumi.ResourceOption) (*Netwo
 
 	// One NAT gateway, in the first zone: a zone outage cuts the other
 	// zones' egress, which costs less than a gateway per zone for CI.
-	eip, err := pulumix.New(ctx, "aws:ec2/eip:Eip", name+"-nat", pulumi.Map{
-		"domain": pulumi.String("vpc"),
-		"tags":   p.named(name+"-nat", nil),
+	eip, err := ec2.NewEip(ctx, name+"-nat", &ec2.EipArgs{
+		Domain: pulumi.String("vpc"),
+		Tags:   p.named(name+"-nat", nil),
 	}, p.child(n, pulumi.DependsOn([]pulumi.Resource{igw}))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the NAT gateway's address: %w", err)
 	}
-	nat, err := pulumix.New(ctx, "aws:ec2/natGateway:NatGateway", name+"-nat", pulumi.Map{
-		"allocationId": eip.ID(),
-		"subnetId":     public[0].ID(),
-		"tags":         p.named(name+"-nat", nil),
+	nat, err := ec2.NewNatGateway(ctx, name+"-nat", &ec2.NatGatewayArgs{
+		AllocationId: eip.ID(),
+		SubnetId:     public[0].ID(),
+		Tags:         p.named(name+"-nat", nil),
 	}, p.child(n, pulumi.DependsOn([]pulumi.Resource{igw}))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the NAT gateway: %w", err)
 	}
 
-	route := func(kind string, subnets []*pulumix.Resource, target string, via pulumi.IDOutput) (*pulumix.Resource, error) {
-		rt, err := pulumix.New(ctx, "aws:ec2/routeTable:RouteTable", name+"-"+kind, pulumi.Map{
-			"vpcId": vpc.ID(),
-			"tags":  p.named(name+"-"+kind, nil),
+	route := func(kind string, subnets []*ec2.Subnet, target func(*ec2.RouteArgs)) (*ec2.RouteTable, error) {
+		rt, err := ec2.NewRouteTable(ctx, name+"-"+kind, &ec2.RouteTableArgs{
+			VpcId: vpc.ID(),
+			Tags:  p.named(name+"-"+kind, nil),
 		}, p.child(n)...)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := pulumix.New(ctx, "aws:ec2/route:Route", name+"-"+kind+"-default", pulumi.Map{
-			"routeTableId":         rt.ID(),
-			"destinationCidrBlock": pulumi.String("0.0.0.0/0"),
-			target:                 via,
-		}, p.child(n)...); err != nil {
+		def := &ec2.RouteArgs{RouteTableId: rt.ID(), DestinationCidrBlock: pulumi.String("0.0.0.0/0")}
+		target(def)
+		if _, err := ec2.NewRoute(ctx, name+"-"+kind+"-default", def, p.child(n)...); err != nil {
 			return nil, err
 		}
 		for i, s := range subnets {
-			if _, err := pulumix.New(ctx, "aws:ec2/routeTableAssociation:RouteTableAssociation", name+"-"+kind+"-"+a.Zones[i], pulumi.Map{
-				"routeTableId": rt.ID(),
-				"subnetId":     s.ID(),
+			if _, err := ec2.NewRouteTableAssociation(ctx, name+"-"+kind+"-"+a.Zones[i], &ec2.RouteTableAssociationArgs{
+				RouteTableId: rt.ID(),
+				SubnetId:     s.ID(),
 			}, p.child(n)...); err != nil {
 				return nil, err
 			}
 		}
 		return rt, nil
 	}
-	if _, err := route("public", public, "gatewayId", igw.ID()); err != nil {
-		return nil, err
+	if _, err := route("public", public, func(r *ec2.RouteArgs) { r.GatewayId = igw.ID() }); err != nil {
+		return nil, fmt.Errorf("creating the public routes: %w", err)
 	}
-	privateRT, err := route("private", private, "natGatewayId", nat.ID())
+	privateRT, err := route("private", private, func(r *ec2.RouteArgs) { r.NatGatewayId = nat.ID() })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the private routes: %w", err)
 	}
 	// Cache traffic to S3 goes through a (free) gateway endpoint rather than
 	// the NAT gateway, which bills per gigabyte.
-	if _, err := pulumix.New(ctx, "aws:ec2/vpcEndpoint:VpcEndpoint", name+"-s3", pulumi.Map{
-		"vpcId":           vpc.ID(),
-		"serviceName":     pulumi.String(s3Service(a.Region)),
-		"vpcEndpointType": pulumi.String("Gateway"),
-		"routeTableIds":   pulumi.StringArray{privateRT.ID()},
-		"tags":            p.named(name+"-s3", nil),
+	if _, err := ec2.NewVpcEndpoint(ctx, name+"-s3", &ec2.VpcEndpointArgs{
+		VpcId:           vpc.ID(),
+		ServiceName:     pulumi.String(s3Service(a.Region)),
+		VpcEndpointType: pulumi.String("Gateway"),
+		RouteTableIds:   pulumi.StringArray{privateRT.ID()},
+		Tags:            p.named(name+"-s3", nil),
 	}, p.child(n)...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the S3 endpoint: %w", err)
 	}
 
 	// Every node (the system node group's through its launch template,
@@ -148,28 +148,28 @@ func newNetwork(p *platform, name string, opts ...pulumi.ResourceOption) (*Netwo
 	// interfaces (as the cluster's additional security group) are in this
 	// group, and it lets its members reach each other: nodes, pods and the
 	// control plane talk, nothing else comes in.
-	sg, err := pulumix.New(ctx, "aws:ec2/securityGroup:SecurityGroup", name+"-nodes", pulumi.Map{
-		"vpcId":       vpc.ID(),
-		"description": pulumi.String("runnerfleet " + p.cluster + ": nodes and control plane"),
-		"ingress": pulumi.Array{pulumi.Map{
-			"description": pulumi.String("nodes, pods and control plane among themselves"),
-			"protocol":    pulumi.String("-1"), "fromPort": pulumi.Int(0), "toPort": pulumi.Int(0),
-			"self": pulumi.Bool(true),
+	sg, err := ec2.NewSecurityGroup(ctx, name+"-nodes", &ec2.SecurityGroupArgs{
+		VpcId:       vpc.ID(),
+		Description: pulumi.String("runnerfleet " + p.cluster + ": nodes and control plane"),
+		Ingress: []ec2.SecurityGroupIngressArgs{{
+			Description: pulumi.String("nodes, pods and control plane among themselves"),
+			Protocol:    pulumi.String("-1"), FromPort: pulumi.Int(0), ToPort: pulumi.Int(0),
+			Self: pulumi.Bool(true),
 		}},
-		"egress": pulumi.Array{pulumi.Map{
-			"description": pulumi.String("anywhere, through the NAT gateway"),
-			"protocol":    pulumi.String("-1"), "fromPort": pulumi.Int(0), "toPort": pulumi.Int(0),
-			"cidrBlocks": pulumi.StringArray{pulumi.String("0.0.0.0/0")},
+		Egress: []ec2.SecurityGroupEgressArgs{{
+			Description: pulumi.String("anywhere, through the NAT gateway"),
+			Protocol:    pulumi.String("-1"), FromPort: pulumi.Int(0), ToPort: pulumi.Int(0),
+			CidrBlocks: pulumi.StringArray{pulumi.String("0.0.0.0/0")},
 		}},
-		"revokeRulesOnDelete": pulumi.Bool(true),
-		"tags":                p.named(name+"-nodes", discovery),
+		RevokeRulesOnDelete: pulumi.Bool(true),
+		Tags:                p.named(name+"-nodes", discovery),
 	}, p.child(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the node security group: %w", err)
 	}
 	n.NodeSecurityGroupID = sg.ID().ToStringOutput()
 
-	err = p.ctx.RegisterResourceOutputs(n, pulumi.Map{
+	err = ctx.RegisterResourceOutputs(n, pulumi.Map{
 		"vpcId":               n.VpcID,
 		"publicSubnetIds":     pulumi.ToStringArrayOutput(n.PublicSubnetIDs),
 		"privateSubnetIds":    pulumi.ToStringArrayOutput(n.PrivateSubnetIDs),

@@ -1,9 +1,10 @@
 // Package aws is the eks platform of the runnerfleet program: a VPC, an EKS
 // cluster with a small spot node group, Karpenter with its interruption
 // queue, an IRSA role per team and the S3 job cache, each concern a
-// ComponentResource. Resources are registered by type token through
-// infra/internal/pulumix (the generated pulumi-aws SDK is not compiled) and
-// every one goes through one explicit AWS provider, so that the region and
+// ComponentResource under one Platform. Resources are declared through the
+// typed constructors of infra/internal/sdk (generated from the pinned
+// pulumi-aws SDK, which is not compiled) and every one goes through one
+// explicit AWS provider, so that the region and
 // the default tags come from the stack config and nothing else.
 package aws
 
@@ -15,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	awssdk "github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -35,8 +37,8 @@ const AMIAlias = v1alpha1.DefaultAMIAlias
 
 // platform is what every component of one cluster shares.
 type platform struct {
-	ctx       *pulumi.Context
-	f         *stackconfig.Fleet
+	stack     string
+	args      *PlatformArgs
 	aws       *stackconfig.AWS
 	cluster   string // the EKS cluster's name
 	partition string
@@ -50,7 +52,7 @@ func (p *platform) common() map[string]string {
 	if t == nil {
 		t = map[string]string{}
 	}
-	t[TagStack] = p.ctx.Stack()
+	t[TagStack] = p.stack
 	t[TagCluster] = p.cluster
 	return t
 }
@@ -96,69 +98,103 @@ func Partition(region string) string {
 	return "aws"
 }
 
-// awsProvider is the explicit AWS provider.
-type awsProvider struct {
-	pulumi.ProviderResourceState
+// PlatformArgs are what the eks platform is declared from.
+type PlatformArgs struct {
+	// Cluster is the EKS cluster's name.
+	Cluster string
+	AWS     *stackconfig.AWS
+	// AllowOnDemand is the stack's capacity.allowOnDemand.
+	AllowOnDemand bool
+	// Teams are the RunnerSets that get an IRSA role.
+	Teams []Team
+	// CacheExpireDays is how long cache objects live.
+	CacheExpireDays int
 }
 
-// NewPlatform declares the eks platform of f and returns the cluster the
-// Kubernetes part of the program deploys into.
-func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.ResourceOption) (*kube.Cluster, error) {
-	if f.AWS == nil {
+// Team is a RunnerSet that gets a job identity.
+type Team struct{ Namespace, Name string }
+
+// ArgsFor is the eks platform's part of a fleet.
+func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
+	a := &PlatformArgs{Cluster: f.ClusterName, AWS: f.AWS, AllowOnDemand: f.Capacity.AllowOnDemand, CacheExpireDays: f.Cache.ExpireDays}
+	for _, t := range f.Teams {
+		if t.WantsIdentity(f.Platform) {
+			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
+		}
+	}
+	return a
+}
+
+// Platform is the eks platform: every AWS resource of the stack hangs
+// under it, through one explicit AWS provider.
+type Platform struct {
+	pulumi.ResourceState
+
+	// Cluster is what the Kubernetes part of the program deploys into.
+	Cluster *kube.Cluster
+}
+
+// wasTopLevel is the alias of a component that was declared at the stack's
+// top level before the Platform component held it; its children follow.
+var wasTopLevel = pulumi.Aliases([]pulumi.Alias{{NoParent: pulumi.Bool(true)}})
+
+// NewPlatform declares the eks platform.
+func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
+	if args == nil || args.AWS == nil {
 		return nil, fmt.Errorf("%s: platform eks needs an aws section", stackconfig.Root.Child("aws"))
 	}
-	if errs := f.AWS.CheckCapacity(stackconfig.Root.Child("aws"), f.Capacity.AllowOnDemand); len(errs) > 0 {
+	if errs := args.AWS.CheckCapacity(stackconfig.Root.Child("aws"), args.AllowOnDemand); len(errs) > 0 {
 		return nil, &stackconfig.Error{List: errs}
 	}
-	p := &platform{ctx: ctx, f: f, aws: f.AWS, cluster: f.ClusterName, partition: Partition(f.AWS.Region)}
-	name := f.ClusterName
+	pl := &Platform{}
+	if err := ctx.RegisterComponentResource("runnerfleet:aws:Platform", name, pl, opts...); err != nil {
+		return nil, fmt.Errorf("creating the eks platform: %w", err)
+	}
+	p := &platform{stack: ctx.Stack(), args: args, aws: args.AWS, cluster: args.Cluster, partition: Partition(args.AWS.Region)}
+	under := []pulumi.ResourceOption{pulumi.Parent(pl), wasTopLevel}
 
-	// The same arguments the generated aws.NewProvider would send, with the
+	// The same arguments the SDK's aws.NewProvider would send, with the
 	// region and default tags from the stack config rather than from the
 	// environment of whoever runs pulumi up.
-	var prov awsProvider
-	err := pulumix.Register(ctx, "pulumi:providers:aws", name+"-aws", pulumi.Map{
-		"region":                    pulumi.String(f.AWS.Region),
-		"defaultTags":               pulumi.Map{"tags": pulumix.StringMap(p.common())},
-		"skipCredentialsValidation": pulumi.Bool(false),
-		"skipRegionValidation":      pulumi.Bool(true),
-	}, &prov, opts...)
+	prov, err := awssdk.NewProvider(ctx, name+"-aws", &awssdk.ProviderArgs{
+		Region:                    pulumi.String(args.AWS.Region),
+		DefaultTags:               &awssdk.ProviderDefaultTagsArgs{Tags: pulumix.StringMap(p.common())},
+		SkipCredentialsValidation: pulumi.Bool(false),
+		SkipRegionValidation:      pulumi.Bool(true),
+	}, under...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the aws provider: %w", err)
 	}
-	p.provider = &prov
+	p.provider = prov
 
-	net, err := newNetwork(p, name, opts...)
+	net, err := newNetwork(ctx, p, name, under...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the network: %w", err)
 	}
-	cl, err := newCluster(p, name, net, opts...)
+	cl, err := newCluster(ctx, p, name, net, under...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the EKS cluster: %w", err)
 	}
-	karp, err := newKarpenter(p, name, cl, opts...)
+	karp, err := newKarpenter(ctx, p, name, cl, under...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating Karpenter: %w", err)
 	}
 	identities := map[string]pulumi.StringOutput{}
 	var roles []teamRole
-	for _, t := range f.Teams {
-		if !t.WantsIdentity(f.Platform) {
-			continue
-		}
-		id, err := newIdentity(p, t.Namespace, t.Name, cl, opts...)
+	for _, t := range args.Teams {
+		id, err := newIdentity(ctx, p, t.Namespace, t.Name, cl, under...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the identity of %s/%s: %w", t.Namespace, t.Name, err)
 		}
 		identities[kube.IdentityKey(t.Namespace, t.Name)] = id.RoleArn
 		roles = append(roles, teamRole{namespace: t.Namespace, arn: id.RoleArn})
 	}
-	cache, err := newCache(p, name, roles, opts...)
+	cache, err := newCache(ctx, p, name, roles, under...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the cache bucket: %w", err)
 	}
 
-	return &kube.Cluster{
+	pl.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
 			Provider: v1alpha1.CapacityProviderKarpenter,
@@ -173,10 +209,19 @@ func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.Resou
 			}},
 		},
 		Identities: identities,
-		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeS3, Bucket: cache.Bucket, Region: f.AWS.Region},
+		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeS3, Bucket: cache.Bucket, Region: args.AWS.Region},
 		DependsOn:  []pulumi.Resource{cl.NodeGroup, karp.Release},
 		InCluster:  true,
-	}, nil
+	}
+	if err := ctx.RegisterResourceOutputs(pl, pulumi.Map{
+		"clusterName": pulumi.String(p.cluster),
+		"endpoint":    cl.Endpoint,
+		"kubeconfig":  cl.Kubeconfig,
+		"cacheBucket": cache.Bucket,
+	}); err != nil {
+		return nil, fmt.Errorf("registering the eks platform's outputs: %w", err)
+	}
+	return pl, nil
 }
 
 // RolePath is the IAM path of the team roles of a namespace. The path, not

@@ -1,9 +1,12 @@
 package gcp
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -32,41 +35,41 @@ func newCache(ctx *pulumi.Context, name string, e *env, ids *Identities, opts ..
 		return nil, err
 	}
 	g := e.gcp
-	bucket, err := pulumix.New(ctx, "gcp:storage/bucket:Bucket", name+"-bucket", pulumi.Map{
-		"name":                     pulumi.String(BucketName(g.Project, e.fleet.ClusterName)),
-		"location":                 pulumi.String(g.Region),
-		"storageClass":             pulumi.String("STANDARD"),
-		"uniformBucketLevelAccess": pulumi.Bool(true),
-		"publicAccessPrevention":   pulumi.String("enforced"),
-		"versioning":               pulumi.Map{"enabled": pulumi.Bool(false)},
-		"softDeletePolicy":         pulumi.Map{"retentionDurationSeconds": pulumi.Int(0)},
-		"lifecycleRules": pulumi.Array{pulumi.Map{
-			"action":    pulumi.Map{"type": pulumi.String("Delete")},
-			"condition": pulumi.Map{"age": pulumi.Int(e.fleet.Cache.ExpireDays)},
+	bucket, err := storage.NewBucket(ctx, name+"-bucket", &storage.BucketArgs{
+		Name:                     pulumi.String(BucketName(g.Project, e.args.Cluster)),
+		Location:                 pulumi.String(g.Region),
+		StorageClass:             pulumi.String("STANDARD"),
+		UniformBucketLevelAccess: pulumi.Bool(true),
+		PublicAccessPrevention:   pulumi.String("enforced"),
+		Versioning:               &storage.BucketVersioningArgs{Enabled: pulumi.Bool(false)},
+		SoftDeletePolicy:         &storage.BucketSoftDeletePolicyArgs{RetentionDurationSeconds: pulumi.Int(0)},
+		LifecycleRules: []storage.BucketLifecycleRuleArgs{{
+			Action:    &storage.BucketLifecycleRuleActionArgs{Type: pulumi.String("Delete")},
+			Condition: &storage.BucketLifecycleRuleConditionArgs{Age: pulumi.Int(e.args.CacheExpireDays)},
 		}},
 		// Never delete a bucket that still holds objects: a stack torn
 		// down by mistake should not take data with it.
-		"forceDestroy": pulumi.Bool(false),
-		"labels":       pulumix.StringMap(e.labels),
+		ForceDestroy: pulumi.Bool(false),
+		Labels:       pulumix.StringMap(e.labels),
 	}, e.opts(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the bucket: %w", err)
 	}
 	for _, t := range ids.Teams {
 		// Each team reaches only its own namespace's part of the bucket,
 		// where its runner's cache.toml Path puts its objects.
-		_, err := pulumix.New(ctx, "gcp:storage/bucketIAMMember:BucketIAMMember", name+"-"+t.AccountID, pulumi.Map{
-			"bucket": bucket.Name,
-			"role":   pulumi.String(CacheRole),
-			"member": t.Member,
-			"condition": pulumi.Map{
-				"title":       pulumi.String("runnerfleet cache of namespace " + t.Namespace),
-				"description": pulumi.String("Only the objects under the team's namespace prefix"),
-				"expression":  pulumi.Sprintf(`resource.name.startsWith("projects/_/buckets/%s/objects/%s/")`, bucket.Name, t.Namespace),
+		_, err := storage.NewBucketIAMMember(ctx, name+"-"+t.AccountID, &storage.BucketIAMMemberArgs{
+			Bucket: bucket.Name,
+			Role:   pulumi.String(CacheRole),
+			Member: t.Member,
+			Condition: &storage.BucketIAMMemberConditionArgs{
+				Title:       pulumi.String("runnerfleet cache of namespace " + t.Namespace),
+				Description: pulumi.String("Only the objects under the team's namespace prefix"),
+				Expression:  pulumi.Sprintf(`resource.name.startsWith("projects/_/buckets/%s/objects/%s/")`, bucket.Name, t.Namespace),
 			},
 		}, e.opts(c)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("granting %s/%s the cache: %w", t.Namespace, t.Name, err)
 		}
 	}
 	c.Bucket = bucket.Name

@@ -10,6 +10,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/container"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 )
 
@@ -48,160 +51,150 @@ type Cluster struct {
 	Kubernetes *kube.Provider
 }
 
-type account struct {
-	pulumi.CustomResourceState
-
-	Email  pulumi.StringOutput `pulumi:"email"`
-	Member pulumi.StringOutput `pulumi:"member"`
-	// Name is projects/<project>/serviceAccounts/<email>.
-	Name pulumi.StringOutput `pulumi:"name"`
-}
-
-type gkeCluster struct {
-	pulumi.CustomResourceState
-
-	Name       pulumi.StringOutput `pulumi:"name"`
-	Endpoint   pulumi.StringOutput `pulumi:"endpoint"`
-	MasterAuth pulumi.MapOutput    `pulumi:"masterAuth"`
-}
-
 func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	c := &Cluster{}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Cluster", name, c, opts...); err != nil {
 		return nil, err
 	}
-	g, cluster := e.gcp, e.fleet.ClusterName
+	g, cluster := e.gcp, e.args.Cluster
 
-	var nodeSA account
-	err := pulumix.Register(ctx, "gcp:serviceaccount/account:Account", name+"-nodes", pulumi.Map{
-		"project":     pulumi.String(g.Project),
-		"accountId":   pulumi.String(nodeAccountID(cluster)),
-		"displayName": pulumi.String("runnerfleet nodes of " + cluster),
-		"description": pulumi.String("The nodes of GKE cluster " + cluster + ": logs, metrics and image pulls only."),
-	}, &nodeSA, e.opts(c)...)
+	nodeSA, err := serviceaccount.NewAccount(ctx, name+"-nodes", &serviceaccount.AccountArgs{
+		Project:     pulumi.String(g.Project),
+		AccountId:   pulumi.String(nodeAccountID(cluster)),
+		DisplayName: pulumi.String("runnerfleet nodes of " + cluster),
+		Description: pulumi.String("The nodes of GKE cluster " + cluster + ": logs, metrics and image pulls only."),
+	}, e.opts(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the nodes' service account: %w", err)
 	}
 	var grants []pulumi.Resource
 	for _, role := range NodeRoles {
-		r, err := pulumix.New(ctx, "gcp:projects/iAMMember:IAMMember", name+"-nodes-"+roleSuffix(role), pulumi.Map{
-			"project": pulumi.String(g.Project),
-			"role":    pulumi.String(role),
-			"member":  nodeSA.Member,
+		r, err := projects.NewIAMMember(ctx, name+"-nodes-"+roleSuffix(role), &projects.IAMMemberArgs{
+			Project: pulumi.String(g.Project),
+			Role:    pulumi.String(role),
+			Member:  nodeSA.Member,
 		}, e.opts(c)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("granting the nodes %s: %w", role, err)
 		}
 		grants = append(grants, r)
 	}
 
 	labels := pulumix.StringMap(e.labels)
-	shielded := pulumi.Map{"enableSecureBoot": pulumi.Bool(true), "enableIntegrityMonitoring": pulumi.Bool(true)}
-	authorized := pulumi.Array{}
+	scopes := pulumix.Strings([]string{cloudPlatform})
+	nodeTags := pulumix.Strings([]string{nw.NodeTag})
+	var authorized []container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs
 	for _, cidr := range g.MasterAuthorizedCIDRs {
-		authorized = append(authorized, pulumi.Map{"cidrBlock": pulumi.String(cidr), "displayName": pulumi.String("stack config " + cidr)})
+		authorized = append(authorized, container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs{CidrBlock: pulumi.String(cidr), DisplayName: pulumi.String("stack config " + cidr)})
 	}
-	var gke gkeCluster
-	err = pulumix.Register(ctx, "gcp:container/cluster:Cluster", name, pulumi.Map{
-		"name":          pulumi.String(cluster),
-		"description":   pulumi.String("runnerfleet: GitLab runners of stack " + ctx.Stack()),
-		"location":      pulumi.String(g.Region),
-		"nodeLocations": pulumix.Strings(g.Zones),
-		"network":       nw.Network,
-		"subnetwork":    nw.Subnetwork,
+	if authorized == nil {
+		authorized = []container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs{}
+	}
+	gke, err := container.NewCluster(ctx, name, &container.ClusterArgs{
+		Name:          pulumi.String(cluster),
+		Description:   pulumi.String("runnerfleet: GitLab runners of stack " + ctx.Stack()),
+		Location:      pulumi.String(g.Region),
+		NodeLocations: pulumix.Strings(g.Zones),
+		Network:       nw.Network,
+		Subnetwork:    nw.Subnetwork,
 		// Node pools are declared on their own; the default pool GKE must
 		// create goes at once, but gets the least-privilege account meanwhile.
-		"removeDefaultNodePool": pulumi.Bool(true),
-		"initialNodeCount":      pulumi.Int(1),
-		"nodeConfig": pulumi.Map{
-			"serviceAccount":         nodeSA.Email,
-			"oauthScopes":            pulumix.Strings([]string{cloudPlatform}),
-			"workloadMetadataConfig": pulumi.Map{"mode": pulumi.String("GKE_METADATA")},
-			"shieldedInstanceConfig": shielded,
-			"resourceLabels":         labels,
-			"tags":                   pulumix.Strings([]string{nw.NodeTag}),
+		RemoveDefaultNodePool: pulumi.Bool(true),
+		InitialNodeCount:      pulumi.Int(1),
+		NodeConfig: &container.ClusterNodeConfigArgs{
+			ServiceAccount:         nodeSA.Email,
+			OauthScopes:            scopes,
+			WorkloadMetadataConfig: &container.ClusterNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")},
+			ShieldedInstanceConfig: &container.ClusterNodeConfigShieldedInstanceConfigArgs{EnableSecureBoot: pulumi.Bool(true), EnableIntegrityMonitoring: pulumi.Bool(true)},
+			ResourceLabels:         labels,
+			Tags:                   nodeTags,
 		},
-		"networkingMode": pulumi.String("VPC_NATIVE"),
-		"ipAllocationPolicy": pulumi.Map{
-			"clusterSecondaryRangeName":  pulumi.String(PodsRange),
-			"servicesSecondaryRangeName": pulumi.String(ServicesRange),
+		NetworkingMode: pulumi.String("VPC_NATIVE"),
+		IpAllocationPolicy: &container.ClusterIpAllocationPolicyArgs{
+			ClusterSecondaryRangeName:  pulumi.String(PodsRange),
+			ServicesSecondaryRangeName: pulumi.String(ServicesRange),
 		},
-		"privateClusterConfig": pulumi.Map{
-			"enablePrivateNodes":    pulumi.Bool(true),
-			"enablePrivateEndpoint": pulumi.Bool(false),
-			"masterIpv4CidrBlock":   pulumi.String(g.MasterCIDR),
+		PrivateClusterConfig: &container.ClusterPrivateClusterConfigArgs{
+			EnablePrivateNodes:    pulumi.Bool(true),
+			EnablePrivateEndpoint: pulumi.Bool(false),
+			MasterIpv4CidrBlock:   pulumi.String(g.MasterCIDR),
 		},
-		"masterAuthorizedNetworksConfig": pulumi.Map{"cidrBlocks": authorized},
-		"releaseChannel":                 pulumi.Map{"channel": pulumi.String(g.ReleaseChannel)},
-		"workloadIdentityConfig":         pulumi.Map{"workloadPool": pulumi.String(WorkloadPool(g.Project))},
-		"enableShieldedNodes":            pulumi.Bool(true),
+		MasterAuthorizedNetworksConfig: &container.ClusterMasterAuthorizedNetworksConfigArgs{CidrBlocks: authorized},
+		ReleaseChannel:                 &container.ClusterReleaseChannelArgs{Channel: pulumi.String(g.ReleaseChannel)},
+		WorkloadIdentityConfig:         &container.ClusterWorkloadIdentityConfigArgs{WorkloadPool: pulumi.String(WorkloadPool(g.Project))},
+		EnableShieldedNodes:            pulumi.Bool(true),
 		// Node auto-provisioning creates the node pools of the teams'
 		// ComputeClasses (nodePoolAutoCreation), within these caps.
-		"clusterAutoscaling": pulumi.Map{
-			"enabled":            pulumi.Bool(true),
-			"autoscalingProfile": pulumi.String("OPTIMIZE_UTILIZATION"),
-			"resourceLimits": pulumi.Array{
-				pulumi.Map{"resourceType": pulumi.String("cpu"), "minimum": pulumi.Int(0), "maximum": pulumi.Int(*g.Autoprovisioning.MaxCPU)},
-				pulumi.Map{"resourceType": pulumi.String("memory"), "minimum": pulumi.Int(0), "maximum": pulumi.Int(*g.Autoprovisioning.MaxMemoryGB)},
+		ClusterAutoscaling: &container.ClusterClusterAutoscalingArgs{
+			Enabled:            pulumi.Bool(true),
+			AutoscalingProfile: pulumi.String("OPTIMIZE_UTILIZATION"),
+			ResourceLimits: []container.ClusterClusterAutoscalingResourceLimitArgs{
+				{ResourceType: pulumi.String("cpu"), Minimum: pulumi.Int(0), Maximum: pulumi.Int(*g.Autoprovisioning.MaxCPU)},
+				{ResourceType: pulumi.String("memory"), Minimum: pulumi.Int(0), Maximum: pulumi.Int(*g.Autoprovisioning.MaxMemoryGB)},
 			},
-			"autoProvisioningLocations": pulumix.Strings(g.Zones),
-			"autoProvisioningDefaults": pulumi.Map{
-				"serviceAccount":         nodeSA.Email,
-				"oauthScopes":            pulumix.Strings([]string{cloudPlatform}),
-				"shieldedInstanceConfig": shielded,
-				"management":             pulumi.Map{"autoRepair": pulumi.Bool(true), "autoUpgrade": pulumi.Bool(true)},
+			AutoProvisioningLocations: pulumix.Strings(g.Zones),
+			AutoProvisioningDefaults: &container.ClusterClusterAutoscalingAutoProvisioningDefaultsArgs{
+				ServiceAccount:         nodeSA.Email,
+				OauthScopes:            scopes,
+				ShieldedInstanceConfig: &container.ClusterClusterAutoscalingAutoProvisioningDefaultsShieldedInstanceConfigArgs{EnableSecureBoot: pulumi.Bool(true), EnableIntegrityMonitoring: pulumi.Bool(true)},
+				Management:             &container.ClusterClusterAutoscalingAutoProvisioningDefaultsManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)},
 			},
 		},
 		// Auto-provisioned pools carry the node tag too, so that the control
 		// plane reaches webhooks on them.
-		"nodePoolAutoConfig": pulumi.Map{"networkTags": pulumi.Map{"tags": pulumix.Strings([]string{nw.NodeTag})}},
-		"resourceLabels":     labels,
-		"deletionProtection": pulumi.Bool(true),
-	}, &gke, e.opts(c, pulumi.DependsOn(grants))...)
+		NodePoolAutoConfig: &container.ClusterNodePoolAutoConfigArgs{NetworkTags: &container.ClusterNodePoolAutoConfigNetworkTagsArgs{Tags: nodeTags}},
+		ResourceLabels:     labels,
+		DeletionProtection: pulumi.Bool(true),
+	}, e.opts(c, pulumi.DependsOn(grants))...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the GKE cluster: %w", err)
 	}
 
-	pool, err := pulumix.New(ctx, "gcp:container/nodePool:NodePool", name+"-"+SystemPool, pulumi.Map{
-		"name":          pulumi.String(SystemPool),
-		"cluster":       gke.Name,
-		"location":      pulumi.String(g.Region),
-		"nodeLocations": pulumix.Strings(g.Zones),
+	pool, err := container.NewNodePool(ctx, name+"-"+SystemPool, &container.NodePoolArgs{
+		Name:          pulumi.String(SystemPool),
+		Cluster:       gke.Name,
+		Location:      pulumi.String(g.Region),
+		NodeLocations: pulumix.Strings(g.Zones),
 		// Per zone at creation; the autoscaler then keeps the totals.
-		"initialNodeCount": pulumi.Int(1),
-		"autoscaling": pulumi.Map{
-			"totalMinNodeCount": pulumi.Int(*g.SystemNodes.Min),
-			"totalMaxNodeCount": pulumi.Int(*g.SystemNodes.Max),
-			"locationPolicy":    pulumi.String("BALANCED"),
+		InitialNodeCount: pulumi.Int(1),
+		Autoscaling: &container.NodePoolAutoscalingArgs{
+			TotalMinNodeCount: pulumi.Int(*g.SystemNodes.Min),
+			TotalMaxNodeCount: pulumi.Int(*g.SystemNodes.Max),
+			LocationPolicy:    pulumi.String("BALANCED"),
 		},
-		"management":      pulumi.Map{"autoRepair": pulumi.Bool(true), "autoUpgrade": pulumi.Bool(true)},
-		"upgradeSettings": pulumi.Map{"maxSurge": pulumi.Int(1), "maxUnavailable": pulumi.Int(0)},
-		"nodeConfig": pulumi.Map{
-			"machineType":            pulumi.String(g.SystemNodes.MachineType),
-			"spot":                   pulumi.Bool(true),
-			"serviceAccount":         nodeSA.Email,
-			"oauthScopes":            pulumix.Strings([]string{cloudPlatform}),
-			"workloadMetadataConfig": pulumi.Map{"mode": pulumi.String("GKE_METADATA")},
-			"shieldedInstanceConfig": shielded,
-			"resourceLabels":         labels,
-			"labels":                 pulumi.StringMap{"runnerfleet.dev/pool": pulumi.String(SystemPool)},
-			"tags":                   pulumix.Strings([]string{nw.NodeTag}),
+		Management:      &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)},
+		UpgradeSettings: &container.NodePoolUpgradeSettingsArgs{MaxSurge: pulumi.Int(1), MaxUnavailable: pulumi.Int(0)},
+		NodeConfig: &container.NodePoolNodeConfigArgs{
+			MachineType:            pulumi.String(g.SystemNodes.MachineType),
+			Spot:                   pulumi.Bool(true),
+			ServiceAccount:         nodeSA.Email,
+			OauthScopes:            scopes,
+			WorkloadMetadataConfig: &container.NodePoolNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")},
+			ShieldedInstanceConfig: &container.NodePoolNodeConfigShieldedInstanceConfigArgs{EnableSecureBoot: pulumi.Bool(true), EnableIntegrityMonitoring: pulumi.Bool(true)},
+			ResourceLabels:         labels,
+			Labels:                 pulumi.StringMap{"runnerfleet.dev/pool": pulumi.String(SystemPool)},
+			Tags:                   nodeTags,
 		},
 	}, e.opts(c)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the system node pool: %w", err)
 	}
 
-	kubeconfig := pulumi.All(gke.Name, gke.Endpoint, gke.MasterAuth).ApplyT(func(a []any) (string, error) {
-		ca, _ := a[2].(map[string]any)["clusterCaCertificate"].(string)
-		return Kubeconfig(a[0].(string), a[1].(string), ca)
+	ca := gke.MasterAuth.ApplyT(func(a container.ClusterMasterAuth) string {
+		if a.ClusterCaCertificate == nil {
+			return ""
+		}
+		return *a.ClusterCaCertificate
+	}).(pulumi.StringOutput)
+	kubeconfig := pulumi.All(gke.Name, gke.Endpoint, ca).ApplyT(func(a []any) (string, error) {
+		return Kubeconfig(a[0].(string), a[1].(string), a[2].(string))
 	}).(pulumi.StringOutput)
 	c.Kubeconfig = pulumi.ToSecret(kubeconfig).(pulumi.StringOutput)
 	c.Kubernetes, err = kube.NewProvider(ctx, name+"-kubernetes", cluster, c.Kubeconfig, pulumi.Parent(c))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the Kubernetes provider: %w", err)
 	}
-	c.Name, c.Resource, c.SystemPool = gke.Name, &gke, pool
+	c.Name, c.Resource, c.SystemPool = gke.Name, gke, pool
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{
 		"name":       c.Name,
 		"endpoint":   gke.Endpoint,

@@ -4,8 +4,9 @@
 // exactly that team's job ServiceAccount, and a private GCS cache bucket.
 //
 // Every GCP resource goes through one explicit gcp provider, which carries
-// the project, the region and the labels, and is registered by type token
-// (see infra/internal/pulumix) rather than through the generated SDK.
+// the project, the region and the labels, and is declared through the typed
+// constructors generated from the pinned pulumi-gcp SDK (infra/internal/sdk)
+// rather than through the SDK itself.
 package gcp
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	gcpsdk "github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -27,16 +29,50 @@ import (
 // under.
 type Platform struct {
 	pulumi.ResourceState
+
+	// Cluster is what the Kubernetes part of the program deploys into.
+	Cluster *kube.Cluster
 }
 
-// provider is the explicit gcp provider.
-type provider struct {
-	pulumi.ProviderResourceState
+// PlatformArgs are what the gke platform is declared from.
+type PlatformArgs struct {
+	// Cluster is the GKE cluster's name.
+	Cluster string
+	GCP     *stackconfig.GCP
+	// Labels go on every labelable resource (see Labels).
+	Labels map[string]string
+	// Teams are the RunnerSets that get a Google service account.
+	Teams []Team
+	// CacheExpireDays is how long cache objects live.
+	CacheExpireDays int
+	// SharedFleets get their Workload Identity bindings and grants.
+	SharedFleets []stackconfig.SharedFleet
+}
+
+// Team is a RunnerSet that gets a job identity.
+type Team struct{ Namespace, Name string }
+
+// ArgsFor is the gke platform's part of fleet f of the stack. It refuses
+// teams the platform cannot give an identity.
+func ArgsFor(stack string, f *stackconfig.Fleet) (*PlatformArgs, error) {
+	if f.Platform != stackconfig.PlatformGKE || f.GCP == nil {
+		return nil, fmt.Errorf("gcp: the fleet's platform is %q; the gke platform needs platform gke and a gcp section", f.Platform)
+	}
+	if errs := stackconfig.ValidateGKETeams(f); len(errs) > 0 {
+		return nil, &stackconfig.Error{List: errs}
+	}
+	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, Labels: Labels(stack, f), CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
+	for _, t := range f.Teams {
+		if t.WantsIdentity(f.Platform) {
+			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
+		}
+	}
+	return a, nil
 }
 
 // env is what every component of the platform shares.
 type env struct {
-	fleet  *stackconfig.Fleet
+	args   *PlatformArgs
 	gcp    *stackconfig.GCP
 	labels map[string]string
 	gcpp   pulumi.ProviderResource
@@ -47,32 +83,25 @@ func (e *env) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulu
 	return append([]pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(e.gcpp)}, more...)
 }
 
-// NewPlatform declares the gke platform of fleet f and returns the cluster
-// for the Kubernetes part of the program. It refuses, before declaring
-// anything, teams the platform cannot give an identity.
-func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.ResourceOption) (*kube.Cluster, error) {
-	if f.Platform != stackconfig.PlatformGKE || f.GCP == nil {
-		return nil, fmt.Errorf("gcp: the fleet's platform is %q; the gke platform needs platform gke and a gcp section", f.Platform)
+// NewPlatform declares the gke platform.
+func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...pulumi.ResourceOption) (*Platform, error) {
+	if args == nil || args.GCP == nil {
+		return nil, fmt.Errorf("gcp: the gke platform needs a gcp section")
 	}
-	if errs := stackconfig.ValidateGKETeams(f); len(errs) > 0 {
-		return nil, &stackconfig.Error{List: errs}
-	}
-	name := f.ClusterName
 	p := &Platform{}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", name, p, opts...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the gke platform: %w", err)
 	}
-	e := &env{fleet: f, gcp: f.GCP, labels: Labels(ctx.Stack(), f)}
-	var gp provider
-	err := pulumix.Register(ctx, "pulumi:providers:gcp", name+"-gcp", pulumi.Map{
-		"project":       pulumi.String(f.GCP.Project),
-		"region":        pulumi.String(f.GCP.Region),
-		"defaultLabels": pulumix.StringMap(e.labels),
-	}, &gp, pulumi.Parent(p))
+	e := &env{args: args, gcp: args.GCP, labels: args.Labels}
+	gp, err := gcpsdk.NewProvider(ctx, name+"-gcp", &gcpsdk.ProviderArgs{
+		Project:       pulumi.String(args.GCP.Project),
+		Region:        pulumi.String(args.GCP.Region),
+		DefaultLabels: pulumix.StringMap(e.labels),
+	}, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the gcp provider: %w", err)
 	}
-	e.gcpp = &gp
+	e.gcpp = gp
 
 	nw, err := newNetwork(ctx, name+"-network", e, pulumi.Parent(p))
 	if err != nil {
@@ -90,7 +119,7 @@ func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.Resou
 	if err != nil {
 		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
 	}
-	if len(f.SharedFleets) > 0 {
+	if len(args.SharedFleets) > 0 {
 		if _, err := newSharedFleetIdentity(ctx, name+"-shared-identity", e, cl, cache, pulumi.Parent(p)); err != nil {
 			return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
 		}
@@ -101,27 +130,28 @@ func NewPlatform(ctx *pulumi.Context, f *stackconfig.Fleet, opts ...pulumi.Resou
 		"network":     nw.Network,
 		"cacheBucket": cache.Bucket,
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("registering the gke platform's outputs: %w", err)
 	}
 
 	emails := make(map[string]pulumi.StringOutput, len(ids.Teams))
 	for _, t := range ids.Teams {
 		emails[kube.IdentityKey(t.Namespace, t.Name)] = t.Email
 	}
-	return &kube.Cluster{
+	p.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
 			Provider:     v1alpha1.CapacityProviderComputeClass,
-			ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: append([]string(nil), f.GCP.MachineFamilies...)},
+			ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: append([]string(nil), args.GCP.MachineFamilies...)},
 			Policy: v1alpha1.RunnerClassPolicy{Identity: v1alpha1.IdentityPolicy{
-				GCPServiceAccountPatterns: []string{ServiceAccountPattern(f.GCP.Project)},
+				GCPServiceAccountPatterns: []string{ServiceAccountPattern(args.GCP.Project)},
 			}},
 		},
 		Identities: emails,
-		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: f.GCP.Region},
+		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
 		DependsOn:  []pulumi.Resource{cl.SystemPool},
 		InCluster:  true,
-	}, nil
+	}
+	return p, nil
 }
 
 // ServiceAccountPattern is the RunnerClass identity pattern that allows a

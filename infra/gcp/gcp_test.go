@@ -80,7 +80,7 @@ func run(t *testing.T, raw string) *platform {
 			return err
 		}
 		p.fleet = f
-		c, err := NewPlatform(ctx, f)
+		c, err := newPlatform(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -604,7 +604,7 @@ func TestATeamNamespaceTooLongForAnAccountIsRefusedBeforeAnyResource(t *testing.
 		if err != nil {
 			return err
 		}
-		_, err = NewPlatform(ctx, f)
+		_, err = newPlatform(ctx, f)
 		return err
 	})
 	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.teams[1].namespace") || !strings.Contains(err.Error(), "at most 23") {
@@ -627,4 +627,17 @@ func TestLongClusterNamesStillGiveValidNodeAccountIDs(t *testing.T) {
 	if nodeAccountID(strings.Repeat("c", 40)) == nodeAccountID(strings.Repeat("c", 39)+"x") {
 		t.Error("two long cluster names share a node account")
 	}
+}
+
+// newPlatform declares the gke platform of f, as the program does.
+func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, error) {
+	args, err := ArgsFor(ctx.Stack(), f)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPlatform(ctx, f.ClusterName, args)
+	if err != nil {
+		return nil, err
+	}
+	return p.Cluster, nil
 }

@@ -1,9 +1,11 @@
 package gcp
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -40,25 +42,21 @@ func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts .
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Identities", name, ids, opts...); err != nil {
 		return nil, err
 	}
-	g, cluster := e.gcp, e.fleet.ClusterName
-	for _, t := range e.fleet.Teams {
-		if !t.WantsIdentity(e.fleet.Platform) {
-			continue
-		}
+	g, cluster := e.gcp, e.args.Cluster
+	for _, t := range e.args.Teams {
 		r := naming.For(t.Namespace, t.Name)
 		id := r.GCPServiceAccountID(cluster)
 		// The account ID is unique per team (the stack config refuses
 		// clashes) where "<namespace>-<name>" is not: a-b/c and a/b-c.
 		child := name + "-" + id
-		var sa account
-		err := pulumix.Register(ctx, "gcp:serviceaccount/account:Account", child, pulumi.Map{
-			"project":     pulumi.String(g.Project),
-			"accountId":   pulumi.String(id),
-			"displayName": pulumi.String("runnerfleet jobs " + t.Namespace + "/" + t.Name),
-			"description": pulumi.String("Job pods of RunnerSet " + t.Namespace + "/" + t.Name + " on GKE cluster " + cluster + " act as this account through Workload Identity."),
-		}, &sa, e.opts(ids)...)
+		sa, err := serviceaccount.NewAccount(ctx, child, &serviceaccount.AccountArgs{
+			Project:     pulumi.String(g.Project),
+			AccountId:   pulumi.String(id),
+			DisplayName: pulumi.String("runnerfleet jobs " + t.Namespace + "/" + t.Name),
+			Description: pulumi.String("Job pods of RunnerSet " + t.Namespace + "/" + t.Name + " on GKE cluster " + cluster + " act as this account through Workload Identity."),
+		}, e.opts(ids)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating the service account of %s/%s: %w", t.Namespace, t.Name, err)
 		}
 		// The project's identity pool exists once a cluster uses it.
 		afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
@@ -66,22 +64,22 @@ func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts .
 			{"-workload-identity", r.JobServiceAccount()},
 			{"-workload-identity-manager", r.ManagerServiceAccount()},
 		} {
-			_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+wi.suffix, pulumi.Map{
-				"serviceAccountId": sa.Name,
-				"role":             pulumi.String(WorkloadIdentityRole),
-				"member":           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, wi.ksa)),
+			_, err = serviceaccount.NewIAMMember(ctx, child+wi.suffix, &serviceaccount.IAMMemberArgs{
+				ServiceAccountId: sa.Name,
+				Role:             pulumi.String(WorkloadIdentityRole),
+				Member:           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, wi.ksa)),
 			}, e.opts(ids, afterCluster)...)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("binding %s to %s: %w", wi.ksa, id, err)
 			}
 		}
-		_, err = pulumix.New(ctx, "gcp:serviceaccount/iAMMember:IAMMember", child+"-signer", pulumi.Map{
-			"serviceAccountId": sa.Name,
-			"role":             pulumi.String(ManagerSignerRole),
-			"member":           sa.Member,
+		_, err = serviceaccount.NewIAMMember(ctx, child+"-signer", &serviceaccount.IAMMemberArgs{
+			ServiceAccountId: sa.Name,
+			Role:             pulumi.String(ManagerSignerRole),
+			Member:           sa.Member,
 		}, e.opts(ids)...)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("letting %s sign as itself: %w", id, err)
 		}
 		ids.Teams = append(ids.Teams, TeamIdentity{Namespace: t.Namespace, Name: t.Name, AccountID: id, Email: sa.Email, Member: sa.Member})
 	}

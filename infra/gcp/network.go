@@ -1,9 +1,11 @@
 package gcp
 
 import (
+	"fmt"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
 )
 
 // Names of the subnet's secondary ranges, which the cluster's VPC-native IP
@@ -34,99 +36,99 @@ type Network struct {
 }
 
 func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.ResourceOption) (*Network, error) {
-	n := &Network{NodeTag: e.fleet.ClusterName + "-node"}
+	n := &Network{NodeTag: e.args.Cluster + "-node"}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Network", name, n, opts...); err != nil {
 		return nil, err
 	}
-	g, cluster := e.gcp, e.fleet.ClusterName
+	g, cluster := e.gcp, e.args.Cluster
 
-	vpc, err := pulumix.New(ctx, "gcp:compute/network:Network", name+"-vpc", pulumi.Map{
-		"name":                  pulumi.String(cluster),
-		"description":           pulumi.String("runnerfleet: the network of GKE cluster " + cluster),
-		"autoCreateSubnetworks": pulumi.Bool(false),
-		"routingMode":           pulumi.String("REGIONAL"),
+	vpc, err := compute.NewNetwork(ctx, name+"-vpc", &compute.NetworkArgs{
+		Name:                  pulumi.String(cluster),
+		Description:           pulumi.String("runnerfleet: the network of GKE cluster " + cluster),
+		AutoCreateSubnetworks: pulumi.Bool(false),
+		RoutingMode:           pulumi.String("REGIONAL"),
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the VPC: %w", err)
 	}
-	subnet, err := pulumix.New(ctx, "gcp:compute/subnetwork:Subnetwork", name+"-subnet", pulumi.Map{
-		"name":                  pulumi.String(cluster + "-nodes"),
-		"description":           pulumi.String("runnerfleet: the nodes, pods and services of GKE cluster " + cluster),
-		"network":               vpc.ID(),
-		"region":                pulumi.String(g.Region),
-		"ipCidrRange":           pulumi.String(g.SubnetCIDR),
-		"privateIpGoogleAccess": pulumi.Bool(true),
-		"secondaryIpRanges": pulumi.Array{
-			pulumi.Map{"rangeName": pulumi.String(PodsRange), "ipCidrRange": pulumi.String(g.PodsCIDR)},
-			pulumi.Map{"rangeName": pulumi.String(ServicesRange), "ipCidrRange": pulumi.String(g.ServicesCIDR)},
+	subnet, err := compute.NewSubnetwork(ctx, name+"-subnet", &compute.SubnetworkArgs{
+		Name:                  pulumi.String(cluster + "-nodes"),
+		Description:           pulumi.String("runnerfleet: the nodes, pods and services of GKE cluster " + cluster),
+		Network:               vpc.ID(),
+		Region:                pulumi.String(g.Region),
+		IpCidrRange:           pulumi.String(g.SubnetCIDR),
+		PrivateIpGoogleAccess: pulumi.Bool(true),
+		SecondaryIpRanges: []compute.SubnetworkSecondaryIpRangeArgs{
+			{RangeName: pulumi.String(PodsRange), IpCidrRange: pulumi.String(g.PodsCIDR)},
+			{RangeName: pulumi.String(ServicesRange), IpCidrRange: pulumi.String(g.ServicesCIDR)},
 		},
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the subnet: %w", err)
 	}
 
-	router, err := pulumix.New(ctx, "gcp:compute/router:Router", name+"-router", pulumi.Map{
-		"name":        pulumi.String(cluster + "-nat"),
-		"description": pulumi.String("runnerfleet: Cloud NAT of GKE cluster " + cluster),
-		"network":     vpc.ID(),
-		"region":      pulumi.String(g.Region),
+	router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
+		Name:        pulumi.String(cluster + "-nat"),
+		Description: pulumi.String("runnerfleet: Cloud NAT of GKE cluster " + cluster),
+		Network:     vpc.ID(),
+		Region:      pulumi.String(g.Region),
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the router: %w", err)
 	}
 	// Jobs pull images and talk to GitLab at a high rate: dynamic port
 	// allocation gives a busy node more NAT ports instead of dropping
 	// connections at the static 64.
-	_, err = pulumix.New(ctx, "gcp:compute/routerNat:RouterNat", name+"-nat", pulumi.Map{
-		"name":                          pulumi.String(cluster + "-nat"),
-		"router":                        router.Name,
-		"region":                        pulumi.String(g.Region),
-		"natIpAllocateOption":           pulumi.String("AUTO_ONLY"),
-		"sourceSubnetworkIpRangesToNat": pulumi.String("LIST_OF_SUBNETWORKS"),
-		"subnetworks": pulumi.Array{pulumi.Map{
-			"name":                 subnet.ID(),
-			"sourceIpRangesToNats": pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
+	_, err = compute.NewRouterNat(ctx, name+"-nat", &compute.RouterNatArgs{
+		Name:                          pulumi.String(cluster + "-nat"),
+		Router:                        router.Name,
+		Region:                        pulumi.String(g.Region),
+		NatIpAllocateOption:           pulumi.String("AUTO_ONLY"),
+		SourceSubnetworkIpRangesToNat: pulumi.String("LIST_OF_SUBNETWORKS"),
+		Subnetworks: []compute.RouterNatSubnetworkArgs{{
+			Name:                 subnet.ID(),
+			SourceIpRangesToNats: pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
 		}},
-		"enableEndpointIndependentMapping": pulumi.Bool(false),
-		"enableDynamicPortAllocation":      pulumi.Bool(true),
-		"minPortsPerVm":                    pulumi.Int(64),
-		"maxPortsPerVm":                    pulumi.Int(4096),
-		"logConfig":                        pulumi.Map{"enable": pulumi.Bool(true), "filter": pulumi.String("ERRORS_ONLY")},
+		EnableEndpointIndependentMapping: pulumi.Bool(false),
+		EnableDynamicPortAllocation:      pulumi.Bool(true),
+		MinPortsPerVm:                    pulumi.Int(64),
+		MaxPortsPerVm:                    pulumi.Int(4096),
+		LogConfig:                        &compute.RouterNatLogConfigArgs{Enable: pulumi.Bool(true), Filter: pulumi.String("ERRORS_ONLY")},
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating Cloud NAT: %w", err)
 	}
 
 	// Nodes and pods talk to each other freely. The services range is left
 	// out: ClusterIPs are only ever destinations, never sources.
-	_, err = pulumix.New(ctx, "gcp:compute/firewall:Firewall", name+"-allow-internal", pulumi.Map{
-		"name":         pulumi.String(cluster + "-internal"),
-		"description":  pulumi.String("runnerfleet: nodes and pods of GKE cluster " + cluster + " reach each other"),
-		"network":      vpc.ID(),
-		"direction":    pulumi.String("INGRESS"),
-		"priority":     pulumi.Int(1000),
-		"sourceRanges": pulumix.Strings([]string{g.SubnetCIDR, g.PodsCIDR}),
-		"allows": pulumi.Array{
-			pulumi.Map{"protocol": pulumi.String("tcp")},
-			pulumi.Map{"protocol": pulumi.String("udp")},
-			pulumi.Map{"protocol": pulumi.String("icmp")},
+	_, err = compute.NewFirewall(ctx, name+"-allow-internal", &compute.FirewallArgs{
+		Name:         pulumi.String(cluster + "-internal"),
+		Description:  pulumi.String("runnerfleet: nodes and pods of GKE cluster " + cluster + " reach each other"),
+		Network:      vpc.ID(),
+		Direction:    pulumi.String("INGRESS"),
+		Priority:     pulumi.Int(1000),
+		SourceRanges: pulumix.Strings([]string{g.SubnetCIDR, g.PodsCIDR}),
+		Allows: []compute.FirewallAllowArgs{
+			{Protocol: pulumi.String("tcp")},
+			{Protocol: pulumi.String("udp")},
+			{Protocol: pulumi.String("icmp")},
 		},
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the internal firewall rule: %w", err)
 	}
-	_, err = pulumix.New(ctx, "gcp:compute/firewall:Firewall", name+"-allow-master-webhooks", pulumi.Map{
-		"name":         pulumi.String(cluster + "-master-webhooks"),
-		"description":  pulumi.String("runnerfleet: the control plane of GKE cluster " + cluster + " reaches webhooks and kubelets on its nodes"),
-		"network":      vpc.ID(),
-		"direction":    pulumi.String("INGRESS"),
-		"priority":     pulumi.Int(1000),
-		"sourceRanges": pulumix.Strings([]string{g.MasterCIDR}),
-		"targetTags":   pulumix.Strings([]string{n.NodeTag}),
-		"allows":       pulumi.Array{pulumi.Map{"protocol": pulumi.String("tcp"), "ports": pulumix.Strings(WebhookPorts)}},
+	_, err = compute.NewFirewall(ctx, name+"-allow-master-webhooks", &compute.FirewallArgs{
+		Name:         pulumi.String(cluster + "-master-webhooks"),
+		Description:  pulumi.String("runnerfleet: the control plane of GKE cluster " + cluster + " reaches webhooks and kubelets on its nodes"),
+		Network:      vpc.ID(),
+		Direction:    pulumi.String("INGRESS"),
+		Priority:     pulumi.Int(1000),
+		SourceRanges: pulumix.Strings([]string{g.MasterCIDR}),
+		TargetTags:   pulumix.Strings([]string{n.NodeTag}),
+		Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(WebhookPorts)}},
 	}, e.opts(n)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the control plane's firewall rule: %w", err)
 	}
 
 	n.Network = vpc.ID().ToStringOutput()

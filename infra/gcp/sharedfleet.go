@@ -1,12 +1,15 @@
 package gcp
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
 	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 )
@@ -69,21 +72,24 @@ type SharedFleetIdentity struct {
 
 // sharedGrants declares the grants of a SharedFleetIdentity, each once.
 type sharedGrants struct {
-	ctx    *pulumi.Context
 	name   string
 	e      *env
 	parent pulumi.Resource
 	seen   map[string]bool
 }
 
-func (g *sharedGrants) grant(tok, suffix string, inputs pulumi.Map, more ...pulumi.ResourceOption) error {
+// grant declares one grant under the name <component>-<suffix>, once; new
+// is the typed constructor that declares it.
+func (g *sharedGrants) grant(suffix string, declare func(name string, opts ...pulumi.ResourceOption) error, more ...pulumi.ResourceOption) error {
 	name := g.name + "-" + suffix
 	if g.seen[name] {
 		return nil
 	}
 	g.seen[name] = true
-	_, err := pulumix.New(g.ctx, tok, name, inputs, g.e.opts(g.parent, more...)...)
-	return err
+	if err := declare(name, g.e.opts(g.parent, more...)...); err != nil {
+		return fmt.Errorf("granting %s: %w", suffix, err)
+	}
+	return nil
 }
 
 // serviceAccountID is the IAM resource name of the Google service account
@@ -115,35 +121,46 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		return nil, err
 	}
 	project := e.gcp.Project
-	platformBucket := BucketName(project, e.fleet.ClusterName)
-	g := &sharedGrants{ctx: ctx, name: name, e: e, parent: c, seen: map[string]bool{}}
+	platformBucket := BucketName(project, e.args.Cluster)
+	g := &sharedGrants{name: name, e: e, parent: c, seen: map[string]bool{}}
 	// The project's identity pool exists once a cluster uses it.
 	afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
 	bindings := pulumi.StringMap{}
 
 	workloadIdentity := func(email, ns, ksa string) error {
 		bindings[ns+"/"+ksa] = pulumi.String(email)
-		return g.grant("gcp:serviceaccount/iAMMember:IAMMember", "wi-"+ns+"/"+ksa, pulumi.Map{
-			"serviceAccountId": pulumi.String(serviceAccountID(email)),
-			"role":             pulumi.String(WorkloadIdentityRole),
-			"member":           pulumi.String(WorkloadIdentityMember(project, ns, ksa)),
+		return g.grant("wi-"+ns+"/"+ksa, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+				ServiceAccountId: pulumi.String(serviceAccountID(email)),
+				Role:             pulumi.String(WorkloadIdentityRole),
+				Member:           pulumi.String(WorkloadIdentityMember(project, ns, ksa)),
+			}, opts...)
+			return err
 		}, afterCluster)
 	}
 	projectRole := func(email, role, p string) error {
-		return g.grant("gcp:projects/iAMMember:IAMMember", roleSuffix(role)+"-"+p+"/"+email, pulumi.Map{
-			"project": pulumi.String(p),
-			"role":    pulumi.String(role),
-			"member":  pulumi.String("serviceAccount:" + email),
+		return g.grant(roleSuffix(role)+"-"+p+"/"+email, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := projects.NewIAMMember(ctx, name, &projects.IAMMemberArgs{
+				Project: pulumi.String(p),
+				Role:    pulumi.String(role),
+				Member:  pulumi.String("serviceAccount:" + email),
+			}, opts...)
+			return err
 		})
 	}
 
-	for _, s := range e.fleet.SharedFleets {
+	for _, s := range e.args.SharedFleets {
 		ns := sharedfleet.Namespace(s)
 		if gsa := s.GCPServiceAccount; gsa != "" {
 			for _, grp := range s.Groups {
 				if err := workloadIdentity(gsa, ns, sharedfleet.ManagerServiceAccount(s, grp)); err != nil {
 					return nil, err
 				}
+			}
+			// fleet gc's CronJob runs as the fleet's account too: it lists
+			// and deletes the managers' VMs.
+			if err := workloadIdentity(gsa, ns, sharedfleet.GCName(ns)); err != nil {
+				return nil, err
 			}
 			for _, p := range vmProjects(s, project) {
 				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
@@ -155,17 +172,23 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 			if b := s.CacheBucket; b != "" && b != platformBucket {
 				bucket, key = pulumi.String(b), "bucket-"+b
 			}
-			if err := g.grant("gcp:storage/bucketIAMMember:BucketIAMMember", key+"/"+gsa, pulumi.Map{
-				"bucket": bucket,
-				"role":   pulumi.String(CacheRole),
-				"member": member,
+			if err := g.grant(key+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
+				_, err := storage.NewBucketIAMMember(ctx, name, &storage.BucketIAMMemberArgs{
+					Bucket: bucket,
+					Role:   pulumi.String(CacheRole),
+					Member: member,
+				}, opts...)
+				return err
 			}); err != nil {
 				return nil, err
 			}
-			if err := g.grant("gcp:serviceaccount/iAMMember:IAMMember", roleSuffix(ManagerSignerRole)+"/"+gsa, pulumi.Map{
-				"serviceAccountId": pulumi.String(serviceAccountID(gsa)),
-				"role":             pulumi.String(ManagerSignerRole),
-				"member":           member,
+			if err := g.grant(roleSuffix(ManagerSignerRole)+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
+				_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+					ServiceAccountId: pulumi.String(serviceAccountID(gsa)),
+					Role:             pulumi.String(ManagerSignerRole),
+					Member:           member,
+				}, opts...)
+				return err
 			}); err != nil {
 				return nil, err
 			}

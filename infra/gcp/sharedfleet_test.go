@@ -24,7 +24,7 @@ const (
 )
 
 // sharedFleetsJSON adds to fleetJSON a production fleet (both executors, the
-// fleeting group's VMs in another project, a Prometheus account) and a
+// groups' VMs in another project, a Prometheus account) and a
 // staging fleet sharing production's managers account, with its own cache
 // bucket and no Prometheus account.
 var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"sharedFleets": [
@@ -34,7 +34,7 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"sharedFleets":
       "gcpServiceAccount": "`+managersGSA+`",
       "monitoring": {"gcpServiceAccount": "`+prometheusGSA+`"},
       "groups": [
-        {"name": "linux", "tokenConfigKey": "prodLinux", "zone": "europe-west1-b", "machineType": "n2d-standard-4",
+        {"name": "linux", "tokenConfigKey": "prodLinux", "project": "`+vmProject+`", "zone": "europe-west1-b", "machineType": "n2d-standard-4",
          "image": "runner-vm", "maxVMs": 100, "idleCount": 10, "idleTime": "30m", "scaling": {"minManagers": 2, "maxManagers": 4}},
         {"name": "fleeting", "executor": "docker-autoscaler", "tokenConfigKey": "prodFleeting", "project": "`+vmProject+`",
          "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm", "instanceGroup": "ci-runners-c",
@@ -105,6 +105,9 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-fleeting"),
 		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-linux"),
 		managers + " roles/iam.workloadIdentityUser " + wi("staging", "staging-linux"),
+		// And each fleet's gc CronJob, which deletes the managers' VMs.
+		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-gc"),
+		managers + " roles/iam.workloadIdentityUser " + wi("staging", "staging-gc"),
 		prometheus + " roles/iam.workloadIdentityUser " + wi("production", "prometheus"),
 		// The cache's URL signing, on the managers' own account only.
 		managers + " roles/iam.serviceAccountTokenCreator serviceAccount:" + managersGSA,
@@ -126,6 +129,9 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 		for _, g := range s.Groups {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(s, g)))
 		}
+		if s.GCPServiceAccount != "" {
+			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.GCName(sharedfleet.Namespace(s))))
+		}
 		if s.Monitoring.GCPServiceAccount != "" {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.PrometheusServiceAccount))
 		}
@@ -146,12 +152,13 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 	p := withSharedFleets(t)
 	want := []string{
-		// Managers create and delete VMs in every project their groups use;
-		// Prometheus lists them there. Production's and staging's managers
-		// share an account: one grant each.
+		// Managers create and delete VMs in the project their fleet's groups
+		// use (fleet gc covers one per fleet): production's in vmProject,
+		// staging's in the cluster's; production's Prometheus lists them
+		// there. Production's and staging's managers share an account: one
+		// grant per project.
 		"ci-project-1 roles/compute.instanceAdmin.v1 serviceAccount:" + managersGSA,
 		vmProject + " roles/compute.instanceAdmin.v1 serviceAccount:" + managersGSA,
-		"ci-project-1 roles/compute.viewer serviceAccount:" + prometheusGSA,
 		vmProject + " roles/compute.viewer serviceAccount:" + prometheusGSA,
 	}
 	slices.Sort(want)
@@ -182,8 +189,8 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 		}
 	}
 	if got := len(sharedChildren(p, "gcp:projects/iAMMember:IAMMember")) + len(sharedChildren(p, "gcp:storage/bucketIAMMember:BucketIAMMember")) +
-		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 11 {
-		t.Errorf("%d grants under the shared fleets' identity component, want the 11 above", got)
+		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 12 {
+		t.Errorf("%d grants under the shared fleets' identity component, want the 12 above", got)
 	}
 }
 
@@ -246,11 +253,15 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		c, err := NewPlatform(ctx, f)
+		c, err := newPlatform(ctx, f)
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, f, c)
+		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		if err != nil {
+			return err
+		}
+		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: c, Tokens: tokens})
 		return err
 	})
 	if err != nil {
@@ -277,8 +288,8 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		}
 		bound[member] = str(r.Input("serviceAccountId"))
 	}
-	if len(annotated) != 4 {
-		t.Errorf("%d annotated ServiceAccounts, want 4: %v", len(annotated), annotated)
+	if len(annotated) != 6 {
+		t.Errorf("%d annotated ServiceAccounts, want 6 (each group's managers, each fleet's gc, production's Prometheus): %v", len(annotated), annotated)
 	}
 	for member, gsa := range annotated {
 		if got := bound[member]; !strings.HasSuffix(got, "/serviceAccounts/"+gsa) {

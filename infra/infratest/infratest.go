@@ -1,6 +1,11 @@
 // Package infratest runs the runnerfleet Pulumi program under Pulumi's mocks
 // (pulumi.RunErr with pulumi.WithMocks) and records what it registers.
 //
+// The outputs the mocks make up are checked too: each must be an output of
+// the resource's generated type (infra/internal/sdk), read from the
+// provider SDK, so a mock cannot hand the program an output the provider
+// never sends.
+//
 // Every custom resource the program registers is checked against the
 // provider's schema read from its SDK source (infra/sdkschema): an unknown
 // type token, an unknown or misspelt input, a value of the wrong shape or a
@@ -22,6 +27,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 )
 
@@ -134,7 +140,11 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 	}
 	out := args.Inputs.Copy()
 	if f, ok := m.Outputs[args.TypeToken]; ok {
-		for k, v := range f(r) {
+		made := f(r)
+		if bad := unknownOutputs(args.TypeToken, made); len(bad) > 0 {
+			return "", nil, fmt.Errorf("infratest: the mock of %s makes up outputs the provider does not have: %s", args.TypeToken, strings.Join(bad, ", "))
+		}
+		for k, v := range made {
 			out[k] = v
 		}
 	}
@@ -143,6 +153,24 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		id = v.StringValue()
 	}
 	return id, out, nil
+}
+
+// unknownOutputs are the outputs in made that the generated resource of tok
+// (infra/internal/sdk, read from the provider SDK) does not have, so that a
+// mock cannot feed the program an output the real provider never sends.
+func unknownOutputs(tok string, made resource.PropertyMap) []string {
+	s := pulumix.SchemaOf(tok)
+	if s == nil {
+		return []string{"(no generated resource of this type)"}
+	}
+	var bad []string
+	for k := range made {
+		if k != "id" && !slices.Contains(s.Outputs, string(k)) {
+			bad = append(bad, string(k))
+		}
+	}
+	sort.Strings(bad)
+	return bad
 }
 
 // urn is the URN the engine gives a resource: the parent's qualified type,

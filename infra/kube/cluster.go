@@ -5,9 +5,11 @@
 package kube
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 )
 
@@ -46,9 +48,7 @@ type Cache struct {
 func IdentityKey(namespace, runnerSet string) string { return namespace + "/" + runnerSet }
 
 // Provider is an explicit Kubernetes provider.
-type Provider struct {
-	pulumi.ProviderResourceState
-}
+type Provider = kubernetes.Provider
 
 // NewProvider declares a Kubernetes provider for the cluster of kubeconfig
 // (the file's content, not its path), with server-side apply so that
@@ -58,14 +58,13 @@ type Provider struct {
 // changes, never because the kubeconfig did (a new endpoint, a rotated
 // certificate, an EKS or GKE update still unknown at preview).
 func NewProvider(ctx *pulumi.Context, name, cluster string, kubeconfig pulumi.StringInput, opts ...pulumi.ResourceOption) (*Provider, error) {
-	var p Provider
-	err := pulumix.Register(ctx, "pulumi:providers:kubernetes", name, pulumi.Map{
-		"kubeconfig":            kubeconfig,
-		"clusterIdentifier":     pulumi.String(cluster),
-		"enableServerSideApply": pulumi.Bool(true),
-	}, &p, opts...)
+	p, err := kubernetes.NewProvider(ctx, name, &kubernetes.ProviderArgs{
+		Kubeconfig:            kubeconfig,
+		ClusterIdentifier:     pulumi.String(cluster),
+		EnableServerSideApply: pulumi.Bool(true),
+	}, opts...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the Kubernetes provider %s: %w", name, err)
 	}
-	return &p, nil
+	return p, nil
 }

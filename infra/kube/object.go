@@ -25,7 +25,7 @@ func Token(gvk schema.GroupVersionKind) string {
 
 // Object is a Kubernetes object declared through the provider.
 type Object struct {
-	pulumi.CustomResourceState
+	pulumi.CustomResource
 }
 
 // Declare declares obj, a typed object with its TypeMeta set, as a resource
@@ -33,6 +33,14 @@ type Object struct {
 // server would get (its status dropped), so the builders the controller uses
 // serve the program too. set overrides fields by dotted path with values
 // only known at deploy time (ARNs, secrets): "spec.jobs.identity.awsRoleARN".
+//
+// A kind of the Kubernetes provider's own schema is declared through its
+// generated constructor (infra/internal/sdk/kubernetes/...), into whose
+// typed Args the object is decoded: a field the provider does not know is
+// an error naming its path. A custom resource (runnerfleet's, KEDA's) has no
+// schema in the provider; like the SDK's apiextensions.CustomResource it
+// goes as an untyped object, and the tests judge it by its CRD on a real
+// kube-apiserver.
 func Declare(ctx *pulumi.Context, name string, obj runtime.Object, set map[string]pulumi.Input, opts ...pulumi.ResourceOption) (*Object, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" || gvk.Version == "" {
@@ -46,22 +54,37 @@ func Declare(ctx *pulumi.Context, name string, obj runtime.Object, set map[strin
 	if md, ok := u["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp")
 	}
-	inputs := pulumix.ToInput(normalize(u)).(pulumi.Map)
+	fields := normalize(u).(map[string]any)
 	keys := make([]string, 0, len(set))
 	for k := range set {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if err := setPath(inputs, strings.Split(k, "."), set[k]); err != nil {
+		if err := setPath(fields, strings.Split(k, "."), set[k]); err != nil {
 			return nil, fmt.Errorf("kube: %s: setting %s: %w", name, k, err)
 		}
 	}
-	var o Object
-	if err := pulumix.Register(ctx, Token(gvk), name, inputs, &o, opts...); err != nil {
+	tok := Token(gvk)
+	var res pulumi.CustomResource
+	if pulumix.SchemaOf(tok) != nil {
+		res, err = pulumix.DeclareFields(ctx, tok, name, fields, opts...)
+	} else if custom(gvk) {
+		res, err = pulumix.DeclareCustomResource(ctx, tok, name, fields, opts...)
+	} else {
+		err = fmt.Errorf("kube: %s: %s has no generated resource: add it to infra/sdkschema.Resources and run make generate", name, tok)
+	}
+	if err != nil {
 		return nil, err
 	}
-	return &o, nil
+	return &Object{res}, nil
+}
+
+// custom reports whether gvk is a custom resource's, outside the groups of
+// the Kubernetes provider's schema.
+func custom(gvk schema.GroupVersionKind) bool {
+	g := gvk.Group
+	return strings.Contains(g, ".") && !strings.HasSuffix(g, ".k8s.io") && g != "helm.sh"
 }
 
 // schemaExtensions are the OpenAPI extension keys the Kubernetes provider's
@@ -102,16 +125,16 @@ func normalize(v any) any {
 	return v
 }
 
-func setPath(m pulumi.Map, path []string, v pulumi.Input) error {
+func setPath(m map[string]any, path []string, v pulumi.Input) error {
 	for i, k := range path[:len(path)-1] {
 		next, ok := m[k]
 		if !ok {
-			n := pulumi.Map{}
+			n := map[string]any{}
 			m[k] = n
 			m = n
 			continue
 		}
-		nm, ok := next.(pulumi.Map)
+		nm, ok := next.(map[string]any)
 		if !ok {
 			return fmt.Errorf("%s is not an object", strings.Join(path[:i+1], "."))
 		}

@@ -1,14 +1,18 @@
 // Package sdkschema reads the resource schemas of Pulumi providers from the
 // source of their generated Go SDKs (pulumi-aws, pulumi-gcp,
-// pulumi-kubernetes), and checks the inputs a program registers against them.
+// pulumi-kubernetes) at the versions pinned in Modules. It does two things
+// with them:
 //
-// The runnerfleet program registers provider resources by type token rather
-// than through the generated SDKs, whose cold compile (25 minutes and 7.5 GB
-// for aws ec2/eks/iam and gcp compute/container on two cores) would not fit
-// the CI budget. This package is what keeps that honest: every resource a
-// mock test registers is checked here for a type token the provider has,
-// input names the provider knows, values of the right shape, and the
-// required inputs, all read from the SDK source pinned in Modules.
+//   - Generate writes the typed constructors, Args and outputs of exactly
+//     the resources in Resources into infra/internal/sdk (make generate), so
+//     that the program gets the SDKs' types and constructor behaviour
+//     without compiling the SDKs, whose cold compile (25 minutes and 7.5 GB
+//     for aws ec2/eks/iam and gcp compute/container on two cores) would not
+//     fit the CI budget;
+//   - Load and Check let the mock tests check every registration as the
+//     provider would: a type token the provider has, input names it knows
+//     (with a did-you-mean), values of the right shape and the required
+//     inputs, nested objects included.
 package sdkschema
 
 import (
@@ -123,11 +127,10 @@ func Load(ctx context.Context, pkgs ...string) (*Schema, error) {
 		}
 		root, ok := s.Dirs[provider]
 		if !ok {
-			d, err := gomod.Download(ctx, mod.Path, mod.Version)
-			if err != nil {
-				return nil, fmt.Errorf("sdkschema: %w", err)
+			var err error
+			if root, err = moduleRoot(ctx, mod); err != nil {
+				return nil, err
 			}
-			root = filepath.Join(d, mod.Root)
 			s.Dirs[provider] = root
 		}
 		l := &loader{root: root, pkgs: map[string]*pkg{}}
@@ -137,6 +140,16 @@ func Load(ctx context.Context, pkgs ...string) (*Schema, error) {
 	}
 	loaded[key] = s
 	return s, nil
+}
+
+// moduleRoot downloads mod (a no-op once it is in the module cache) and
+// returns the directory of its Go packages.
+func moduleRoot(ctx context.Context, mod *Module) (string, error) {
+	d, err := gomod.Download(ctx, mod.Path, mod.Version)
+	if err != nil {
+		return "", fmt.Errorf("sdkschema: %w", err)
+	}
+	return filepath.Join(d, mod.Root), nil
 }
 
 // Check returns what is wrong with the inputs registered for a resource of
@@ -285,6 +298,9 @@ type pkg struct {
 	// to the root ("" for packages outside the SDK).
 	imports map[*ast.TypeSpec]map[string]string
 	done    map[string]*Type
+	// docs are the types' doc comments, funcs the package's New functions.
+	docs  map[string]*ast.CommentGroup
+	funcs []*ast.FuncDecl
 }
 
 func (l *loader) pkg(dir string) (*pkg, error) {
@@ -296,13 +312,13 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pkg{dir: dir, types: map[string]*ast.TypeSpec{}, imports: map[*ast.TypeSpec]map[string]string{}, done: map[string]*Type{}}
+	p := &pkg{dir: dir, types: map[string]*ast.TypeSpec{}, imports: map[*ast.TypeSpec]map[string]string{}, done: map[string]*Type{}, docs: map[string]*ast.CommentGroup{}}
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, filepath.Join(abs, e.Name()), nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, filepath.Join(abs, e.Name()), nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return nil, err
 		}
@@ -316,6 +332,10 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 			imports[name] = l.rel(ip)
 		}
 		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && fn.Body != nil && strings.HasPrefix(fn.Name.Name, "New") {
+				p.funcs = append(p.funcs, fn)
+				continue
+			}
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.TYPE {
 				continue
@@ -324,6 +344,10 @@ func (l *loader) pkg(dir string) (*pkg, error) {
 				ts := sp.(*ast.TypeSpec)
 				p.types[ts.Name.Name] = ts
 				p.imports[ts] = imports
+				p.docs[ts.Name.Name] = ts.Doc
+				if ts.Doc == nil && len(g.Specs) == 1 {
+					p.docs[ts.Name.Name] = g.Doc
+				}
 			}
 		}
 	}

@@ -15,6 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	sdkappsv1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/apps/v1"
+	sdkcorev1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/core/v1"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
+	sdkmetav1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/meta/v1"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
@@ -40,7 +44,6 @@ type fleetPlan struct {
 
 // groupPlan is one manager group.
 type groupPlan struct {
-	spec    stackconfig.ManagerGroup
 	group   shared.ManagerGroup
 	manager string
 	// tokenSecret is the chart's runners.secret.
@@ -73,8 +76,20 @@ func Namespace(s stackconfig.SharedFleet) string { return s.Namespace }
 // ManagerServiceAccount is the Kubernetes ServiceAccount, in Namespace(s),
 // that every manager of group g runs as: the one annotated with the fleet's
 // gcpServiceAccount for Workload Identity.
-func ManagerServiceAccount(s stackconfig.SharedFleet, g stackconfig.ManagerGroup) string {
+func ManagerServiceAccount(s stackconfig.SharedFleet, g shared.ManagerGroup) string {
 	return s.ManagerName(g)
+}
+
+// monitoringSpec is fleet s as its Prometheus sees it; its VM quota
+// defaults to the groups' maxVMs times their maxManagers.
+func monitoringSpec(s stackconfig.SharedFleet) shared.Fleet {
+	m := shared.Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups}
+	if m.VMQuota == 0 {
+		for _, g := range s.Groups {
+			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
+		}
+	}
+	return m
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time
@@ -88,7 +103,7 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 		component:  "shared-" + s.Name,
 		namespace:  Namespace(s),
 		grace:      int64(s.JobTimeoutOrDefault().Seconds()) + DrainMarginSeconds,
-		monitoring: s.MonitoringSpec(f),
+		monitoring: monitoringSpec(s),
 	}
 	for j := range s.Groups {
 		gp, err := planGroup(f, s, j)
@@ -117,13 +132,12 @@ func planFleet(f *stackconfig.Fleet, i int) (*fleetPlan, error) {
 func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPlan, error) {
 	g := s.Groups[j]
 	gp := &groupPlan{
-		spec:        g,
-		group:       s.Group(f, j),
+		group:       g,
 		manager:     s.ManagerName(g),
 		tokenSecret: s.ManagerName(g) + "-token",
 	}
 	ns := Namespace(s)
-	scaling := g.ScalingSpec()
+	scaling := g.Scaling
 	labels := map[string]string{shared.LabelManagerPod: gp.manager, resources.LabelManagedBy: resources.ManagedBy}
 
 	gp.serviceAccount = &corev1.ServiceAccount{
@@ -366,7 +380,7 @@ func imageValues(ref string) map[string]any {
 // deploy time.
 func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pulumi.StringInput) pulumi.Map {
 	replicas := 0
-	if int32(m.index) < gp.spec.Scaling.MinManagers {
+	if int32(m.index) < gp.group.Scaling.MinManagers {
 		replicas = 1
 	}
 	v := map[string]any{
@@ -382,7 +396,7 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 			"config":   configTOML,
 		},
 		"unregisterRunners":             false,
-		"concurrent":                    gp.spec.Concurrent,
+		"concurrent":                    gp.group.Concurrent,
 		"checkInterval":                 3,
 		"logFormat":                     "json",
 		"shutdown_timeout":              runnerconfig.ForcedShutdownTimeout,
@@ -491,42 +505,40 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 		if err != nil {
 			return err
 		}
-		var rel pulumix.Resource
-		err = pulumix.Register(ctx, "kubernetes:helm.sh/v3:Release", p.component+"-"+m.name, pulumi.Map{
-			"name":           pulumi.String(m.name),
-			"chart":          pulumi.String(ChartName),
-			"version":        pulumi.String(ChartVersion),
-			"namespace":      pulumi.String(p.namespace),
-			"repositoryOpts": pulumi.Map{"repo": pulumi.String(ChartRepository)},
-			"values":         p.values(gp, m, configTOML, script),
+		rel, err := helmv3.NewRelease(ctx, p.component+"-"+m.name, &helmv3.ReleaseArgs{
+			Name:           pulumi.String(m.name),
+			Chart:          pulumi.String(ChartName),
+			Version:        pulumi.String(ChartVersion),
+			Namespace:      pulumi.String(p.namespace),
+			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(ChartRepository)},
+			Values:         p.values(gp, m, configTOML, script),
 			// A rollout waits for the new manager, not for the old one's
 			// drain; a failed one is not rolled back (that would be
 			// another rollout).
-			"timeout":    pulumi.Int(900),
-			"atomic":     pulumi.Bool(false),
-			"maxHistory": pulumi.Int(10),
-		}, &rel, on(ns, tok, sa, cfg)...)
+			Timeout:    pulumi.Int(900),
+			Atomic:     pulumi.Bool(false),
+			MaxHistory: pulumi.Int(10),
+		}, on(ns, tok, sa, cfg)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("creating the release of manager %s: %w", m.name, err)
 		}
-		fl.Releases[m.name] = &rel
-		fl.Managers[gp.spec.Name] = append(fl.Managers[gp.spec.Name], m.name)
+		fl.Releases[m.name] = rel
+		fl.Managers[gp.group.Name] = append(fl.Managers[gp.group.Name], m.name)
 		// The chart has no value for a preStop hook: add the drain to its
 		// Deployment (its container is named after the release's full name).
-		var patch pulumix.Resource
-		err = pulumix.Register(ctx, "kubernetes:apps/v1:DeploymentPatch", p.component+"-"+m.name+"-drain", pulumi.Map{
-			"apiVersion": pulumi.String("apps/v1"),
-			"kind":       pulumi.String("Deployment"),
-			"metadata":   pulumi.Map{"name": pulumi.String(m.name), "namespace": pulumi.String(p.namespace)},
-			"spec": pulumi.Map{"template": pulumi.Map{"spec": pulumi.Map{"containers": pulumi.Array{pulumi.Map{
-				"name": pulumi.String(m.name),
-				"lifecycle": pulumi.Map{"preStop": pulumi.Map{"exec": pulumi.Map{
-					"command": pulumi.ToStringArray(gitlabrunner.DrainCommand()),
-				}}},
-			}}}}},
-		}, &patch, on(&rel)...)
+		_, err = sdkappsv1.NewDeploymentPatch(ctx, p.component+"-"+m.name+"-drain", &sdkappsv1.DeploymentPatchArgs{
+			Metadata: &sdkmetav1.ObjectMetaPatchArgs{Name: pulumi.String(m.name), Namespace: pulumi.String(p.namespace)},
+			Spec: &sdkappsv1.DeploymentSpecPatchArgs{Template: &sdkcorev1.PodTemplateSpecPatchArgs{Spec: &sdkcorev1.PodSpecPatchArgs{
+				Containers: []sdkcorev1.ContainerPatchArgs{{
+					Name: pulumi.String(m.name),
+					Lifecycle: &sdkcorev1.LifecyclePatchArgs{PreStop: &sdkcorev1.LifecycleHandlerPatchArgs{Exec: &sdkcorev1.ExecActionPatchArgs{
+						Command: pulumi.ToStringArray(gitlabrunner.DrainCommand()),
+					}}},
+				}},
+			}}},
+		}, on(rel)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("adding the drain to manager %s: %w", m.name, err)
 		}
 		if m.session != nil {
 			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-session", m.session, nil, on(ns)...); err != nil {
@@ -535,7 +547,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 			fl.TerminalHosts = append(fl.TerminalHosts, m.host)
 		}
 		if m.scaler != nil {
-			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-scaler", m.scaler, nil, on(&rel)...); err != nil {
+			if _, err := kube.Declare(ctx, p.component+"-"+m.name+"-scaler", m.scaler, nil, on(rel)...); err != nil {
 				return err
 			}
 		}

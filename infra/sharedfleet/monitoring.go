@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
@@ -213,7 +214,7 @@ func address(ns string) string {
 func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map[string]pulumi.StringOutput, opts ...pulumi.ResourceOption) (*SharedFleet, error) {
 	fl := &SharedFleet{
 		Name: p.spec.Name, Namespace: p.namespace,
-		Managers: map[string][]string{}, Releases: map[string]*pulumix.Resource{},
+		Managers: map[string][]string{}, Releases: map[string]*helmv3.Release{},
 		Prometheus: address(p.namespace),
 	}
 	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleet", p.component, fl, opts...); err != nil {
@@ -230,7 +231,7 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 		bucket = c.Cache.Bucket
 	}
 	for _, gp := range p.groups {
-		token, ok := tokens[gp.spec.TokenConfigKey]
+		token, ok := tokens[gp.group.TokenConfigKey]
 		if !ok {
 			return nil, fmt.Errorf("sharedfleet: the token of %s was not read", gp.manager)
 		}

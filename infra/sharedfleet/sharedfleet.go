@@ -92,7 +92,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
@@ -149,7 +149,7 @@ type SharedFleet struct {
 	// Managers are the fleet's managers, one Helm release each, by group.
 	Managers map[string][]string
 	// Releases are the managers' Helm releases by manager name.
-	Releases map[string]*pulumix.Resource
+	Releases map[string]*helmv3.Release
 	// TerminalHosts are the managers' web terminal hostnames.
 	TerminalHosts []string
 	// Prometheus is the fleet's Prometheus, as KEDA and the central one
@@ -180,8 +180,8 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 
 // ReadTokens reads the runner token of every group from the stack config
 // secrets the groups name, checking them all before anything is declared.
-// The program may call it early, next to the teams' secrets; New calls it
-// again.
+// The program calls it once, next to the teams' secrets, and hands the
+// tokens to New.
 func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.StringOutput, error) {
 	out := map[string]pulumi.StringOutput{}
 	var problems []string
@@ -211,20 +211,33 @@ func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.St
 	return out, nil
 }
 
-// New declares the stack's shared fleets on cluster c. Everything is
+// Args are what the shared fleets are declared from.
+type Args struct {
+	Fleet   *stackconfig.Fleet
+	Cluster *kube.Cluster
+	// Tokens are the groups' runner tokens by config key (ReadTokens).
+	Tokens map[string]pulumi.StringOutput
+}
+
+// New declares the stack's shared fleets on the cluster. Everything is
 // rendered and checked first: on any error nothing is declared.
-func New(ctx *pulumi.Context, f *stackconfig.Fleet, c *kube.Cluster, opts ...pulumi.ResourceOption) (*SharedFleets, error) {
+func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*SharedFleets, error) {
 	out := &SharedFleets{}
+	f, c, tokens := args.Fleet, args.Cluster, args.Tokens
 	if len(f.SharedFleets) == 0 {
 		return out, nil
 	}
 	if f.Platform != stackconfig.PlatformGKE {
 		return nil, fmt.Errorf("%s.sharedFleets: shared fleets run on the gke platform", stackconfig.Root)
 	}
-	tokens, err := ReadTokens(ctx, f)
-	if err != nil {
-		return nil, err
+	for i, s := range f.SharedFleets {
+		for j, g := range s.Groups {
+			if _, ok := tokens[g.TokenConfigKey]; !ok {
+				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d].tokenConfigKey: no token was read for config key %s (sharedfleet.ReadTokens)", stackconfig.Root, i, j, g.TokenConfigKey)
+			}
+		}
 	}
+	var err error
 	plans := make([]*fleetPlan, len(f.SharedFleets))
 	for i := range f.SharedFleets {
 		if plans[i], err = planFleet(f, i); err != nil {

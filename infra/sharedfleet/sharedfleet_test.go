@@ -132,7 +132,11 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
 			InCluster: true,
 		}
-		out, err = New(ctx, f, c)
+		tokens, err := ReadTokens(ctx, f)
+		if err != nil {
+			return err
+		}
+		out, err = New(ctx, &Args{Fleet: f, Cluster: c, Tokens: tokens})
 		return err
 	})
 	return m, out, err
@@ -258,7 +262,8 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	if name := str(t, s, "metadata.name"); name != ConfigSecretName(str(t, r, "values.fullnameOverride")) {
 		t.Errorf("%s: config Secret %s", r.Name, name)
 	}
-	if d := s.Inputs["stringData"]; !d.IsObject() || !d.ObjectValue()[ConfigSecretKey].ContainsSecrets() {
+	// The Secret's constructor makes all of stringData secret, as the SDK's does.
+	if d := s.Inputs["stringData"]; !d.ContainsSecrets() || !s.Input("stringData."+ConfigSecretKey).IsString() {
 		t.Errorf("%s: the config Secret's config.toml is not a Pulumi secret", r.Name)
 	}
 	if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
@@ -429,7 +434,7 @@ func TestNoTokenIsInClearInAnyResource(t *testing.T) {
 			t.Errorf("%s: runners.secret %q, the token Secret is %s", name, secret, str(t, s, "metadata.name"))
 		}
 		data := s.Inputs["stringData"]
-		if !data.IsObject() || !data.ObjectValue()[SecretKeyRunnerToken].ContainsSecrets() {
+		if !data.ContainsSecrets() || !s.Input("stringData."+SecretKeyRunnerToken).IsString() {
 			t.Errorf("%s: the Secret's %s is not a Pulumi secret", name, SecretKeyRunnerToken)
 		}
 		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
@@ -726,6 +731,22 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// A fleet's Prometheus gets the stack's VM quota, or the groups' maxVMs
+// times their maxManagers when the stack names none.
+func TestMonitoringSpecQuota(t *testing.T) {
+	f, err := stackconfig.Decode([]byte(stackJSON), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, staging := monitoringSpec(f.SharedFleets[0]), monitoringSpec(f.SharedFleets[1])
+	if prod.Name != "production" || prod.VMQuota != 800 || len(prod.Groups) != 2 {
+		t.Errorf("production %+v, want its vmQuota 800 and both groups", prod)
+	}
+	if staging.Name != "staging" || staging.VMQuota != 10 || len(staging.Groups) != 1 || staging.Groups[0].Fleet != "staging" {
+		t.Errorf("staging %+v, want quota 10 (maxVMs 10 × 1 manager) and its group", staging)
+	}
 }
 
 // Each fleet runs fleet gc --apply every 15 minutes as its own

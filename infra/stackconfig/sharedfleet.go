@@ -48,8 +48,9 @@ type SharedFleet struct {
 	// WebTerminal exposes every manager's session server, for GitLab's
 	// interactive web terminals; without it the managers run none.
 	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
-	// Groups are the fleet's manager groups.
-	Groups []ManagerGroup `json:"groups"`
+	// Groups are the fleet's manager groups (sharedfleet.ManagerGroup, the
+	// one model of a group, decoded from the stack config as it is).
+	Groups []sharedfleet.ManagerGroup `json:"groups"`
 }
 
 // SharedFleetMonitoring is a fleet's own Prometheus.
@@ -79,70 +80,6 @@ type WebTerminal struct {
 	IngressNamespace string `json:"ingressNamespace,omitempty"`
 }
 
-// ManagerGroup is one group of managers of a shared fleet: the same
-// config.toml, one Helm release per manager.
-type ManagerGroup struct {
-	// Name names the group; its managers are <namespace>-<name>-<n>.
-	Name string `json:"name"`
-	// Executor is docker+machine (the default) or docker-autoscaler.
-	Executor string `json:"executor,omitempty"`
-	// TokenConfigKey names the stack config secret holding the runner's
-	// authentication token (glrt-…): pulumi config set --secret <key> glrt-…
-	TokenConfigKey string `json:"tokenConfigKey"`
-	// Concurrent jobs per manager; default 100 (400 for Windows).
-	Concurrent int `json:"concurrent,omitempty"`
-	// Project is the VMs' GCP project; default gcp.project.
-	Project string `json:"project,omitempty"`
-	// Zone is the VMs' zone, in gcp.region.
-	Zone string `json:"zone"`
-	// MachineType of the VMs, such as n2d-standard-4.
-	MachineType string `json:"machineType"`
-	// Image is the VMs' image (name, family or URL).
-	Image string `json:"image"`
-	// Spot runs the VMs as spot (preemptible) VMs; default true.
-	Spot *bool `json:"spot,omitempty"`
-	// NetworkTags of the VMs, for firewall rules.
-	NetworkTags []string `json:"networkTags,omitempty"`
-	// MaxVMs caps the VMs of one manager.
-	MaxVMs int `json:"maxVMs"`
-	// IdleCount VMs wait idle for IdleTime, per manager.
-	IdleCount int             `json:"idleCount,omitempty"`
-	IdleTime  metav1.Duration `json:"idleTime,omitempty"`
-	// MaxBuilds recycles a VM after this many jobs.
-	MaxBuilds int `json:"maxBuilds,omitempty"`
-	// Periods change IdleCount and IdleTime while a cron expression matches.
-	Periods []AutoscalingPeriod `json:"periods,omitempty"`
-	// InstanceGroup is docker-autoscaler's managed instance group.
-	InstanceGroup string `json:"instanceGroup,omitempty"`
-	// Windows runs Windows VMs (docker-autoscaler over WinRM).
-	Windows bool `json:"windows,omitempty"`
-	// JobImage is the default image of jobs.
-	JobImage string `json:"jobImage,omitempty"`
-	// Scaling bounds the group's managers.
-	Scaling ManagerScaling `json:"scaling,omitempty"`
-}
-
-// AutoscalingPeriod is an autoscaling period of a manager group.
-type AutoscalingPeriod struct {
-	// Periods are cron expressions with seconds, such as "* * 9-17 * * mon-fri *".
-	Periods   []string        `json:"periods"`
-	Timezone  string          `json:"timezone,omitempty"`
-	IdleCount int             `json:"idleCount"`
-	IdleTime  metav1.Duration `json:"idleTime"`
-}
-
-// ManagerScaling bounds the managers of a group. MinManagers always run;
-// the others start as the jobs the group runs pass TargetUtilization of
-// the running managers' concurrent.
-type ManagerScaling struct {
-	// MinManagers, default 1.
-	MinManagers int32 `json:"minManagers,omitempty"`
-	// MaxManagers, default MinManagers.
-	MaxManagers int32 `json:"maxManagers,omitempty"`
-	// TargetUtilization, default 0.7.
-	TargetUtilization float64 `json:"targetUtilization,omitempty"`
-}
-
 // Shared-fleet defaults and limits.
 const (
 	// MinSharedJobTimeout is the shortest job timeout of a shared fleet:
@@ -169,61 +106,19 @@ func (s SharedFleet) JobTimeoutOrDefault() time.Duration {
 	return s.JobTimeout.Duration
 }
 
-// ManagerName is the group's manager name, shared by its managers: their
-// headless metrics Service, PodDisruptionBudget and the runnerfleet-manager
-// label of their VMs.
-func (s SharedFleet) ManagerName(g ManagerGroup) string { return s.Namespace + "-" + g.Name }
+// ManagerName is the group's manager name (sharedfleet.ManagerName).
+func (s SharedFleet) ManagerName(g sharedfleet.ManagerGroup) string {
+	return sharedfleet.ManagerName(s.Namespace, g.Name)
+}
 
 // ManagerNames are the group's managers, one Helm release each:
 // <namespace>-<group>-<n>.
-func (s SharedFleet) ManagerNames(g ManagerGroup) []string {
+func (s SharedFleet) ManagerNames(g sharedfleet.ManagerGroup) []string {
 	out := make([]string, g.Scaling.MaxManagers)
 	for i := range out {
 		out[i] = s.ManagerName(g) + "-" + strconv.Itoa(i)
 	}
 	return out
-}
-
-// Group is group j as the renderer's ManagerGroup, with the stack's
-// defaults: project and region from the gcp section, the fleet's GitLab URL
-// and cache bucket (cacheBucket, if the fleet sets none and the platform
-// has one, is the caller's to fill).
-func (s SharedFleet) Group(f *Fleet, j int) sharedfleet.ManagerGroup {
-	g := s.Groups[j]
-	periods := make([]sharedfleet.Period, len(g.Periods))
-	for i, p := range g.Periods {
-		periods[i] = sharedfleet.Period{Periods: p.Periods, Timezone: p.Timezone, IdleCount: p.IdleCount, IdleTime: p.IdleTime.Duration}
-	}
-	var region string
-	if f.GCP != nil {
-		region = f.GCP.Region
-	}
-	return sharedfleet.ManagerGroup{
-		Fleet: s.Namespace, Name: g.Name, GitLabURL: s.GitLabURL,
-		Executor: g.Executor, Concurrent: g.Concurrent,
-		Project: g.Project, Region: region, Zone: g.Zone, MachineType: g.MachineType, Image: g.Image,
-		Spot: g.Spot == nil || *g.Spot, NetworkTags: g.NetworkTags,
-		MaxVMs: g.MaxVMs, IdleCount: g.IdleCount, IdleTime: g.IdleTime.Duration, MaxBuilds: g.MaxBuilds,
-		Periods: periods, InstanceGroup: g.InstanceGroup, Windows: g.Windows,
-		CacheBucket: s.CacheBucket, JobImage: g.JobImage,
-	}
-}
-
-// ScalingSpec is the group's scaling for the renderer.
-func (g ManagerGroup) ScalingSpec() sharedfleet.Scaling {
-	return sharedfleet.Scaling{MinManagers: g.Scaling.MinManagers, MaxManagers: g.Scaling.MaxManagers, TargetUtilization: g.Scaling.TargetUtilization}
-}
-
-// MonitoringSpec is the fleet as its Prometheus sees it.
-func (s SharedFleet) MonitoringSpec(f *Fleet) sharedfleet.Fleet {
-	m := sharedfleet.Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota}
-	for j, g := range s.Groups {
-		m.Groups = append(m.Groups, s.Group(f, j))
-		if s.Monitoring.VMQuota == 0 {
-			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
-		}
-	}
-	return m
 }
 
 // setSharedFleetDefaults fills the shared fleets' defaults. Validate calls
@@ -267,6 +162,11 @@ func (f *Fleet) setSharedFleetDefaults() {
 			}
 			if g.Scaling.TargetUtilization == 0 {
 				g.Scaling.TargetUtilization = 0.7
+			}
+			// What the group takes from its fleet and the stack.
+			g.Fleet, g.GitLabURL, g.CacheBucket = s.Namespace, s.GitLabURL, s.CacheBucket
+			if f.GCP != nil {
+				g.Region = f.GCP.Region
 			}
 		}
 	}
@@ -437,7 +337,7 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 				"its managers' names (%s) would exceed Helm's %d-character release names; shorten the group's name or the fleet's namespace", last, maxReleaseName)))
 		}
 	}
-	if err := s.Group(f, j).Validate(); err != nil {
+	if err := g.Validate(); err != nil {
 		errs = append(errs, s.groupErrors(p, g, err)...)
 	}
 	return errs
@@ -445,7 +345,7 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 
 // groupErrors moves the renderer's messages, which name keys as
 // fleets.<fleet>.groups.<group>.<key>, under the stack config's paths.
-func (s *SharedFleet) groupErrors(p *field.Path, g ManagerGroup, err error) field.ErrorList {
+func (s *SharedFleet) groupErrors(p *field.Path, g sharedfleet.ManagerGroup, err error) field.ErrorList {
 	var errs field.ErrorList
 	prefix := fmt.Sprintf("fleets.%s.groups.%s.", s.Namespace, g.Name)
 	for _, line := range strings.Split(err.Error(), "\n") {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorhill/cronexpr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
@@ -34,41 +35,71 @@ const DefaultConcurrent = 100
 // Period is an autoscaling period: while one of its cron expressions
 // matches, IdleCount VMs wait idle for IdleTime.
 type Period struct {
-	Periods   []string      `json:"periods"`
-	Timezone  string        `json:"timezone,omitempty"`
-	IdleCount int           `json:"idleCount"`
-	IdleTime  time.Duration `json:"idleTime"`
+	// Periods are cron expressions with seconds, such as "* * 9-17 * * mon-fri *".
+	Periods   []string        `json:"periods"`
+	Timezone  string          `json:"timezone,omitempty"`
+	IdleCount int             `json:"idleCount"`
+	IdleTime  metav1.Duration `json:"idleTime"`
 }
 
-// ManagerGroup is one group of managers of a fleet (production, staging, …).
+// ManagerGroup is one group of managers of a shared fleet (production,
+// staging, …): the same config.toml, one Helm release per manager. It is the
+// one model of a group: the stack config (infra/stackconfig, the
+// sharedFleets[].groups[] keys) decodes into it and fills its defaults, and
+// every builder here reads it.
 type ManagerGroup struct {
-	Fleet       string   `json:"fleet"`
-	Name        string   `json:"name"`
-	GitLabURL   string   `json:"gitlabURL"`
-	Executor    string   `json:"executor,omitempty"` // default docker+machine
-	Concurrent  int      `json:"concurrent,omitempty"`
-	Project     string   `json:"project"`
-	Region      string   `json:"region"`
-	Zone        string   `json:"zone"`
-	MachineType string   `json:"machineType"`
-	Image       string   `json:"image"`
-	Spot        bool     `json:"spot,omitempty"`
+	// Name names the group; its managers are <namespace>-<name>-<n>.
+	Name string `json:"name"`
+	// Executor is docker+machine (the default) or docker-autoscaler.
+	Executor string `json:"executor,omitempty"`
+	// TokenConfigKey names the stack config secret holding the runner's
+	// authentication token (glrt-…): pulumi config set --secret <key> glrt-…
+	TokenConfigKey string `json:"tokenConfigKey"`
+	// Concurrent jobs per manager; default DefaultConcurrent
+	// (vmfleet.WindowsConcurrent for Windows).
+	Concurrent int `json:"concurrent,omitempty"`
+	// Project is the VMs' GCP project; default gcp.project.
+	Project string `json:"project,omitempty"`
+	// Zone is the VMs' zone, in the region.
+	Zone string `json:"zone"`
+	// MachineType of the VMs, such as n2d-standard-4.
+	MachineType string `json:"machineType"`
+	// Image is the VMs' image (name, family or URL).
+	Image string `json:"image"`
+	// Spot runs the VMs as spot (preemptible) VMs; default true (SpotVMs).
+	Spot *bool `json:"spot,omitempty"`
+	// NetworkTags of the VMs, for firewall rules.
 	NetworkTags []string `json:"networkTags,omitempty"`
 	// MaxVMs caps the autoscaled VMs of one manager (the runner's limit).
-	MaxVMs    int           `json:"maxVMs"`
-	IdleCount int           `json:"idleCount"`
-	IdleTime  time.Duration `json:"idleTime"`
+	MaxVMs int `json:"maxVMs"`
+	// IdleCount VMs wait idle for IdleTime, per manager.
+	IdleCount int             `json:"idleCount,omitempty"`
+	IdleTime  metav1.Duration `json:"idleTime,omitempty"`
 	// MaxBuilds recycles a VM after this many jobs (docker+machine).
-	MaxBuilds int      `json:"maxBuilds,omitempty"`
-	Periods   []Period `json:"periods,omitempty"`
-	// InstanceGroup is the managed instance group of docker-autoscaler.
+	MaxBuilds int `json:"maxBuilds,omitempty"`
+	// Periods change IdleCount and IdleTime while a cron expression matches.
+	Periods []Period `json:"periods,omitempty"`
+	// InstanceGroup is docker-autoscaler's managed instance group.
 	InstanceGroup string `json:"instanceGroup,omitempty"`
 	// Windows managers run Windows VMs through docker-autoscaler (WinRM)
 	// and default to vmfleet.WindowsConcurrent jobs.
-	Windows     bool   `json:"windows,omitempty"`
-	CacheBucket string `json:"cacheBucket,omitempty"`
-	JobImage    string `json:"jobImage,omitempty"`
+	Windows bool `json:"windows,omitempty"`
+	// JobImage is the default image of jobs.
+	JobImage string `json:"jobImage,omitempty"`
+	// Scaling bounds the group's managers.
+	Scaling Scaling `json:"scaling,omitempty"`
+
+	// Fleet (the fleet's namespace), GitLabURL, Region and CacheBucket come
+	// from the fleet and the stack, not from keys of the group: the stack
+	// config's defaults fill them.
+	Fleet       string `json:"-"`
+	GitLabURL   string `json:"-"`
+	Region      string `json:"-"`
+	CacheBucket string `json:"-"`
 }
+
+// SpotVMs reports whether the group's VMs are spot VMs (the default).
+func (g ManagerGroup) SpotVMs() bool { return g.Spot == nil || *g.Spot }
 
 var (
 	machineTypeRE = regexp.MustCompile(`^([a-z][a-z0-9]*-(standard|highmem|highcpu|micro|small|medium|ultramem|megamem|hypermem|highgpu|ultragpu|megagpu|edgegpu|custom)(-[0-9]+(-lssd)?)?|custom-[0-9]+-[0-9]+(-ext)?|[a-z][a-z0-9]*-custom-[0-9]+-[0-9]+)$`)
@@ -126,7 +157,7 @@ func (g ManagerGroup) Validate() error {
 	if g.IdleCount < 0 || g.IdleCount > g.MaxVMs {
 		bad("idleCount", "%d must be between 0 and maxVMs (%d): idle VMs count against the limit", g.IdleCount, g.MaxVMs)
 	}
-	if g.IdleTime < 0 {
+	if g.IdleTime.Duration < 0 {
 		bad("idleTime", "must not be negative")
 	}
 	if g.Concurrent < 0 {
@@ -158,7 +189,12 @@ func (g ManagerGroup) Validate() error {
 // Service and the pod label LabelManagerPod that joins their metrics.
 // Each manager has a name of its own (a Helm release, <ManagerName>-<n>),
 // which is its VMs' vmfleet.LabelManager.
-func (g ManagerGroup) ManagerName() string { return g.Fleet + "-" + g.Name }
+func (g ManagerGroup) ManagerName() string { return ManagerName(g.Fleet, g.Name) }
+
+// ManagerName is the name the managers of group of the fleet in namespace
+// fleet share (<fleet>-<group>), defined once for the stack config and the
+// builders.
+func ManagerName(fleet, group string) string { return fleet + "-" + group }
 
 // Owner is the owner manager gives its autoscaled VMs: fleet, group,
 // manager, hosted in Kubernetes, and the incarnation the start script fills
@@ -173,9 +209,9 @@ func (g ManagerGroup) Owner(manager string) vmfleet.Owner {
 // LongestIdleTime is the longest time a manager of the group leaves a VM
 // idle: IdleTime or a period's.
 func (g ManagerGroup) LongestIdleTime() time.Duration {
-	d := g.IdleTime
+	d := g.IdleTime.Duration
 	for _, p := range g.Periods {
-		d = max(d, p.IdleTime)
+		d = max(d, p.IdleTime.Duration)
 	}
 	return d
 }
@@ -228,7 +264,7 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			"google-machine-type=" + g.MachineType,
 			"google-machine-image=" + g.Image,
 			"google-use-internal-ip-only=true",
-			fmt.Sprintf("google-preemptible=%t", g.Spot),
+			fmt.Sprintf("google-preemptible=%t", g.SpotVMs()),
 		}
 		if len(g.NetworkTags) > 0 {
 			opts = append(opts, "google-tags="+strings.Join(g.NetworkTags, ","))
@@ -259,11 +295,11 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			MaxInstances:        g.MaxVMs,
 			PluginConfig:        map[string]string{"name": g.InstanceGroup, "project": g.Project, "zone": g.Zone},
 			ConnectorConfig:     &runnerconfig.ConnectorConfig{OS: "linux", Protocol: "ssh", Username: "runner", UseExternalAddr: false},
-			Policy:              []runnerconfig.AutoscalerPolicy{{Periods: []string{"* * * * *"}, IdleCount: g.IdleCount, IdleTime: runnerconfig.Duration(g.IdleTime)}},
+			Policy:              []runnerconfig.AutoscalerPolicy{{Periods: []string{"* * * * *"}, IdleCount: g.IdleCount, IdleTime: runnerconfig.Duration(g.IdleTime.Duration)}},
 		}
 		for _, p := range g.Periods {
 			a.Policy = append(a.Policy, runnerconfig.AutoscalerPolicy{
-				Periods: p.Periods, Timezone: p.Timezone, IdleCount: p.IdleCount, IdleTime: runnerconfig.Duration(p.IdleTime),
+				Periods: p.Periods, Timezone: p.Timezone, IdleCount: p.IdleCount, IdleTime: runnerconfig.Duration(p.IdleTime.Duration),
 			})
 		}
 		if g.Windows {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
@@ -14,9 +17,9 @@ func production() ManagerGroup {
 	return ManagerGroup{
 		Fleet: "production", Name: "shared-gce", GitLabURL: "https://gitlab.example.com",
 		Project: "ci-prod", Region: "us-east1", Zone: "us-east1-c", MachineType: "n2d-standard-2",
-		Image: "projects/ci-prod/global/images/family/runner-vm", Spot: true, NetworkTags: []string{"ci-runner"},
-		MaxVMs: 100, IdleCount: 20, IdleTime: 30 * time.Minute, MaxBuilds: 1, CacheBucket: "ci-prod-cache",
-		Periods: []Period{{Periods: []string{"* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"}, Timezone: "UTC", IdleCount: 5, IdleTime: 10 * time.Minute}},
+		Image: "projects/ci-prod/global/images/family/runner-vm", Spot: ptr.To(true), NetworkTags: []string{"ci-runner"},
+		MaxVMs: 100, IdleCount: 20, IdleTime: metav1.Duration{Duration: 30 * time.Minute}, MaxBuilds: 1, CacheBucket: "ci-prod-cache",
+		Periods: []Period{{Periods: []string{"* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"}, Timezone: "UTC", IdleCount: 5, IdleTime: metav1.Duration{Duration: 10 * time.Minute}}},
 	}
 }
 

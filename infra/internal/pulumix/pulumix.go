@@ -1,17 +1,16 @@
-// Package pulumix registers provider resources by type token, pinned to the
-// provider versions whose schemas infra/sdkschema checks.
+// Package pulumix is the runtime of the typed provider resources generated
+// into infra/internal/sdk: Declare does what an SDK constructor does
+// (required inputs, constants, secrets, aliases, the pinned provider
+// version) for typed Args, and Decode fills typed Args from plain values
+// (an unstructured Kubernetes object).
 //
-// runnerfleet does not compile the generated AWS, GCP and Kubernetes SDKs
-// (see infra/sdkschema for why). A resource is registered here with its type
-// token and a pulumi.Map of inputs, exactly what the generated constructors
-// send, and its outputs are read into a small struct of the caller's that
-// embeds pulumi.CustomResourceState.
+// runnerfleet does not compile the real AWS, GCP and Kubernetes SDKs (see
+// infra/sdkschema for why).
 package pulumix
 
 import (
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
@@ -27,45 +26,6 @@ var Versions = map[string]string{
 	"aws":        "6.83.4",
 	"gcp":        "9.6.0",
 	"kubernetes": "4.0.0-20260115033456-f47bc2d6f199",
-}
-
-// Resource is a provider resource whose only output read is its ID, plus the
-// outputs almost every cloud resource has.
-type Resource struct {
-	pulumi.CustomResourceState
-
-	// Arn is set on AWS resources.
-	Arn pulumi.StringOutput `pulumi:"arn"`
-	// Name is the resource's physical name, where it has one.
-	Name pulumi.StringOutput `pulumi:"name"`
-}
-
-// Register registers a provider resource of the type token tok with the
-// given inputs, reading its outputs into res, pinned to the provider version
-// the schema was checked against.
-func Register(ctx *pulumi.Context, tok, name string, inputs pulumi.Map, res pulumi.CustomResource, opts ...pulumi.ResourceOption) error {
-	pkg, _, _ := strings.Cut(tok, ":")
-	if pkg == "pulumi" { // pulumi:providers:<pkg>
-		pkg = strings.TrimPrefix(tok, "pulumi:providers:")
-	}
-	v, ok := Versions[pkg]
-	if !ok {
-		return fmt.Errorf("pulumix: no pinned provider version for %s (resource %s)", tok, name)
-	}
-	if inputs == nil {
-		inputs = pulumi.Map{}
-	}
-	opts = append([]pulumi.ResourceOption{pulumi.Version(v)}, opts...)
-	return ctx.RegisterResource(tok, name, inputs, res, opts...)
-}
-
-// New registers a provider resource and returns it with its common outputs.
-func New(ctx *pulumi.Context, tok, name string, inputs pulumi.Map, opts ...pulumi.ResourceOption) (*Resource, error) {
-	var r Resource
-	if err := Register(ctx, tok, name, inputs, &r, opts...); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }
 
 // Strings turns a Go string slice into a pulumi.StringArray.
