@@ -19,8 +19,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	rspolicy "github.com/runnerfleet/runnerfleet/runnerset/policy"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -374,7 +374,7 @@ func TestPrivateSubnetsRouteThroughOneNAT(t *testing.T) {
 	}
 }
 
-// The subnets and security group that provisioning/capacity's EC2NodeClass
+// The subnets and security group that runnerset/capacity's EC2NodeClass
 // selects must be exactly the private subnets and the node security group.
 func TestDiscoveryTagsMatchWhatCapacitySelects(t *testing.T) {
 	d := deploy(t, fleet(nil))

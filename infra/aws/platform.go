@@ -28,12 +28,12 @@ const (
 	TagStack   = "runnerfleet:stack"
 	TagCluster = "runnerfleet:cluster"
 	// TagDiscovery marks the subnets and security group Karpenter launches
-	// runner nodes into; provisioning/capacity selects by it.
+	// runner nodes into; runnerset/capacity selects by it.
 	TagDiscovery = "karpenter.sh/discovery"
 )
 
 // AMIAlias is the image of Karpenter's runner nodes.
-const AMIAlias = "bottlerocket@latest"
+const AMIAlias = v1alpha1.DefaultAMIAlias
 
 // platform is what every component of one cluster shares.
 type platform struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // ControllerName is the controller's ServiceAccount, ClusterRole and
@@ -25,8 +26,8 @@ const ControllerName = install.Name
 // Labels every object of the program carries.
 func Labels(stack string) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/managed-by": "runnerfleet-pulumi",
-		"runnerfleet.dev/stack":        stack,
+		resources.LabelManagedBy: "runnerfleet-pulumi",
+		"runnerfleet.dev/stack":  stack,
 	}
 }
 
@@ -83,7 +84,7 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 		apiDeps = append(apiDeps, o)
 	}
 
-	ctrlNS, err := Declare(ctx, name+"-ns-"+f.Controller.Namespace, namespace(f.Controller.Namespace, stack), nil, on...)
+	ctrlNS, err := Declare(ctx, name+"-ns-"+f.Controller.Namespace, Namespace(f.Controller.Namespace, stack), nil, on...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 		if _, ok := namespaces[t.Namespace]; ok || t.Namespace == f.Controller.Namespace {
 			continue
 		}
-		ns, err := Declare(ctx, name+"-ns-"+t.Namespace, namespace(t.Namespace, stack), nil, on...)
+		ns, err := Declare(ctx, name+"-ns-"+t.Namespace, Namespace(t.Namespace, stack), nil, on...)
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +151,8 @@ func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.Reso
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
-func namespace(name, stack string) *corev1.Namespace {
+// Namespace is a namespace of the program, labelled as its.
+func Namespace(name, stack string) *corev1.Namespace {
 	return &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: Labels(stack)},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // GC runs `fleet gc --apply` in a fleet's namespace every GCSchedule, as
@@ -46,7 +47,7 @@ func GCName(namespace string) string { return namespace + "-gc" }
 func planGC(p *fleetPlan) (*gcPlan, error) {
 	image := version.Image("fleet")
 	name := GCName(p.namespace)
-	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", "app.kubernetes.io/managed-by": "runnerfleet"}
+	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
 	grace := gcMinGrace
 	projects := map[string][]string{}
 	for _, gp := range p.groups {

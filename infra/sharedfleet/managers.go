@@ -23,6 +23,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -136,7 +138,7 @@ func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPl
 	}
 	ns := Namespace(s)
 	scaling := g.Scaling
-	labels := map[string]string{shared.LabelManagerPod: gp.manager, "app.kubernetes.io/managed-by": "runnerfleet"}
+	labels := map[string]string{shared.LabelManagerPod: gp.manager, resources.LabelManagedBy: resources.ManagedBy}
 
 	gp.serviceAccount = &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
@@ -359,11 +361,6 @@ mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
 	return b.String()
 }
 
-// drainCommand is the managers' preStop hook: SIGQUIT makes gitlab-runner
-// take no new job and exit once its jobs are done. PID 1 is gitlab-runner
-// or an init (dumb-init, tini) that forwards the signal to it.
-var drainCommand = []string{"/bin/sh", "-c", "kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}
-
 // imageValues splits an image reference into the chart's image values.
 func imageValues(ref string) map[string]any {
 	slash := strings.LastIndex(ref, "/")
@@ -419,9 +416,9 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 		// fleet gc refuses a grace shorter than this.
 		"podAnnotations": map[string]any{vmfleet.AnnotationIdleTime: gp.group.LongestIdleTime().String()},
 		"podLabels": map[string]any{
-			shared.LabelManagerPod:         gp.manager,
-			LabelRelease:                   m.name,
-			"app.kubernetes.io/managed-by": "runnerfleet",
+			shared.LabelManagerPod:   gp.manager,
+			LabelRelease:             m.name,
+			resources.LabelManagedBy: resources.ManagedBy,
 		},
 		"resources": map[string]any{
 			"requests": map[string]any{"cpu": "250m", "memory": "512Mi"},
@@ -535,7 +532,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 				Containers: []sdkcorev1.ContainerPatchArgs{{
 					Name: pulumi.String(m.name),
 					Lifecycle: &sdkcorev1.LifecyclePatchArgs{PreStop: &sdkcorev1.LifecycleHandlerPatchArgs{Exec: &sdkcorev1.ExecActionPatchArgs{
-						Command: pulumi.ToStringArray(drainCommand),
+						Command: pulumi.ToStringArray(gitlabrunner.DrainCommand()),
 					}}},
 				}},
 			}}},

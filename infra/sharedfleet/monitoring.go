@@ -20,6 +20,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // PrometheusImage is the fleets' and the central Prometheus (3.5, the LTS
@@ -95,7 +96,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 		pp.files[name] = string(b)
 		fmt.Fprintf(h, "%s\x00%s\x00", name, b)
 	}
-	labels := pulumix.Merge(prometheusSelector, map[string]string{"app.kubernetes.io/managed-by": "runnerfleet"})
+	labels := pulumix.Merge(prometheusSelector, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
 	meta := metav1.ObjectMeta{Name: prometheusName, Namespace: ns, Labels: labels}
 	saMeta := meta
 	saMeta.Name = PrometheusServiceAccount
@@ -205,13 +206,6 @@ func (pp *prometheusPlan) declare(ctx *pulumi.Context, prefix string, on func(de
 	return err
 }
 
-func namespace(name, stack string) *corev1.Namespace {
-	return &corev1.Namespace{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: kube.Labels(stack)},
-	}
-}
-
 func address(ns string) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", prometheusName, ns, shared.PrometheusPort)
 }
@@ -227,7 +221,7 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 		return nil, err
 	}
 	on := children(fl, c)
-	ns, err := kube.Declare(ctx, p.component+"-ns", namespace(p.namespace, ctx.Stack()), nil, on(c.DependsOn...)...)
+	ns, err := kube.Declare(ctx, p.component+"-ns", kube.Namespace(p.namespace, ctx.Stack()), nil, on(c.DependsOn...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +273,7 @@ func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, c *kube.Cluster, fl
 		return nil, err
 	}
 	on := children(cm, c)
-	ns, err := kube.Declare(ctx, name+"-ns", namespace(stackconfig.MonitoringNamespace, ctx.Stack()), nil, on(c.DependsOn...)...)
+	ns, err := kube.Declare(ctx, name+"-ns", kube.Namespace(stackconfig.MonitoringNamespace, ctx.Stack()), nil, on(c.DependsOn...)...)
 	if err != nil {
 		return nil, err
 	}

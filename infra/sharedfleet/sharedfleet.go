@@ -86,7 +86,6 @@ package sharedfleet
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -97,6 +96,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // The gitlab-runner chart every manager runs.
@@ -116,7 +116,7 @@ const (
 	// TerminalPort is the port GitLab connects to: the Ingress's.
 	TerminalPort = 443
 	// MetricsPort is gitlab-runner's metrics listener.
-	MetricsPort = 9252
+	MetricsPort = gitlabrunner.MetricsPort
 	// LabelRelease names a manager's release on its pod, which its
 	// session Service selects.
 	LabelRelease = vmfleet.PodLabelManager
@@ -178,8 +178,6 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 	return out
 }
 
-var tokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
-
 // ReadTokens reads the runner token of every group from the stack config
 // secrets the groups name, checking them all before anything is declared.
 // The program calls it once, next to the teams' secrets, and hands the
@@ -198,7 +196,7 @@ func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.St
 			switch {
 			case err != nil:
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s", path, key, key, ctx.Stack()))
-			case !tokenFormat.MatchString(v):
+			case !gitlabrunner.TokenFormat.MatchString(v):
 				// Nothing else is a runner token; config.toml gets it TOML-encoded.
 				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…)", path, key))
 			default:

@@ -63,7 +63,7 @@ const (
 	DefaultVPCCIDR           = "10.0.0.0/16"
 	DefaultKubernetesVersion = "1.35"
 	// DefaultKarpenterVersion is the chart of the Karpenter release whose
-	// APIs (NodePool, EC2NodeClass) provisioning/capacity is built against:
+	// APIs (NodePool, EC2NodeClass) runnerset/capacity is built against:
 	// keep it equal to github.com/aws/karpenter-provider-aws in go.mod (a
 	// test checks).
 	DefaultKarpenterVersion = "1.15.0"

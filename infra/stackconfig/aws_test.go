@@ -104,7 +104,7 @@ func TestAWSSystemNodeBoundsFollowEachOther(t *testing.T) {
 }
 
 // The chart pinned by default must be the release whose APIs
-// provisioning/capacity builds NodePools and EC2NodeClasses against.
+// runnerset/capacity builds NodePools and EC2NodeClasses against.
 func TestAWSDefaultKarpenterMatchesTheModule(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // DefaultMetricsURL is where gitlab-runner serves its Prometheus metrics
-// when its listen_address is the usual :9252.
-const DefaultMetricsURL = "http://127.0.0.1:9252/metrics"
+// when its listen_address is gitlabrunner.ListenAddress.
+var DefaultMetricsURL = gitlabrunner.LocalMetricsURL
 
 // JobsMetric is gitlab-runner's gauge of the jobs it runs, one label set per
 // runner, stage and state.

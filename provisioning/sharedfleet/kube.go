@@ -9,6 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // Scaling bounds the manager replicas of a group. Managers scale on the jobs
@@ -24,7 +27,7 @@ type Scaling struct {
 }
 
 func (g ManagerGroup) labels() map[string]string {
-	return map[string]string{LabelManagerPod: g.ManagerName(), "app.kubernetes.io/managed-by": "runnerfleet"}
+	return map[string]string{LabelManagerPod: g.ManagerName(), resources.LabelManagedBy: resources.ManagedBy}
 }
 
 // MetricsService is the manager's headless Service: its SRV records
@@ -36,7 +39,7 @@ func (g ManagerGroup) MetricsService() *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  map[string]string{LabelManagerPod: g.ManagerName()},
-			Ports:     []corev1.ServicePort{{Name: "metrics", Port: 9252, TargetPort: intstr.FromInt32(9252), Protocol: corev1.ProtocolTCP}},
+			Ports:     []corev1.ServicePort{{Name: "metrics", Port: gitlabrunner.MetricsPort, TargetPort: intstr.FromInt32(gitlabrunner.MetricsPort), Protocol: corev1.ProtocolTCP}},
 			// Draining managers keep being scraped while they finish their jobs.
 			PublishNotReadyAddresses: true,
 		},
@@ -79,7 +82,7 @@ func (g ManagerGroup) ScaledObject(deployment string, s Scaling) (*unstructured.
 		"kind":       "ScaledObject",
 		"metadata": map[string]any{
 			"name": g.ManagerName(), "namespace": g.Fleet,
-			"labels": map[string]any{LabelManagerPod: g.ManagerName(), "app.kubernetes.io/managed-by": "runnerfleet"},
+			"labels": map[string]any{LabelManagerPod: g.ManagerName(), resources.LabelManagedBy: resources.ManagedBy},
 		},
 		"spec": map[string]any{
 			"scaleTargetRef":  map[string]any{"name": deployment},

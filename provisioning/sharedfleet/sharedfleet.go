@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -310,7 +311,7 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 		Concurrent:      concurrent,
 		CheckInterval:   3,
 		LogFormat:       "json",
-		ListenAddress:   ":9252",
+		ListenAddress:   gitlabrunner.ListenAddress,
 		ShutdownTimeout: runnerconfig.ForcedShutdownTimeout,
 		Runners:         []runnerconfig.Runner{r},
 	}, nil

@@ -32,7 +32,7 @@ const (
 // gitlab_runner_api_request_statuses_total{endpoint="request_job"} counts a
 // request GitLab answered with 201 or 204 (a job, or none for now).
 type RunnerHealth struct {
-	// URL is the metrics URL of a VM; default http://<address>:9252/metrics.
+	// URL is the metrics URL of a VM; default http://<address>:RunnerMetricsPort/metrics.
 	URL    func(providers.Instance) string
 	Client *http.Client
 }

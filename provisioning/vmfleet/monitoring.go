@@ -5,11 +5,12 @@ import (
 	"strings"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // Ports the Windows managers serve metrics on.
 const (
-	RunnerMetricsPort = 9252 // gitlab-runner's listen_address
+	RunnerMetricsPort = gitlabrunner.MetricsPort // gitlab-runner's listen_address
 )
 
 // WindowsScrapeConfig scrapes the Windows shared runner managers of project

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -26,7 +26,7 @@ import (
 // written: a rejected tag is never half created.
 func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	c, err := capacity.For(s.rs, s.class)
-	var invalid *capacity.Invalid
+	var invalid *v1alpha1.Failure
 	if errors.As(err, &invalid) {
 		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
 		return false, 0, nil
@@ -129,7 +129,7 @@ var capacityKinds = []schema.GroupVersionKind{
 	capacity.KarpenterGroupVersion.WithKind("NodePool"),
 	capacity.AWSGroupVersion.WithKind("EC2NodeClass"),
 	capacity.KWOKGroupVersion.WithKind("KWOKNodeClass"),
-	{Group: capacity.ComputeClassGVK.Group, Version: capacity.ComputeClassGVK.Version, Kind: capacity.ComputeClassGVK.Kind},
+	capacity.ComputeClassGVK,
 }
 
 // deleteCapacity deletes the RunnerSet's capacity objects of every kind the

@@ -28,6 +28,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, s *state) (bool, time.D
 		return false, 0, nil
 	}
 	s.class = class
+	s.settings = v1alpha1.Effective(s.rs, class)
 	s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("RunnerClass %s allows this runner", class.Name))
 	return true, 0, nil

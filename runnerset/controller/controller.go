@@ -40,8 +40,8 @@ import (
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -108,21 +108,41 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 	for _, o := range opts {
 		o(r)
 	}
-	r.steps = []step{
-		{v1alpha1.ConditionClassAccepted, r.reconcileClass},
-		{v1alpha1.ConditionRunnerRegistered, r.reconcileToken},
-		{v1alpha1.ConditionCapacityReady, r.reconcileCapacity},
-		{v1alpha1.ConditionIdentityReady, r.reconcileIdentity},
-		{v1alpha1.ConditionConfigReady, r.reconcileConfig},
-		{v1alpha1.ConditionManagersAvailable, r.reconcileManagers},
-	}
+	r.steps = steps(map[string]stepFunc{
+		v1alpha1.ConditionClassAccepted:     r.reconcileClass,
+		v1alpha1.ConditionRunnerRegistered:  r.reconcileToken,
+		v1alpha1.ConditionCapacityReady:     r.reconcileCapacity,
+		v1alpha1.ConditionIdentityReady:     r.reconcileIdentity,
+		v1alpha1.ConditionConfigReady:       r.reconcileConfig,
+		v1alpha1.ConditionManagersAvailable: r.reconcileManagers,
+	})
 	return r
+}
+
+// steps orders the step of each condition as v1alpha1.DependentConditions
+// does, the one place the order is written: the pass runs them in that
+// order and blocked marks the ones after a stopped step by it.
+func steps(byCondition map[string]stepFunc) []step {
+	if len(byCondition) != len(v1alpha1.DependentConditions) {
+		panic(fmt.Sprintf("%d steps for %d dependent conditions", len(byCondition), len(v1alpha1.DependentConditions)))
+	}
+	out := make([]step, 0, len(byCondition))
+	for _, c := range v1alpha1.DependentConditions {
+		run, ok := byCondition[c]
+		if !ok {
+			panic("no step for condition " + c)
+		}
+		out = append(out, step{c, run})
+	}
+	return out
 }
 
 // state is what one pass learns and hands from step to step.
 type state struct {
-	rs         *v1alpha1.RunnerSet
-	class      *v1alpha1.RunnerClass
+	rs    *v1alpha1.RunnerSet
+	class *v1alpha1.RunnerClass
+	// settings are rs's under class, resolved once when the class is accepted.
+	settings   v1alpha1.Settings
 	token      *RunnerToken
 	placement  runnerconfig.JobPlacement
 	configTOML []byte
@@ -133,8 +153,10 @@ type state struct {
 // condition already says why) and an error only for failures worth a retry.
 type step struct {
 	condition string
-	run       func(ctx context.Context, s *state) (done bool, requeue time.Duration, err error)
+	run       stepFunc
 }
+
+type stepFunc func(ctx context.Context, s *state) (done bool, requeue time.Duration, err error)
 
 // blocked marks the conditions after a stopped step as blocked by it.
 func blocked(rs *v1alpha1.RunnerSet, after string) {
@@ -446,7 +468,7 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: rs.Spec.ClassName}, class); err != nil {
 		class = nil // the runner's own Secret remembers its GitLab
 	}
-	err = r.Tokens.Release(ctx, rs, gitlabURL(rs, class))
+	err = r.Tokens.Release(ctx, rs, v1alpha1.Effective(rs, class).GitLabURL)
 	if err != nil && r.cannotBeRestored(ctx, rs, err) {
 		// The API token went with a namespace that is being deleted (a
 		// RunnerSet from before the token was held by ReleaseFinalizer):
@@ -490,7 +512,7 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 // cannotBeRestored reports whether releasing failed for want of an API
 // token that can no longer be restored: the namespace is terminating.
 func (r *Reconciler) cannotBeRestored(ctx context.Context, rs *v1alpha1.RunnerSet, err error) bool {
-	var te *TokenError
+	var te *v1alpha1.Failure
 	if !errors.As(err, &te) || te.Reason != v1alpha1.ReasonAPITokenMissing {
 		return false
 	}

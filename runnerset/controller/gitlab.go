@@ -21,6 +21,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -82,11 +83,11 @@ func (g *GitLabTokens) now() time.Time {
 func (g *GitLabTokens) api(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (gitlab.Client, error) {
 	reg := rs.Spec.GitLab.Runner
 	if reg == nil {
-		return nil, &TokenError{v1alpha1.ReasonAPITokenMissing, "spec.gitlab.runner is not set: nothing to talk to GitLab about"}
+		return nil, &v1alpha1.Failure{Reason: v1alpha1.ReasonAPITokenMissing, Message: "spec.gitlab.runner is not set: nothing to talk to GitLab about"}
 	}
 	sec, pat, err := readSecret(ctx, g.APIReader, rs.Namespace, reg.APITokenSecretRef, "spec.gitlab.runner.apiTokenSecretRef",
 		"a GitLab access token with the create_runner and manage_runner scopes")
-	var te *TokenError
+	var te *v1alpha1.Failure
 	if errors.As(err, &te) {
 		te.Reason = v1alpha1.ReasonAPITokenMissing
 		return nil, te
@@ -249,7 +250,7 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 // Secret's name is taken.
 func tokenSecretInTheWay(rs *v1alpha1.RunnerSet, sec *corev1.Secret) error {
 	itw := &InTheWay{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, RunnerSet: rs.Namespace + "/" + rs.Name}
-	return &TokenError{v1alpha1.ReasonObjectInTheWay, itw.Error() + " (runnerfleet keeps the token of the runner it creates there)"}
+	return &v1alpha1.Failure{Reason: v1alpha1.ReasonObjectInTheWay, Message: itw.Error() + " (runnerfleet keeps the token of the runner it creates there)"}
 }
 
 // settings are the runner's settings in GitLab as rs asks for them.
@@ -297,7 +298,7 @@ func renewTime(obtained, expires time.Time) time.Time {
 
 // store writes the token Secret, owned by the RunnerSet.
 func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
-	if !tokenFormat.MatchString(tok.Value) {
+	if !gitlabrunner.TokenFormat.MatchString(tok.Value) {
 		// Nothing else can be a runner token; refuse before a manager sees it.
 		return nil, fmt.Errorf("GitLab returned a token for runner %d that is not 8 to 512 letters, digits, '.', '_' or '-'; refusing to pass it to the managers", tok.RunnerID)
 	}
@@ -393,7 +394,7 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 	return g.letGoOfAPITokens(ctx, rs, "")
 }
 
-// explain turns a GitLab error into a TokenError that says what to fix, or
+// explain turns a GitLab error into a *v1alpha1.Failure that says what to fix, or
 // keeps it an error to retry with backoff when GitLab may answer later.
 func (g *GitLabTokens) explain(rs *v1alpha1.RunnerSet, err error) error {
 	var ge *gitlab.Error
@@ -404,17 +405,17 @@ func (g *GitLabTokens) explain(rs *v1alpha1.RunnerSet, err error) error {
 	secret := fmt.Sprintf("Secret %s/%s key %q (spec.gitlab.runner.apiTokenSecretRef)", rs.Namespace, reg.APITokenSecretRef.Name, reg.APITokenSecretRef.KeyOrDefault())
 	switch ge.Status {
 	case http.StatusUnauthorized:
-		return &TokenError{v1alpha1.ReasonGitLabUnauthorized, fmt.Sprintf(
-			"%s: GitLab refused the access token in %s as wrong, revoked or expired; store a valid token there", ge.Op, secret)}
+		return v1alpha1.Failf(v1alpha1.ReasonGitLabUnauthorized,
+			"%s: GitLab refused the access token in %s as wrong, revoked or expired; store a valid token there", ge.Op, secret)
 	case http.StatusForbidden:
 		if reg.Type == v1alpha1.RunnerTypeInstance {
-			return &TokenError{v1alpha1.ReasonGitLabForbidden, fmt.Sprintf(
+			return v1alpha1.Failf(v1alpha1.ReasonGitLabForbidden,
 				"%s: GitLab forbade it (%s); an instance runner needs an administrator's token with the create_runner and manage_runner scopes in %s, or use runner.type group or project",
-				ge.Op, ge.Message, secret)}
+				ge.Op, ge.Message, secret)
 		}
-		return &TokenError{v1alpha1.ReasonGitLabForbidden, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonGitLabForbidden,
 			"%s: GitLab forbade it (%s); the token in %s needs the create_runner and manage_runner scopes and the Maintainer or Owner role in the %s",
-			ge.Op, ge.Message, secret, reg.Type)}
+			ge.Op, ge.Message, secret, reg.Type)
 	case http.StatusNotFound:
 		field, id := "groupID", reg.GroupID
 		if reg.Type == v1alpha1.RunnerTypeProject {
@@ -424,9 +425,9 @@ func (g *GitLabTokens) explain(rs *v1alpha1.RunnerSet, err error) error {
 		if id != nil {
 			what = fmt.Sprintf("%s %d", reg.Type, *id)
 		}
-		return &TokenError{v1alpha1.ReasonGitLabNotFound, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonGitLabNotFound,
 			"%s: GitLab does not know %s (%s); check spec.gitlab.runner.%s and that the token in %s can see it",
-			ge.Op, what, ge.Message, field, secret)}
+			ge.Op, what, ge.Message, field, secret)
 	}
-	return &TokenError{v1alpha1.ReasonGitLabRejected, fmt.Sprintf("%s: GitLab refused it (%d: %s); fix spec.gitlab.runner", ge.Op, ge.Status, ge.Message)}
+	return v1alpha1.Failf(v1alpha1.ReasonGitLabRejected, "%s: GitLab refused it (%d: %s); fix spec.gitlab.runner", ge.Op, ge.Status, ge.Message)
 }

@@ -125,15 +125,25 @@ func TestACreatedRunnerLivesAndDiesWithItsRunnerSet(t *testing.T) {
 	})
 
 	// The runner cannot move to another group, nor become a stored token.
-	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
-	moved := cur.DeepCopy()
-	moved.Spec.GitLab.Runner.GroupID = ptr.To[int64](43)
-	if err := k8s.Update(ctx, moved); err == nil || !strings.Contains(err.Error(), "immutable") {
+	// The controller patches status meanwhile: an update that lost that
+	// race is tried again on the latest version, as admission's answer is
+	// what is tested.
+	refused := func(change func(*v1alpha1.RunnerSet)) error {
+		for {
+			must(t, k8s.Get(ctx, client.ObjectKeyFromObject(cur), cur))
+			changed := cur.DeepCopy()
+			change(changed)
+			if err := k8s.Update(ctx, changed); !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+	}
+	if err := refused(func(r *v1alpha1.RunnerSet) { r.Spec.GitLab.Runner.GroupID = ptr.To[int64](43) }); err == nil || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("moving the runner to another group: %v", err)
 	}
-	switched := cur.DeepCopy()
-	switched.Spec.GitLab.Runner, switched.Spec.GitLab.TokenSecretRef = nil, &v1alpha1.SecretKeyRef{Name: "x"}
-	if err := k8s.Update(ctx, switched); err == nil || !strings.Contains(err.Error(), "orphan a runner") {
+	if err := refused(func(r *v1alpha1.RunnerSet) {
+		r.Spec.GitLab.Runner, r.Spec.GitLab.TokenSecretRef = nil, &v1alpha1.SecretKeyRef{Name: "x"}
+	}); err == nil || !strings.Contains(err.Error(), "orphan a runner") {
 		t.Errorf("switching to a stored token: %v", err)
 	}
 

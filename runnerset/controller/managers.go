@@ -16,13 +16,7 @@ import (
 // reconcileManagers writes the manager Deployment and its disruption budget
 // and reports whether every manager runs the current config.
 func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, time.Duration, error) {
-	image, field := s.rs.Spec.Managers.Image, "spec.managers.image"
-	if image == "" {
-		image, field = s.class.Spec.Defaults.ManagerImage, fmt.Sprintf("spec.defaults.managerImage of RunnerClass %s", s.class.Name)
-	}
-	if image == "" {
-		image = v1alpha1.DefaultManagerImage
-	}
+	image, field := s.settings.ManagerImage, s.settings.ManagerImageField
 	if msg := invalidImage(image, field); msg != "" {
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonInvalidImage, msg)
 		return false, 0, nil

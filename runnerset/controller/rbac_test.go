@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -222,7 +222,7 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 			capacity.KarpenterGroupVersion.WithKind("NodePool"),
 			capacity.KWOKGroupVersion.WithKind("KWOKNodeClass"),
 			capacity.AWSGroupVersion.WithKind("EC2NodeClass"),
-			{Group: capacity.ComputeClassGVK.Group, Version: capacity.ComputeClassGVK.Version, Kind: capacity.ComputeClassGVK.Kind},
+			capacity.ComputeClassGVK,
 		} {
 			obj := &unstructured.Unstructured{}
 			obj.SetGroupVersionKind(gvk)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // TokenSource gets the runner authentication token of a RunnerSet and gives
@@ -21,7 +21,7 @@ import (
 // the team stored (spec.gitlab.tokenSecretRef) and a runner the controller
 // creates in GitLab (spec.gitlab.runner).
 type TokenSource interface {
-	// Token returns the runner's token, or a *TokenError the team can act on.
+	// Token returns the runner's token, or a *v1alpha1.Failure the team can act on.
 	Token(ctx context.Context, rs *v1alpha1.RunnerSet, gitlabURL string) (*RunnerToken, error)
 	// Release is called once the managers have drained, before the
 	// RunnerSet's finalizer is removed.
@@ -40,21 +40,6 @@ type RunnerToken struct {
 	RenewAt time.Time
 }
 
-// TokenError is a token problem only the team can fix: it becomes a False
-// RunnerRegistered condition, not a retry.
-type TokenError struct {
-	Reason  string
-	Message string
-}
-
-func (e *TokenError) Error() string { return e.Message }
-
-// tokenFormat is what the controller accepts as a runner token. config.toml
-// gets the token through the TOML encoder whatever it holds; this refuses
-// what cannot be a token (a pasted newline or label) before any manager
-// sees it.
-var tokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
-
 // registrationTokenPrefix starts the runner registration tokens GitLab no
 // longer accepts.
 const registrationTokenPrefix = "GR1348941"
@@ -68,23 +53,22 @@ type SecretTokens struct {
 func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ string) (*RunnerToken, error) {
 	ref := rs.Spec.GitLab.TokenSecretRef
 	if ref == nil {
-		return nil, &TokenError{v1alpha1.ReasonTokenSecretNotFound,
-			"spec.gitlab.tokenSecretRef is not set: name a Secret holding the runner's glrt- token"}
+		return nil, &v1alpha1.Failure{Reason: v1alpha1.ReasonTokenSecretNotFound, Message: "spec.gitlab.tokenSecretRef is not set: name a Secret holding the runner's glrt- token"}
 	}
 	tok, err := readSecretKey(ctx, s.Reader, rs.Namespace, *ref, "spec.gitlab.tokenSecretRef", "the runner's glrt- token")
 	if err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(tok, registrationTokenPrefix) {
-		return nil, &TokenError{v1alpha1.ReasonRegistrationToken, fmt.Sprintf(
+		return nil, v1alpha1.Failf(v1alpha1.ReasonRegistrationToken,
 			"Secret %s/%s holds a runner registration token (%s…), which current GitLab refuses (POST /runners answers 410 Gone): create the runner in GitLab and store its glrt- authentication token instead, or let runnerfleet create it with spec.gitlab.runner",
-			rs.Namespace, ref.Name, registrationTokenPrefix)}
+			rs.Namespace, ref.Name, registrationTokenPrefix)
 	}
-	if !tokenFormat.MatchString(tok) {
+	if !gitlabrunner.TokenFormat.MatchString(tok) {
 		// Say what is wrong without echoing any of the value.
-		return nil, &TokenError{v1alpha1.ReasonTokenMalformed, fmt.Sprintf(
+		return nil, v1alpha1.Failf(v1alpha1.ReasonTokenMalformed,
 			"the value under key %q of Secret %s/%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', like glrt-…): check for a trailing newline or a pasted label",
-			ref.KeyOrDefault(), rs.Namespace, ref.Name)}
+			ref.KeyOrDefault(), rs.Namespace, ref.Name)
 	}
 	return &RunnerToken{Value: tok, SecretRef: v1alpha1.SecretKeyRef{Name: ref.Name, Key: ref.KeyOrDefault()}}, nil
 }
@@ -93,7 +77,7 @@ func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ strin
 func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet, string) error { return nil }
 
 // readSecretKey reads one key of a Secret straight from the API server (the
-// controller caches no Secrets), as a TokenError when it is not there.
+// controller caches no Secrets), as a *v1alpha1.Failure when it is not there.
 func readSecretKey(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (string, error) {
 	_, v, err := readSecret(ctx, r, namespace, ref, field, what)
 	return v, err
@@ -104,17 +88,17 @@ func readSecret(ctx context.Context, r client.Reader, namespace string, ref v1al
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, "", &TokenError{v1alpha1.ReasonTokenSecretNotFound, fmt.Sprintf(
+			return nil, "", v1alpha1.Failf(v1alpha1.ReasonTokenSecretNotFound,
 				"Secret %s/%s named by %s does not exist: create it with %s under key %q",
-				namespace, ref.Name, field, what, ref.KeyOrDefault())}
+				namespace, ref.Name, field, what, ref.KeyOrDefault())
 		}
 		return nil, "", fmt.Errorf("getting Secret %s: %w", ref.Name, err)
 	}
 	v, ok := sec.Data[ref.KeyOrDefault()]
 	if !ok || len(v) == 0 {
-		return nil, "", &TokenError{v1alpha1.ReasonTokenKeyMissing, fmt.Sprintf(
+		return nil, "", v1alpha1.Failf(v1alpha1.ReasonTokenKeyMissing,
 			"Secret %s/%s has no key %q (%s.key): put %s there",
-			namespace, ref.Name, ref.KeyOrDefault(), field, what)}
+			namespace, ref.Name, ref.KeyOrDefault(), field, what)
 	}
 	return sec, string(v), nil
 }
@@ -148,8 +132,8 @@ func (t Tokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url string)
 const authErrorRecheck = 10 * time.Minute
 
 func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.Duration, error) {
-	tok, err := r.Tokens.Token(ctx, s.rs, gitlabURL(s.rs, s.class))
-	var te *TokenError
+	tok, err := r.Tokens.Token(ctx, s.rs, s.settings.GitLabURL)
+	var te *v1alpha1.Failure
 	switch {
 	case errors.As(err, &te):
 		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, te.Reason, te.Message)
@@ -177,15 +161,4 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 		renew = max(time.Until(tok.RenewAt), time.Second)
 	}
 	return true, renew, nil
-}
-
-// gitlabURL is the GitLab instance of rs: its own, its class's, or gitlab.com.
-func gitlabURL(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) string {
-	switch {
-	case rs.Spec.GitLab.URL != "":
-		return rs.Spec.GitLab.URL
-	case class != nil && class.Spec.GitLabURL != "":
-		return class.Spec.GitLabURL
-	}
-	return "https://gitlab.com"
 }

@@ -12,36 +12,28 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 )
 
-// Violation is why a RunnerClass refuses a RunnerSet.
-type Violation struct {
-	Reason  string // a v1alpha1.Reason* constant
-	Message string
-}
-
-func (v *Violation) Error() string { return v.Message }
-
 // Check returns nil when class allows rs, otherwise the first violation.
-func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *Violation {
+func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failure {
 	p := class.Spec.Policy
 	allowed := p.AllowedCapacityTypesOrDefault()
 	for _, ct := range rs.Spec.Capacity.CapacityTypesOrDefault() {
 		if !slices.Contains(allowed, ct) {
-			return &Violation{v1alpha1.ReasonCapacityTypeForbidden, fmt.Sprintf(
+			return v1alpha1.Failf(v1alpha1.ReasonCapacityTypeForbidden,
 				"spec.capacity.capacityTypes: RunnerClass %s allows only %s; remove %q or ask the platform team to allow it",
-				class.Name, join(allowed), ct)}
+				class.Name, join(allowed), ct)
 		}
 	}
 	if rs.Spec.Jobs.Privileged && !p.AllowPrivileged {
-		return &Violation{v1alpha1.ReasonPrivilegedForbidden, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonPrivilegedForbidden,
 			"spec.jobs.privileged: RunnerClass %s does not allow privileged jobs; set it to false or use a class with policy.allowPrivileged",
-			class.Name)}
+			class.Name)
 	}
 	if p.MaxConcurrency != nil {
 		total := rs.Spec.Managers.ReplicasOrDefault() * rs.Spec.Managers.ConcurrentOrDefault()
 		if total > *p.MaxConcurrency {
-			return &Violation{v1alpha1.ReasonConcurrencyTooHigh, fmt.Sprintf(
+			return v1alpha1.Failf(v1alpha1.ReasonConcurrencyTooHigh,
 				"spec.managers: replicas × concurrent is %d but RunnerClass %s allows at most %d; lower managers.replicas or managers.concurrent",
-				total, class.Name, *p.MaxConcurrency)}
+				total, class.Name, *p.MaxConcurrency)
 		}
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
@@ -55,11 +47,11 @@ func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *Violation {
 	return nil
 }
 
-func identityViolation(class *v1alpha1.RunnerClass, field, value, ns string, patterns []string) *Violation {
+func identityViolation(class *v1alpha1.RunnerClass, field, value, ns string, patterns []string) *v1alpha1.Failure {
 	if len(patterns) == 0 {
-		return &Violation{v1alpha1.ReasonIdentityForbidden, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonIdentityForbidden,
 			"spec.jobs.identity.%s: RunnerClass %s allows no %s identities; remove spec.jobs.identity or ask the platform team to add a pattern",
-			field, class.Name, field)}
+			field, class.Name, field)
 	}
 	var want, bad []string
 	for _, p := range patterns {
@@ -76,7 +68,7 @@ func identityViolation(class *v1alpha1.RunnerClass, field, value, ns string, pat
 	if len(bad) > 0 {
 		msg += "; the class's patterns " + strings.Join(bad, "; ") + ": ask the platform team to fix them"
 	}
-	return &Violation{v1alpha1.ReasonIdentityForbidden, msg}
+	return &v1alpha1.Failure{Reason: v1alpha1.ReasonIdentityForbidden, Message: msg}
 }
 
 // AnyMatch reports whether value matches one of patterns for namespace.

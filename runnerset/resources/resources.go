@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
-	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Labels and annotations runnerfleet puts on what it creates.
@@ -118,11 +118,8 @@ func managerIdentity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (key, 
 	if id == nil {
 		return "", ""
 	}
-	// The cache config.toml gets, picked as runnerconfig.ForRunnerSet does.
-	c := rs.Spec.Cache
-	if c == nil && class != nil {
-		c = class.Spec.Defaults.Cache
-	}
+	// The cache config.toml gets.
+	c := v1alpha1.Effective(rs, class).Cache
 	switch {
 	case c == nil:
 		return "", ""
@@ -222,7 +219,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 	podAnnotations := map[string]string{
 		AnnotationConfigHash:   configHash,
 		"prometheus.io/scrape": "true",
-		"prometheus.io/port":   fmt.Sprint(runnerconfig.MetricsPort),
+		"prometheus.io/port":   fmt.Sprint(gitlabrunner.MetricsPort),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)
@@ -285,7 +282,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 							"--config", configDir + "/" + ConfigKey,
 							"--working-directory", homeDir},
 						Ports: []corev1.ContainerPort{{
-							Name: "metrics", ContainerPort: runnerconfig.MetricsPort, Protocol: corev1.ProtocolTCP,
+							Name: "metrics", ContainerPort: gitlabrunner.MetricsPort, Protocol: corev1.ProtocolTCP,
 						}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -294,8 +291,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 							PeriodSeconds: 10,
 						},
 						Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
-							Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c",
-								"kill -QUIT 1; while kill -0 1 2>/dev/null; do sleep 1; done"}},
+							Exec: &corev1.ExecAction{Command: gitlabrunner.DrainCommand()},
 						}},
 						Resources:       rs.Spec.Managers.Resources,
 						VolumeMounts:    mounts,

@@ -4,11 +4,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
-
-// MetricsPort is where managers serve Prometheus metrics (listen_address).
-const MetricsPort = 9252
 
 // ForcedShutdownTimeout is config.toml's shutdown_timeout: how long
 // gitlab-runner takes to stop once a graceful stop has ended or been forced.
@@ -28,28 +26,11 @@ type JobPlacement struct {
 // token is TokenPlaceholder; class may be nil only in tests of this package.
 func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place JobPlacement) Config {
 	names := naming.For(rs.Namespace, rs.Name)
-	var defaults v1alpha1.RunnerClassDefaults
-	url := rs.Spec.GitLab.URL
-	if class != nil {
-		defaults = class.Spec.Defaults
-		if url == "" {
-			url = class.Spec.GitLabURL
-		}
-	}
-	if url == "" {
-		url = "https://gitlab.com"
-	}
-	jobImage := rs.Spec.Jobs.Image
-	if jobImage == "" {
-		jobImage = defaults.JobImage
-	}
-	if jobImage == "" {
-		jobImage = v1alpha1.DefaultJobImage
-	}
+	eff := v1alpha1.Effective(rs, class)
 	k := &Kubernetes{
 		Namespace:      rs.Namespace,
-		Image:          string(jobImage),
-		HelperImage:    string(defaults.HelperImage),
+		Image:          string(eff.JobImage),
+		HelperImage:    string(eff.HelperImage),
 		ServiceAccount: names.JobServiceAccount(),
 	}
 	if rs.Spec.Jobs.Privileged {
@@ -65,27 +46,23 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 	k.PodAnnotations = place.PodAnnotations
 	k.PodLabels = place.PodLabels
 
-	cache := rs.Spec.Cache
-	if cache == nil {
-		cache = defaults.Cache
-	}
 	concurrent := int(rs.Spec.Managers.ConcurrentOrDefault())
 	return Config{
 		Concurrent:      concurrent,
 		CheckInterval:   max(1, int(rs.Spec.Managers.CheckIntervalOrDefault().Seconds())),
 		LogFormat:       "json",
-		ListenAddress:   ":9252",
+		ListenAddress:   gitlabrunner.ListenAddress,
 		ShutdownTimeout: ForcedShutdownTimeout,
 		Runners: []Runner{{
 			Name:     rs.Namespace + "/" + rs.Name,
-			URL:      url,
+			URL:      eff.GitLabURL,
 			Token:    TokenPlaceholder,
 			Executor: "kubernetes",
 			Limit:    concurrent,
 			// One request per free slot keeps job pick-up fast under load.
 			RequestConcurrency: min(concurrent, 10),
 			Kubernetes:         k,
-			Cache:              cacheFor(cache, rs.Namespace),
+			Cache:              cacheFor(eff.Cache, rs.Namespace),
 		}},
 	}
 }

@@ -32,8 +32,8 @@ import (
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
 
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
-	"github.com/runnerfleet/runnerfleet/provisioning/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 )
 

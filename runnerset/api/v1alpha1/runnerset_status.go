@@ -117,6 +117,9 @@ const (
 	DefaultTokenKey                       = "token"
 	DefaultManagerImage    ImageReference = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
 	DefaultJobImage        ImageReference = "alpine:3.22"
+	DefaultGitLabURL                      = "https://gitlab.com"
+	DefaultAMIAlias                       = "bottlerocket@latest"
+	DefaultMachineFamily                  = "n2d"
 )
 
 // ReplicasOrDefault is spec.managers.replicas, 1 when unset.

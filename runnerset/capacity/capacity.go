@@ -7,7 +7,6 @@
 package capacity
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
@@ -36,8 +36,6 @@ const (
 	// its namespaced RunnerSet, which cannot own it through an ownerReference.
 	LabelOwnerNamespace = "runnerfleet.dev/runnerset-namespace"
 	LabelOwnerName      = "runnerfleet.dev/runnerset-name"
-	LabelManagedBy      = "app.kubernetes.io/managed-by"
-	ManagedBy           = "runnerfleet"
 
 	// AnnotationSafeToEvict keeps GKE's cluster autoscaler from removing a
 	// node while a job pod runs on it.
@@ -46,8 +44,8 @@ const (
 	LabelComputeClass = "cloud.google.com/compute-class"
 )
 
-// ComputeClass is the GKE kind; no Go module ships its types.
-var ComputeClassGVK = struct{ Group, Version, Kind string }{"cloud.google.com", "v1", "ComputeClass"}
+// ComputeClassGVK is the GKE kind; no Go module ships its types.
+var ComputeClassGVK = schema.GroupVersionKind{Group: "cloud.google.com", Version: "v1", Kind: "ComputeClass"}
 
 // Defaults of the disruption settings.
 const (
@@ -65,14 +63,6 @@ type Capacity struct {
 	Placement runnerconfig.JobPlacement
 }
 
-// Invalid is a spec that cannot get capacity; it names the field and the fix.
-type Invalid struct {
-	Reason  string
-	Message string
-}
-
-func (e *Invalid) Error() string { return e.Message }
-
 // For builds the capacity of rs under class.
 func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error) {
 	if err := checkLimits(rs); err != nil {
@@ -80,29 +70,44 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 	}
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
 	c := &Capacity{Name: name, Placement: placement(rs)}
+	label := LabelCapacity
 	switch class.Spec.Provider {
-	case v1alpha1.CapacityProviderKarpenter:
-		if class.Spec.Karpenter == nil {
-			return nil, &Invalid{v1alpha1.ReasonCapacityRejected, fmt.Sprintf("RunnerClass %s has provider karpenter but no spec.karpenter settings", class.Name)}
+	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
+		nc, err := nodeClass(rs, class)
+		if err != nil {
+			return nil, err
 		}
-		nc := EC2NodeClass(rs, class)
-		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: nc.Name}))}
-		c.Placement.NodeSelector = map[string]string{LabelCapacity: name}
-		c.Placement.NodeTolerations = map[string]string{LabelCapacity + "=" + name: string(corev1.TaintEffectNoSchedule)}
-	case v1alpha1.CapacityProviderKWOK:
-		nc := KWOKNodeClass(rs)
-		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: nc.Name}))}
-		c.Placement.NodeSelector = map[string]string{LabelCapacity: name}
-		c.Placement.NodeTolerations = map[string]string{LabelCapacity + "=" + name: string(corev1.TaintEffectNoSchedule)}
+		gvk := nc.GetObjectKind().GroupVersionKind()
+		ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
+		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref))}
 	case v1alpha1.CapacityProviderComputeClass:
 		c.Objects = []client.Object{resources.WithHash(ComputeClass(rs, class))}
 		// GKE labels and taints a ComputeClass's nodes with its name.
-		c.Placement.NodeSelector = map[string]string{LabelComputeClass: name}
-		c.Placement.NodeTolerations = map[string]string{LabelComputeClass + "=" + name: string(corev1.TaintEffectNoSchedule)}
+		label = LabelComputeClass
 	default:
-		return nil, &Invalid{v1alpha1.ReasonCapacityRejected, fmt.Sprintf("RunnerClass %s has unknown provider %q", class.Name, class.Spec.Provider)}
+		return nil, v1alpha1.Failf(v1alpha1.ReasonCapacityRejected, "RunnerClass %s has unknown provider %q", class.Name, class.Spec.Provider)
 	}
+	c.Placement.NodeSelector = map[string]string{label: name}
+	c.Placement.NodeTolerations = map[string]string{label + "=" + name: string(corev1.TaintEffectNoSchedule)}
 	return c, nil
+}
+
+// nodeClass is the Karpenter node class of rs's tag, its kind set so that
+// the NodePool can refer to it.
+func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (client.Object, error) {
+	var nc client.Object
+	var gvk schema.GroupVersionKind
+	switch class.Spec.Provider {
+	case v1alpha1.CapacityProviderKarpenter:
+		if class.Spec.Karpenter == nil {
+			return nil, v1alpha1.Failf(v1alpha1.ReasonCapacityRejected, "RunnerClass %s has provider karpenter but no spec.karpenter settings", class.Name)
+		}
+		nc, gvk = EC2NodeClass(rs, class), AWSGroupVersion.WithKind("EC2NodeClass")
+	default:
+		nc, gvk = KWOKNodeClass(rs), KWOKGroupVersion.WithKind("KWOKNodeClass")
+	}
+	nc.GetObjectKind().SetGroupVersionKind(gvk)
+	return nc, nil
 }
 
 // placement is what every job pod carries whatever the provider: nothing
@@ -114,12 +119,14 @@ func placement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
 			karpv1.DoNotDisruptAnnotationKey: "true",
 			AnnotationSafeToEvict:            "false",
 		},
-		PodLabels: map[string]string{
-			resources.LabelRunnerSet:      rs.Name,
-			"app.kubernetes.io/component": "job",
-			LabelManagedBy:                ManagedBy,
-		},
+		PodLabels: withManagedBy(resources.SelectorLabels(rs, "job")),
 	}
+}
+
+// withManagedBy adds runnerfleet's managed-by label to l.
+func withManagedBy(l map[string]string) map[string]string {
+	l[resources.LabelManagedBy] = resources.ManagedBy
+	return l
 }
 
 // OneJob is what one job pod asks for: build, helper and service containers.
@@ -142,25 +149,24 @@ func checkLimits(rs *v1alpha1.RunnerSet) error {
 	cpu, mem := OneJob(rs)
 	lim := rs.Spec.Capacity.Limits
 	if l, ok := lim[corev1.ResourceCPU]; ok && l.Cmp(cpu) < 0 {
-		return &Invalid{v1alpha1.ReasonLimitsBelowOneJob, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonLimitsBelowOneJob,
 			"spec.capacity.limits.cpu is %s but one job asks for %s (build + helper + service cpuRequest): raise the limit or lower the requests",
-			l.String(), cpu.String())}
+			l.String(), cpu.String())
 	}
 	if l, ok := lim[corev1.ResourceMemory]; ok && l.Cmp(mem) < 0 {
-		return &Invalid{v1alpha1.ReasonLimitsBelowOneJob, fmt.Sprintf(
+		return v1alpha1.Failf(v1alpha1.ReasonLimitsBelowOneJob,
 			"spec.capacity.limits.memory is %s but one job asks for %s (build + helper + service memoryRequest): raise the limit or lower the requests",
-			l.String(), mem.String())}
+			l.String(), mem.String())
 	}
 	return nil
 }
 
 // Labels tie a cluster-scoped object to rs.
 func Labels(rs *v1alpha1.RunnerSet) map[string]string {
-	return map[string]string{
+	return withManagedBy(map[string]string{
 		LabelOwnerNamespace: rs.Namespace,
 		LabelOwnerName:      rs.Name,
-		LabelManagedBy:      ManagedBy,
-	}
+	})
 }
 
 func objectMeta(rs *v1alpha1.RunnerSet) metav1.ObjectMeta {
@@ -247,22 +253,18 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *awsv1.EC2NodeClass {
 	k := class.Spec.Karpenter
 	discovery := map[string]string{"karpenter.sh/discovery": k.ClusterName}
-	alias := k.AMIAlias
-	if alias == "" {
-		alias = "bottlerocket@latest"
-	}
 	tags := maps.Clone(k.Tags)
 	if tags == nil {
 		tags = map[string]string{}
 	}
-	tags["runnerfleet.dev/runnerset"] = rs.Namespace + "/" + rs.Name
+	tags[resources.LabelRunnerSet] = rs.Namespace + "/" + rs.Name
 	tags["runnerfleet.dev/runner-class"] = class.Name
 	return &awsv1.EC2NodeClass{
 		ObjectMeta: objectMeta(rs),
 		Spec: awsv1.EC2NodeClassSpec{
 			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: discovery}},
 			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: discovery}},
-			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: alias}},
+			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: v1alpha1.Effective(rs, class).AMIAlias}},
 			Role:                       k.NodeRole,
 			Tags:                       tags,
 			AssociatePublicIPAddress:   ptr.To(false),
@@ -285,13 +287,7 @@ func KWOKNodeClass(rs *v1alpha1.RunnerSet) *kwokv1alpha1.KWOKNodeClass {
 // only where allowed, node pools created on demand, and active migration off
 // because it would move running job pods.
 func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *unstructured.Unstructured {
-	families := rs.Spec.Capacity.InstanceFamilies
-	if len(families) == 0 && class.Spec.ComputeClass != nil {
-		families = class.Spec.ComputeClass.MachineFamilies
-	}
-	if len(families) == 0 {
-		families = []string{"n2d"}
-	}
+	families := v1alpha1.Effective(rs, class).MachineFamilies
 	var priorities []any
 	for _, ct := range capacityTypes(rs) {
 		for _, f := range families {
@@ -306,8 +302,7 @@ func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *unstruct
 			"whenUnsatisfiable":    "DoNotScaleUp",
 		},
 	}}
-	u.SetAPIVersion(ComputeClassGVK.Group + "/" + ComputeClassGVK.Version)
-	u.SetKind(ComputeClassGVK.Kind)
+	u.SetGroupVersionKind(ComputeClassGVK)
 	m := objectMeta(rs)
 	u.SetName(m.Name)
 	u.SetLabels(m.Labels)

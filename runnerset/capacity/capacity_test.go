@@ -152,7 +152,7 @@ func TestLimitsBelowOneJobAreRefused(t *testing.T) {
 	r.Spec.Jobs.Resources.Helper.CPURequest = ptr.To(resource.MustParse("500m"))
 	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 	_, err := For(r, eks())
-	inv, ok := err.(*Invalid)
+	inv, ok := err.(*v1alpha1.Failure)
 	if !ok || inv.Reason != v1alpha1.ReasonLimitsBelowOneJob || !strings.Contains(inv.Message, "spec.capacity.limits.cpu is 2 but one job asks for 3500m") {
 		t.Fatalf("got %v", err)
 	}

@@ -1,0 +1,13 @@
+// Package provisioning holds what runs the fleets that are not RunnerSets:
+// the shared fleet (manager groups whose jobs run on autoscaled cloud VMs)
+// and the VM fleet (managers on VMs, with their drain agent, rotation and
+// garbage collection), together with the local control plane and the
+// Prometheus files they ship. Its packages are pure builders and
+// operations; the Pulumi program (infra/) declares what they build, and the
+// command-line tools (cmd/) run what they operate.
+//
+// Nothing of a RunnerSet lives here: every object a RunnerSet owns, its
+// capacity included, is built under runnerset/. The imports point one way:
+// infra/ and cmd/ import provisioning/, which may import runnerset/, never
+// the reverse.
+package provisioning

@@ -1,0 +1,76 @@
+package v1alpha1
+
+import "fmt"
+
+// Settings are what a RunnerSet runs with once its RunnerClass's defaults
+// and the built-in ones have filled in what it leaves out. Effective is the
+// one place that order (RunnerSet, then RunnerClass, then built-in) is
+// applied; every builder reads its defaults from here.
+//
+// +kubebuilder:object:generate=false
+type Settings struct {
+	// GitLabURL is the GitLab instance of the runner.
+	GitLabURL string
+	// ManagerImage is the managers' image; ManagerImageField names where it
+	// came from, for messages about it.
+	ManagerImage      ImageReference
+	ManagerImageField string
+	// JobImage is the image of a job that names none.
+	JobImage ImageReference
+	// HelperImage is the job pods' helper image; empty lets gitlab-runner
+	// choose the one that matches its version.
+	HelperImage ImageReference
+	// Cache is the distributed cache, nil for none.
+	Cache *CacheSpec
+	// AMIAlias is the node image on Karpenter with EC2 ("" for other providers).
+	AMIAlias string
+	// MachineFamilies are the GKE machine families of a ComputeClass, in order.
+	MachineFamilies []string
+}
+
+// Effective resolves the settings of rs under class. class may be nil (a
+// RunnerSet whose class is gone, being deleted): then only built-in
+// defaults fill in.
+func Effective(rs *RunnerSet, class *RunnerClass) Settings {
+	var spec RunnerClassSpec
+	className := ""
+	if class != nil {
+		spec, className = class.Spec, class.Name
+	}
+	d := spec.Defaults
+	s := Settings{
+		GitLabURL:         first(rs.Spec.GitLab.URL, spec.GitLabURL, DefaultGitLabURL),
+		ManagerImage:      first(rs.Spec.Managers.Image, d.ManagerImage, DefaultManagerImage),
+		ManagerImageField: "spec.managers.image",
+		JobImage:          first(rs.Spec.Jobs.Image, d.JobImage, DefaultJobImage),
+		HelperImage:       d.HelperImage,
+		Cache:             rs.Spec.Cache,
+		MachineFamilies:   rs.Spec.Capacity.InstanceFamilies,
+	}
+	if rs.Spec.Managers.Image == "" && d.ManagerImage != "" {
+		s.ManagerImageField = fmt.Sprintf("spec.defaults.managerImage of RunnerClass %s", className)
+	}
+	if s.Cache == nil {
+		s.Cache = d.Cache
+	}
+	if k := spec.Karpenter; k != nil {
+		s.AMIAlias = first(k.AMIAlias, DefaultAMIAlias)
+	}
+	if len(s.MachineFamilies) == 0 && spec.ComputeClass != nil {
+		s.MachineFamilies = spec.ComputeClass.MachineFamilies
+	}
+	if len(s.MachineFamilies) == 0 {
+		s.MachineFamilies = []string{DefaultMachineFamily}
+	}
+	return s
+}
+
+// first is the first of values that is set.
+func first[T ~string](values ...T) T {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
