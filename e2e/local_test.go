@@ -230,7 +230,7 @@ func clientFor(t *testing.T, kubeconfig string) client.Client {
 }
 
 // runningManager returns the manager pod of rs on its current config,
-// failing unless it is Running and Ready on a fake kwok node.
+// failing unless it is Running and Ready on the real node.
 func runningManager(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) *corev1.Pod {
 	t.Helper()
 	p := managerOnConfig(context.Background(), t, c, rs, rs.Status.ConfigHash)
@@ -240,13 +240,14 @@ func runningManager(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) *core
 		for _, p := range pods.Items {
 			t.Logf("pod %s: node %q phase %s conditions %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
 		}
-		t.Fatalf("RunnerSet %s/%s is Ready but no manager pod on config %s is Running and Ready on a kwok node", rs.Namespace, rs.Name, rs.Status.ConfigHash)
+		t.Fatalf("RunnerSet %s/%s is Ready but no manager pod on config %s is Running and Ready on the real node", rs.Namespace, rs.Name, rs.Status.ConfigHash)
 	}
 	return p
 }
 
 // managerOnConfig finds a Running, Ready manager pod of rs whose template
-// carries config hash, on a node kwok manages; nil when there is none.
+// carries config hash; nil when there is none. Managers run as real
+// containers on the real node (containerd and a kubelet), never on kwok's.
 func managerOnConfig(ctx context.Context, t *testing.T, c client.Client, rs *v1alpha1.RunnerSet, hash string) *corev1.Pod {
 	t.Helper()
 	pods := &corev1.PodList{}
@@ -259,12 +260,8 @@ func managerOnConfig(ctx context.Context, t *testing.T, c client.Client, rs *v1a
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Annotations[resources.AnnotationConfigHash] != hash || !podReady(p) {
 			continue
 		}
-		node := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
-			t.Fatal(err)
-		}
-		if node.Annotations[localcluster.KwokNodeAnnotation] != localcluster.KwokNodeValue || node.Labels[localcluster.NodeLabel] != localcluster.NodeLabelValue {
-			t.Fatalf("manager pod %s runs on node %s, which kwok does not manage", p.Name, node.Name)
+		if p.Spec.NodeName != localcluster.NodeName {
+			t.Fatalf("manager pod %s runs on node %s, not on the real node %s", p.Name, p.Spec.NodeName, localcluster.NodeName)
 		}
 		return p
 	}
