@@ -452,7 +452,7 @@ func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	}
 	// runnerfleet's kinds are new to the client's REST mapper now.
 	fmt.Fprintf(s.stderr, "Applied %d objects; waiting for %d RunnerSets to be Ready\n", len(objs), len(sets))
-	if err := waitRunnerSets(ctx, c, sets, o.timeout, s.stderr); err != nil {
+	if err := waitRunnerSets(ctx, c, sets, o.timeout, s.stderr, nil); err != nil {
 		return fmt.Errorf("%w\n(is the controller running? kubectl -n %s get pods -l %s=%s)", err, v.fleet.Controller.Namespace, install.NameLabel, install.Name)
 	}
 	fmt.Fprintf(s.stderr, "The %s stack is up (%.1fs)\n\n", s.name, time.Since(start).Seconds())
@@ -480,8 +480,9 @@ func waitEstablished(ctx context.Context, c client.Client, n string) error {
 }
 
 // waitRunnerSets waits until every RunnerSet of keys is Ready, printing each
-// change of its Ready condition.
-func waitRunnerSets(ctx context.Context, c client.Client, keys []client.ObjectKey, timeout time.Duration, log io.Writer) error {
+// change of its Ready condition. On a timeout, hint (when not nil) says
+// where to look next; the default points at kubectl describe.
+func waitRunnerSets(ctx context.Context, c client.Client, keys []client.ObjectKey, timeout time.Duration, log io.Writer, hint func() string) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -516,7 +517,10 @@ func waitRunnerSets(ctx context.Context, c client.Client, keys []client.ObjectKe
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("RunnerSet %s not Ready after %s: see kubectl describe runnerset", strings.Join(waiting, ", "), timeout)
+			if hint == nil {
+				hint = func() string { return ": see kubectl describe runnerset" }
+			}
+			return fmt.Errorf("RunnerSet %s not Ready after %s%s", strings.Join(waiting, ", "), timeout, hint())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
@@ -230,48 +229,13 @@ func (s *localStack) startController(ctx context.Context, cl *localcluster.Clust
 	return nil
 }
 
-// waitReady waits until every RunnerSet in keys is Ready at its current
-// generation, printing each change of its Ready condition.
+// waitReady waits until every RunnerSet in keys is Ready, printing each
+// change of its Ready condition; a timeout says why managers do not run.
 func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, keys []client.ObjectKey, timeout time.Duration) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	seen := map[client.ObjectKey]string{}
-	for {
-		var waiting []string
-		for _, k := range keys {
-			rs := &v1alpha1.RunnerSet{}
-			if err := cl.Client.Get(ctx, k, rs); err != nil {
-				if ctx.Err() != nil {
-					waiting = append(waiting, k.String())
-					continue
-				}
-				return fmt.Errorf("getting RunnerSet %s: %w", k, err)
-			}
-			line := "Ready condition not set yet"
-			if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-				line = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
-			}
-			if seen[k] != line {
-				fmt.Fprintf(s.stderr, "RunnerSet %s: %s\n", k, line)
-				seen[k] = line
-			}
-			if !rs.IsReady() {
-				waiting = append(waiting, k.String()+" ("+line+")")
-			}
-		}
-		if len(waiting) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("RunnerSet %s not Ready after %s%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
-				strings.Join(waiting, ", "), timeout, managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return waitRunnerSets(ctx, cl.Client, keys, timeout, s.stderr, func() string {
+		return fmt.Sprintf("%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
+			managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
+	})
 }
 
 func (s *localStack) Status(ctx context.Context, o statusOptions) error {

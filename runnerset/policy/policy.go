@@ -137,6 +137,12 @@ func Match(pattern, namespace, value string) bool {
 	if ValidatePattern(pattern) != nil || namespace == "" {
 		return false
 	}
+	return matchUnchecked(pattern, namespace, value)
+}
+
+// matchUnchecked is Match without ValidatePattern: what the policy did
+// before ambiguous patterns were refused (the tests' negative control).
+func matchUnchecked(pattern, namespace, value string) bool {
 	var re strings.Builder
 	re.WriteString("^")
 	for i, part := range strings.Split(pattern, Placeholder) {
