@@ -41,6 +41,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	criv1 "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // The real node's processes, its name, and how pods reach this machine.
@@ -49,9 +51,6 @@ const (
 	Kubelet    = "kubelet"
 	// NodeName is the real node's name.
 	NodeName = "runnerfleet-node"
-	// NodeRoleLabel marks the real node: managers and system pods run there.
-	NodeRoleLabel      = "runnerfleet.dev/node-role"
-	NodeRoleLabelValue = "managers"
 	// Bridge, PodCIDR and HostIP: the node's pod network. HostIP is the
 	// bridge's own address, the pods' gateway: a server on this machine that
 	// pods must reach (the loopback GitLab) listens there.
@@ -71,6 +70,19 @@ const (
 	// containerLogLinks is where the kubelet links container logs (fixed).
 	containerLogLinks = "/var/log/containers"
 )
+
+// managerTaint is the real node's taint: it is the managers' pool.
+var managerTaint = resources.ManagerNodeTaint()
+
+// nodeLabels is the kubelet's --node-labels: the managers' pool's labels.
+func nodeLabels() string {
+	var kv []string
+	for k, v := range resources.ManagerNodeLabels() {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ",")
+}
 
 // nodeDir is where everything of the real node lives.
 func nodeDir(dir string) string { return filepath.Join(dir, "node") }
@@ -450,7 +462,10 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 			"--cert-dir=" + filepath.Join(nd, "pki"),
 			"--hostname-override=" + NodeName,
 			"--node-ip=" + HostIP,
-			"--node-labels=" + NodeRoleLabel + "=" + NodeRoleLabelValue,
+			// The managers' pool, labelled and tainted as the cloud ones
+			// (runnerset/resources): managers select and tolerate it.
+			"--node-labels=" + nodeLabels(),
+			"--register-with-taints=" + managerTaint.ToString(),
 			"--v=1",
 		},
 		Endpoint: fmt.Sprintf("https://%s:%d", HostIP, kubeletPort),

@@ -256,6 +256,9 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            n.ManagerServiceAccount(),
 					TerminationGracePeriodSeconds: ptr.To(grace),
+					// On the on-demand managers' pool, never on spot.
+					NodeSelector: ManagerNodeSelector(),
+					Tolerations:  ManagerTolerations(),
 					OS:                            &corev1.PodOS{Name: corev1.Linux},
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
