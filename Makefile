@@ -36,6 +36,8 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 	KUBE_VERSION=$$(awk '$$1=="k8s.io/kubernetes"{print $$2}' hack/kube/go.mod) hack/kube/gen-gomod.sh >/dev/null
 	cd hack/kube && go mod tidy
 	cd hack/etcd && go mod tidy
+	cd hack/prometheus && go mod tidy
+	cd hack/alertmanager && go mod tidy
 	cd hack/kwok && go mod tidy
 	cd hack/karpenter && go mod tidy -e
 	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
@@ -64,8 +66,8 @@ release: ## a release into dist/<version>: images, chart, manifests (hack/releas
 	hack/release.sh $(VERSION)
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok and Karpenter's kwok provider, built once per version into the cache; the real node's Debian packages
-	hack/tools.sh node envtest local pulumi >/dev/null
+tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, Pulumi, promtool and amtool, built once per version into the cache; the real node's Debian packages
+	hack/tools.sh node envtest local pulumi promtool >/dev/null
 
 ## Tests ---------------------------------------------------------------------
 
@@ -74,7 +76,7 @@ test: tools verify unit e2e ## every test: unit, oracle, envtest on a real kube-
 
 .PHONY: unit
 unit: tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -count=1 ./...
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -count=1 ./...
 
 .PHONY: e2e
 e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)
@@ -85,7 +87,7 @@ e2e: tools ## end to end on the local control plane with the real Karpenter (kwo
 
 .PHONY: bench
 bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... ./provisioning/vmfleet/ | tee BENCHMARKS.raw.txt
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... ./provisioning/vmfleet/ | tee BENCHMARKS.raw.txt
 
 ## The main job --------------------------------------------------------------
 

@@ -25,6 +25,10 @@
 #   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
 #               (containernetworking-plugins), umoci and a static busybox (the stand-in
 #               runner image's shell); installed with apt-get when missing (root only)
+#   promtool    promtool (github.com/prometheus/prometheus/cmd/promtool, via hack/prometheus)
+#               and amtool (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
+#               prints a directory holding both: every Prometheus and Alertmanager check
+#               (provisioning/prometheus) runs them from there (RUNNERFLEET_PROMTOOLS)
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -42,8 +46,11 @@ KWOK_VERSION=$(modversion kwok sigs.k8s.io/kwok)
 KARPENTER_VERSION=$(modversion karpenter sigs.k8s.io/karpenter)
 PULUMI_VERSION=$(modversion pulumi github.com/pulumi/pulumi/pkg/v3)
 PULUMI_KUBERNETES_VERSION=$(modversion pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
+PROMETHEUS_VERSION=$(modversion prometheus github.com/prometheus/prometheus)
+ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanager)
 [ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] &&
-  [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
+  [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] && [ -n "$PROMETHEUS_VERSION" ] &&
+  [ -n "$ALERTMANAGER_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
 
 log() { echo "tools: $*" >&2; }
 
@@ -210,6 +217,25 @@ pulumi() {
   echo "$dir"
 }
 
+# Prometheus tags its Go module v0.MMm.p for release M.Mm.p (v0.316.0 is
+# Prometheus 3.16.0); promtool --version shows the release, as upstream's do.
+prometheus_release() { local v=${PROMETHEUS_VERSION#v0.}; local mm=${v%%.*}; echo "${mm:0:1}.${mm:1}.${v#*.}"; }
+
+promtool() {
+  local cv=github.com/prometheus/common/version
+  build "$cache/prometheus-$PROMETHEUS_VERSION" hack/prometheus \
+    "-s -w -X $cv.Version=$(prometheus_release) -X $cv.Branch=HEAD -X $cv.Revision=$PROMETHEUS_VERSION" \
+    "github.com/prometheus/prometheus/cmd/promtool=promtool"
+  build "$cache/alertmanager-$ALERTMANAGER_VERSION" hack/alertmanager \
+    "-s -w -X $cv.Version=${ALERTMANAGER_VERSION#v} -X $cv.Branch=HEAD -X $cv.Revision=$ALERTMANAGER_VERSION" \
+    "github.com/prometheus/alertmanager/cmd/amtool=amtool"
+  local dir="$cache/promtools-$PROMETHEUS_VERSION-alertmanager-$ALERTMANAGER_VERSION"
+  mkdir -p "$dir"
+  ln -sf "$cache/prometheus-$PROMETHEUS_VERSION/bin/promtool" "$dir/promtool"
+  ln -sf "$cache/alertmanager-$ALERTMANAGER_VERSION/bin/amtool" "$dir/amtool"
+  echo "$dir"
+}
+
 # What the real node of the local cluster runs, by the file that shows it is
 # installed → the Debian package that ships it.
 NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static"
@@ -253,12 +279,12 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,32p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,36p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node) $t ;;
+    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
   esac
 done

@@ -13,12 +13,14 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/internal/schedtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -227,7 +229,7 @@ func idsOf(rs []infratest.Resource) []string {
 
 func sorted(s []string) []string { s = slices.Clone(s); sort.Strings(s); return s }
 
-func TestSystemNodesAreSpotBottlerocketInPrivateSubnets(t *testing.T) {
+func TestSystemNodesAreOnDemandBottlerocketInPrivateSubnets(t *testing.T) {
 	d := deploy(t, fleet(nil))
 	ngs := d.m.ByToken("aws:eks/nodeGroup:NodeGroup")
 	if len(ngs) == 0 {
@@ -238,11 +240,13 @@ func TestSystemNodesAreSpotBottlerocketInPrivateSubnets(t *testing.T) {
 		t.Fatalf("%d private subnets, want 3", len(private))
 	}
 	for _, ng := range ngs {
-		if got := str(ng, "capacityType"); got != "SPOT" {
-			t.Errorf("node group %s capacityType %q; stack does not allow on-demand", ng.Name, got)
+		// The managers' pool, though the stack allows no on-demand job
+		// capacity.
+		if got := str(ng, "capacityType"); got != "ON_DEMAND" {
+			t.Errorf("node group %s capacityType %q: the managers run there and must never be on spot", ng.Name, got)
 		}
 		if got := strs(ng, "instanceTypes"); len(got) < 3 {
-			t.Errorf("node group %s has instance types %v; spot needs several", ng.Name, got)
+			t.Errorf("node group %s has instance types %v; want several", ng.Name, got)
 		}
 		if got := str(ng, "amiType"); got != "BOTTLEROCKET_x86_64" {
 			t.Errorf("node group %s amiType %q, want BOTTLEROCKET_x86_64", ng.Name, got)
@@ -257,39 +261,61 @@ func TestSystemNodesAreSpotBottlerocketInPrivateSubnets(t *testing.T) {
 	}
 }
 
-func TestOnDemandSystemNodesOnlyWhenAllowed(t *testing.T) {
-	onDemand := func(allow bool) func(f map[string]any) {
-		return func(f map[string]any) {
-			f["aws"].(map[string]any)["systemNodes"] = map[string]any{"capacityType": "on-demand"}
-			f["capacity"] = map[string]any{"allowOnDemand": allow}
+// The managers' node group is where managers, the controller and Karpenter
+// land, judged with the scheduler's own rules: its labels and taints as
+// declared against the pod specs the controller and the charts get.
+func TestManagersControllerAndKarpenterLandOnTheOnDemandNodeGroup(t *testing.T) {
+	d := deploy(t, fleet(nil))
+	ng := d.m.Get(t, "aws:eks/nodeGroup:NodeGroup", cluster+"-system")
+	node, err := ng.Node("labels", "taints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Spec.Taints) == 0 {
+		t.Fatalf("the managers' node group has no taint: any pod lands on the on-demand nodes")
+	}
+	karpenter, err := d.m.Get(t, "kubernetes:helm.sh/v3:Release", cluster+"-karpenter").PodPlacement("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range map[string]corev1.PodSpec{
+		"a RunnerSet's manager": resources.Deployment(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "build"}}, "gitlab-runner", "h").Spec.Template.Spec,
+		"Karpenter":             karpenter,
+	} {
+		if err := schedtest.Fits(spec, node); err != nil {
+			t.Errorf("%s does not fit the managers' node group: %v", name, err)
 		}
 	}
-	d := deploy(t, fleet(onDemand(true)))
-	for _, ng := range d.m.ByToken("aws:eks/nodeGroup:NodeGroup") {
-		if got := str(ng, "capacityType"); got != "ON_DEMAND" {
-			t.Errorf("capacityType %q, want ON_DEMAND when asked for and allowed", got)
-		}
+	if err := schedtest.Fits(corev1.PodSpec{}, node); err == nil {
+		t.Error("a pod without the toleration fits the managers' node group")
 	}
+}
 
-	// Decode refuses it; NewPlatform refuses it too for a Fleet built
-	// without Decode.
-	raw, _ := json.Marshal(fleet(onDemand(false)))
-	if _, err := stackconfig.Decode(raw, stack); err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") {
-		t.Errorf("Decode of on-demand system nodes without allowOnDemand = %v, want the key named", err)
+// Spot managers are refused, and allowOnDemand (the teams' job capacity)
+// has nothing to do with it.
+func TestSpotSystemNodesAreRefused(t *testing.T) {
+	spot := func(f map[string]any) {
+		f["aws"].(map[string]any)["systemNodes"] = map[string]any{"capacityType": "spot"}
+		f["capacity"] = map[string]any{"allowOnDemand": true}
 	}
-	raw, _ = json.Marshal(fleet(onDemand(true)))
+	raw, _ := json.Marshal(fleet(spot))
+	if _, err := stackconfig.Decode(raw, stack); err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") {
+		t.Errorf("Decode of spot system nodes = %v, want the key named", err)
+	}
+	// NewPlatform refuses it too for a Fleet built without Decode.
+	raw, _ = json.Marshal(fleet(nil))
 	f, err := stackconfig.Decode(raw, stack)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Capacity.AllowOnDemand = false
+	f.AWS.SystemNodes.CapacityType = stackconfig.CapacityTypeSpot
 	m := newMocks(t)
 	err = infratest.Run(m, stack, nil, nil, func(ctx *pulumi.Context) error {
 		_, err := newPlatform(ctx, f)
 		return err
 	})
-	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") || !strings.Contains(err.Error(), "capacity.allowOnDemand: true") {
-		t.Errorf("on-demand system nodes without allowOnDemand: got %v, want an error naming the key and the fix", err)
+	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.aws.systemNodes.capacityType") || !strings.Contains(err.Error(), "set it to on-demand") {
+		t.Errorf("spot system nodes: got %v, want an error naming the key and the fix", err)
 	}
 	if n := len(m.ByToken("aws:eks/nodeGroup:NodeGroup")); n > 0 {
 		t.Errorf("%d node groups declared before the refusal", n)

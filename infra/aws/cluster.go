@@ -14,6 +14,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/iam"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // Cluster is the EKS cluster: its role, the control plane (API
@@ -174,15 +175,15 @@ func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opt
 	if arch == "arm64" {
 		amiType = "BOTTLEROCKET_ARM_64"
 	}
-	capacityType := "SPOT"
-	if sys.CapacityType == stackconfig.CapacityTypeOnDemand {
-		capacityType = "ON_DEMAND"
-	}
+	// The managers' pool: on-demand (stackconfig refuses anything else),
+	// labelled and tainted so that managers select it and nothing else
+	// lands there (runnerset/resources).
+	taint := resources.ManagerNodeTaint()
 	ng, err := eks.NewNodeGroup(ctx, name+"-system", &eks.NodeGroupArgs{
 		ClusterName:   cluster.Name,
 		NodeRoleArn:   nodes.Arn,
 		SubnetIds:     ids(net.PrivateSubnetIDs),
-		CapacityType:  pulumi.String(capacityType),
+		CapacityType:  pulumi.String("ON_DEMAND"),
 		InstanceTypes: pulumix.Strings(sys.InstanceTypes),
 		AmiType:       pulumi.String(amiType),
 		ScalingConfig: &eks.NodeGroupScalingConfigArgs{
@@ -195,8 +196,11 @@ func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opt
 			Id:      lt.ID(),
 			Version: lt.LatestVersion.ApplyT(func(v int) string { return strconv.Itoa(v) }).(pulumi.StringOutput),
 		},
-		Labels: pulumi.StringMap{"runnerfleet.dev/nodes": pulumi.String("system")},
-		Tags:   p.tags(nil),
+		Labels: pulumi.ToStringMap(resources.ManagerNodeLabels()),
+		Taints: []eks.NodeGroupTaintArgs{{
+			Key: pulumi.String(taint.Key), Value: pulumi.String(taint.Value), Effect: pulumi.String(pulumix.CloudTaintEffect(taint.Effect)),
+		}},
+		Tags: p.tags(nil),
 	}, p.child(c, pulumi.DependsOn(attached))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the system node group: %w", err)

@@ -6,11 +6,13 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/cloudwatch"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/eks"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/iam"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/aws/sqs"
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -188,6 +190,10 @@ func newKarpenter(ctx *pulumi.Context, p *platform, name string, c *Cluster, opt
 		SkipCrds:  pulumi.Bool(true),
 		Values: pulumi.Map{
 			"replicas": pulumi.Int(replicas),
+			// On the managers' on-demand pool, never on the capacity it
+			// launches.
+			"nodeSelector": pulumix.ToInput(kube.ManagerPlacement()["nodeSelector"]),
+			"tolerations":  pulumix.ToInput(kube.ManagerPlacement()["tolerations"]),
 			"settings": pulumi.Map{
 				"clusterName":       c.Name,
 				"clusterEndpoint":   c.Endpoint,

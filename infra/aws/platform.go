@@ -103,8 +103,6 @@ type PlatformArgs struct {
 	// Cluster is the EKS cluster's name.
 	Cluster string
 	AWS     *stackconfig.AWS
-	// AllowOnDemand is the stack's capacity.allowOnDemand.
-	AllowOnDemand bool
 	// Teams are the RunnerSets that get an IRSA role.
 	Teams []Team
 	// CacheExpireDays is how long cache objects live.
@@ -116,7 +114,7 @@ type Team struct{ Namespace, Name string }
 
 // ArgsFor is the eks platform's part of a fleet.
 func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
-	a := &PlatformArgs{Cluster: f.ClusterName, AWS: f.AWS, AllowOnDemand: f.Capacity.AllowOnDemand, CacheExpireDays: f.Cache.ExpireDays}
+	a := &PlatformArgs{Cluster: f.ClusterName, AWS: f.AWS, CacheExpireDays: f.Cache.ExpireDays}
 	for _, t := range f.Teams {
 		if t.WantsIdentity(f.Platform) {
 			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
@@ -143,7 +141,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if args == nil || args.AWS == nil {
 		return nil, fmt.Errorf("%s: platform eks needs an aws section", stackconfig.Root.Child("aws"))
 	}
-	if errs := args.AWS.CheckCapacity(stackconfig.Root.Child("aws"), args.AllowOnDemand); len(errs) > 0 {
+	if errs := args.AWS.CheckManagersPool(stackconfig.Root.Child("aws")); len(errs) > 0 {
 		return nil, &stackconfig.Error{List: errs}
 	}
 	pl := &Platform{}

@@ -14,6 +14,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // NodeRoles are the only project roles of the nodes' service account: write
@@ -150,6 +151,7 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 		return nil, fmt.Errorf("creating the GKE cluster: %w", err)
 	}
 
+	taint := resources.ManagerNodeTaint()
 	pool, err := container.NewNodePool(ctx, name+"-"+SystemPool, &container.NodePoolArgs{
 		Name:          pulumi.String(SystemPool),
 		Cluster:       gke.Name,
@@ -165,15 +167,21 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 		Management:      &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)},
 		UpgradeSettings: &container.NodePoolUpgradeSettingsArgs{MaxSurge: pulumi.Int(1), MaxUnavailable: pulumi.Int(0)},
 		NodeConfig: &container.NodePoolNodeConfigArgs{
-			MachineType:            pulumi.String(g.SystemNodes.MachineType),
-			Spot:                   pulumi.Bool(true),
+			MachineType: pulumi.String(g.SystemNodes.MachineType),
+			// The managers' pool: on-demand (stackconfig refuses spot),
+			// labelled and tainted so that managers select it and nothing
+			// else lands there (runnerset/resources).
+			Spot:                   pulumi.Bool(false),
 			ServiceAccount:         nodeSA.Email,
 			OauthScopes:            scopes,
 			WorkloadMetadataConfig: &container.NodePoolNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")},
 			ShieldedInstanceConfig: &container.NodePoolNodeConfigShieldedInstanceConfigArgs{EnableSecureBoot: pulumi.Bool(true), EnableIntegrityMonitoring: pulumi.Bool(true)},
 			ResourceLabels:         labels,
-			Labels:                 pulumi.StringMap{"runnerfleet.dev/pool": pulumi.String(SystemPool)},
-			Tags:                   nodeTags,
+			Labels:                 pulumi.ToStringMap(resources.ManagerNodeLabels()),
+			Taints: []container.NodePoolNodeConfigTaintArgs{{
+				Key: pulumi.String(taint.Key), Value: pulumi.String(taint.Value), Effect: pulumi.String(pulumix.CloudTaintEffect(taint.Effect)),
+			}},
+			Tags: nodeTags,
 		},
 	}, e.opts(c)...)
 	if err != nil {

@@ -10,11 +10,14 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/internal/schedtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -135,15 +138,29 @@ func strs(v resource.PropertyValue) []string {
 	return out
 }
 
-func TestNodePoolsAreSpotWithWorkloadIdentityMetadata(t *testing.T) {
+// The one node pool the program declares is the managers': on-demand,
+// labelled and tainted (job capacity comes from the teams' spot
+// ComputeClasses).
+func TestNodePoolIsTheOnDemandManagersPoolWithWorkloadIdentityMetadata(t *testing.T) {
 	p := shared(t)
 	pools := p.m.ByToken("gcp:container/nodePool:NodePool")
 	if len(pools) == 0 {
 		t.Fatal("no node pool")
 	}
 	for _, r := range pools {
-		if !p.fleet.Capacity.AllowOnDemand && r.Input("nodeConfig.spot") != resource.NewBoolProperty(true) {
-			t.Errorf("node pool %s is not spot", r.Name)
+		if r.Input("nodeConfig.spot") != resource.NewBoolProperty(false) {
+			t.Errorf("node pool %s is not on-demand: the managers run there and must never be on spot", r.Name)
+		}
+		node, err := r.Node("nodeConfig.labels", "nodeConfig.taints")
+		if err != nil {
+			t.Fatal(err)
+		}
+		manager := resources.Deployment(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}, "gitlab-runner", "h").Spec.Template.Spec
+		if err := schedtest.Fits(manager, node); err != nil {
+			t.Errorf("a RunnerSet's manager does not fit node pool %s: %v", r.Name, err)
+		}
+		if err := schedtest.Fits(corev1.PodSpec{}, node); err == nil {
+			t.Errorf("a pod without the toleration fits node pool %s: it is not tainted", r.Name)
 		}
 		if r.Input("nodeConfig.preemptible").IsBool() {
 			t.Errorf("node pool %s sets preemptible (the legacy spot); use spot", r.Name)

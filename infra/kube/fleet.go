@@ -264,6 +264,9 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	o := install.Defaults()
 	o.Namespace, o.Replicas, o.Labels = f.Controller.Namespace, f.Controller.Replicas, Labels(stack)
+	// Beside the managers, on the on-demand pool (the local stack runs
+	// the controller as a process).
+	o.NodeSelector, o.Tolerations = resources.ManagerNodeSelector(), resources.ManagerTolerations()
 	if f.Controller.Image != "" {
 		o.Image = f.Controller.Image
 	}

@@ -2,6 +2,7 @@ package sharedfleet
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -434,6 +435,8 @@ func (p *fleetPlan) values(gp *groupPlan, m *managerPlan, configTOML, script pul
 	if p.spec.ManagerImage != "" {
 		v["image"] = imageValues(p.spec.ManagerImage)
 	}
+	// On the managers' on-demand pool, never on spot.
+	maps.Copy(v, kube.ManagerPlacement())
 	return pulumix.ToInput(v).(pulumi.Map)
 }
 

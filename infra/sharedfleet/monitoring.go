@@ -131,6 +131,9 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 				},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: PrometheusServiceAccount,
+					// Beside the managers, on the on-demand pool.
+					NodeSelector: resources.ManagerNodeSelector(),
+					Tolerations:  resources.ManagerTolerations(),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](65534),

@@ -34,8 +34,10 @@ type AWS struct {
 	// internet; empty means private endpoint only (pulumi up must then run
 	// from inside the VPC or a network peered with it).
 	EndpointPublicAccessCIDRs []string `json:"endpointPublicAccessCIDRs,omitempty"`
-	// SystemNodes is the small managed node group (spot) for the controller,
-	// Karpenter and the managers.
+	// SystemNodes is the small on-demand managed node group for the
+	// managers and the platform's pods (the controller, Karpenter):
+	// labelled and tainted as the managers' pool (runnerset/resources), so
+	// that managers, which must drain rather than die, never run on spot.
 	SystemNodes NodeGroup `json:"systemNodes,omitempty"`
 	// KarpenterVersion is the Karpenter chart version.
 	KarpenterVersion string `json:"karpenterVersion,omitempty"`
@@ -45,16 +47,17 @@ type AWS struct {
 
 // NodeGroup is a managed node group.
 type NodeGroup struct {
-	// InstanceTypes, all of one CPU architecture; several, so that spot
-	// capacity can come from more than one pool.
+	// InstanceTypes, all of one CPU architecture; several, so that the
+	// group finds capacity when one type runs short in a zone.
 	InstanceTypes []string `json:"instanceTypes,omitempty"`
 	Min           int      `json:"min,omitempty"`
 	Max           int      `json:"max,omitempty"`
 	// Desired is the node count the group starts with (nothing scales a
 	// managed node group here); default 2 bounded by min and max.
 	Desired int `json:"desired,omitempty"`
-	// CapacityType is spot (the default) or on-demand; on-demand needs
-	// capacity.allowOnDemand (see CheckCapacity).
+	// CapacityType is on-demand, the default and the only value: the
+	// managers run here. It does not depend on capacity.allowOnDemand,
+	// which is about the teams' job capacity.
 	CapacityType string `json:"capacityType,omitempty"`
 }
 
@@ -76,7 +79,7 @@ const (
 )
 
 // DefaultSystemInstanceTypes are the system nodes' types: two vCPUs and 8
-// GiB each, from five x86 spot pools.
+// GiB each, five x86 types.
 var DefaultSystemInstanceTypes = []string{"m7i.large", "m6i.large", "m6a.large", "m5.large", "m5a.large"}
 
 // maxDefaultZones is how many zones default subnets can be cut for: the VPC
@@ -113,7 +116,7 @@ func (a *AWS) setDefaults() {
 		n.Desired = min(max(DefaultSystemDesired, n.Min), n.Max)
 	}
 	if n.CapacityType == "" {
-		n.CapacityType = CapacityTypeSpot
+		n.CapacityType = CapacityTypeOnDemand
 	}
 }
 
@@ -307,7 +310,7 @@ func (a *AWS) validateSubnets(p *field.Path, vpc netip.Prefix, vpcOK bool) field
 func (n *NodeGroup) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(n.InstanceTypes) < 2 {
-		errs = append(errs, field.Invalid(p.Child("instanceTypes"), n.InstanceTypes, fmt.Sprintf("at least two instance types, so that spot capacity comes from more than one pool; for example %v", DefaultSystemInstanceTypes)))
+		errs = append(errs, field.Invalid(p.Child("instanceTypes"), n.InstanceTypes, fmt.Sprintf("at least two instance types, so that the group finds capacity when one type runs short; for example %v", DefaultSystemInstanceTypes)))
 	}
 	seen := map[string]int{}
 	archs := map[string]string{}
@@ -340,20 +343,27 @@ func (n *NodeGroup) validate(p *field.Path) field.ErrorList {
 	} else if n.Desired < n.Min || n.Desired > n.Max {
 		errs = append(errs, field.Invalid(p.Child("desired"), n.Desired, fmt.Sprintf("between min (%d) and max (%d)", n.Min, n.Max)))
 	}
-	if n.CapacityType != CapacityTypeSpot && n.CapacityType != CapacityTypeOnDemand {
-		errs = append(errs, field.NotSupported(p.Child("capacityType"), n.CapacityType, []string{CapacityTypeSpot, CapacityTypeOnDemand}))
-	}
+	errs = append(errs, checkManagersPool(p.Child("capacityType"), n.CapacityType)...)
 	return errs
 }
 
-// CheckCapacity refuses on-demand system nodes in a stack that does not
-// allow on-demand capacity; p is the aws section's path. It needs the
-// fleet's capacity policy, so Fleet.Validate (or the platform) calls it.
-func (a *AWS) CheckCapacity(p *field.Path, allowOnDemand bool) field.ErrorList {
-	if a.SystemNodes.CapacityType == CapacityTypeOnDemand && !allowOnDemand {
-		return field.ErrorList{field.Forbidden(p.Child("systemNodes", "capacityType"), "on-demand capacity is not allowed in this stack; remove it (system nodes are spot by default), or set capacity.allowOnDemand: true at the top of the fleet")}
+// checkManagersPool refuses a managers' pool without on-demand capacity:
+// a spot preemption kills every job of the managers on the node.
+func checkManagersPool(p *field.Path, capacityType string) field.ErrorList {
+	switch capacityType {
+	case CapacityTypeOnDemand:
+		return nil
+	case CapacityTypeSpot:
+		return field.ErrorList{field.Forbidden(p, "the managers run on these nodes and must drain their jobs, which a spot preemption (2 minutes' notice on EC2, 30 seconds on GKE) does not allow; remove capacityType (on-demand is the default) or set it to on-demand. Job capacity stays spot whatever this says")}
 	}
-	return nil
+	return field.ErrorList{field.NotSupported(p, capacityType, []string{CapacityTypeOnDemand})}
+}
+
+// CheckManagersPool refuses system nodes that are not on-demand; p is the
+// aws section's path. Decode checks it, and the platform checks it again
+// for a Fleet built without Decode.
+func (a *AWS) CheckManagersPool(p *field.Path) field.ErrorList {
+	return checkManagersPool(p.Child("systemNodes", "capacityType"), a.SystemNodes.CapacityType)
 }
 
 // reservedTagPrefixes are tag keys AWS, Karpenter or runnerfleet set.

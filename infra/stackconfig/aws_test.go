@@ -59,7 +59,7 @@ func TestAWSDefaults(t *testing.T) {
 		a.VPCCIDR:                  "10.0.0.0/16",
 		a.KubernetesVersion:        DefaultKubernetesVersion,
 		a.KarpenterVersion:         DefaultKarpenterVersion,
-		a.SystemNodes.CapacityType: "spot",
+		a.SystemNodes.CapacityType: "on-demand",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -206,7 +206,7 @@ func TestAWSRefusesBadConfig(t *testing.T) {
 		"bad instance type": {map[string]any{"systemNodes": map[string]any{"instanceTypes": []string{"m6i.large", "m6i-large"}}}, nil, []problem{
 			{"aws.systemNodes.instanceTypes[1]", "an EC2 instance type such as m6i.large"}}},
 		"one instance type": {map[string]any{"systemNodes": map[string]any{"instanceTypes": []string{"m6i.large"}}}, nil, []problem{
-			{"aws.systemNodes.instanceTypes", "at least two instance types, so that spot capacity comes from more than one pool"}}},
+			{"aws.systemNodes.instanceTypes", "at least two instance types, so that the group finds capacity when one type runs short"}}},
 		"mixed architectures": {map[string]any{"systemNodes": map[string]any{"instanceTypes": []string{"m6i.large", "m7g.large"}}}, nil, []problem{
 			{"aws.systemNodes.instanceTypes", "mixes arm64 (m7g.large) and amd64 (m6i.large) types"}}},
 		"min above max": {map[string]any{"systemNodes": map[string]any{"min": 4, "max": 2}}, nil, []problem{
@@ -214,7 +214,7 @@ func TestAWSRefusesBadConfig(t *testing.T) {
 		"desired outside bounds": {map[string]any{"systemNodes": map[string]any{"min": 1, "max": 3, "desired": 5}}, nil, []problem{
 			{"aws.systemNodes.desired", "between min (1) and max (3)"}}},
 		"unknown capacity type": {map[string]any{"systemNodes": map[string]any{"capacityType": "SPOT"}}, nil, []problem{
-			{"aws.systemNodes.capacityType", `supported values: "spot", "on-demand"`}}},
+			{"aws.systemNodes.capacityType", `supported values: "on-demand"`}}},
 		"karpenter v0": {map[string]any{"karpenterVersion": "0.37.0"}, nil, []problem{
 			{"aws.karpenterVersion", "Karpenter 1.0 or later"}}},
 		"karpenter with v": {map[string]any{"karpenterVersion": "v1.15.0"}, nil, []problem{
@@ -244,12 +244,19 @@ func TestAWSEveryProblemAtOnce(t *testing.T) {
 	})
 }
 
-func TestAWSOnDemandSystemNodesNeedAllowOnDemand(t *testing.T) {
-	_, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}}, nil), "dev")
-	expectProblems(t, err, []problem{{"aws.systemNodes.capacityType", "set capacity.allowOnDemand: true"}})
-	if _, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}},
-		map[string]any{"capacity": map[string]any{"allowOnDemand": true}}), "dev"); err != nil {
-		t.Errorf("allowed on-demand refused: %v", err)
+// The managers' pool is on-demand whatever capacity.allowOnDemand says
+// (that is the teams' job capacity), and a spot one is refused.
+func TestAWSManagersPoolIsOnDemandAndNeverSpot(t *testing.T) {
+	_, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "spot"}}, nil), "dev")
+	expectProblems(t, err, []problem{{"aws.systemNodes.capacityType", "remove capacityType (on-demand is the default) or set it to on-demand"}})
+	for _, allow := range []bool{false, true} {
+		f, err := Decode(eksFleet(t, map[string]any{"systemNodes": map[string]any{"capacityType": "on-demand"}},
+			map[string]any{"capacity": map[string]any{"allowOnDemand": allow}}), "dev")
+		if err != nil {
+			t.Errorf("allowOnDemand %v: on-demand system nodes refused: %v", allow, err)
+		} else if f.Capacity.AllowOnDemand != allow {
+			t.Errorf("allowOnDemand became %v", f.Capacity.AllowOnDemand)
+		}
 	}
 }
 

@@ -73,8 +73,9 @@ type Local struct {
 
 // Capacity is the fleet-wide capacity policy.
 type Capacity struct {
-	// AllowOnDemand lets teams ask for on-demand capacity; without it all job
-	// capacity is spot.
+	// AllowOnDemand lets teams ask for on-demand job capacity; without it
+	// all job capacity is spot. Managers always run on on-demand nodes
+	// (aws.systemNodes, gcp.systemNodes), whatever it says.
 	AllowOnDemand bool `json:"allowOnDemand,omitempty"`
 	// MaxConcurrency caps managers × concurrent of any one RunnerSet.
 	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
@@ -233,7 +234,6 @@ func (f *Fleet) Validate() field.ErrorList {
 			errs = append(errs, field.Required(p.Child("aws"), "platform eks needs an aws section with at least region and zones"))
 		} else {
 			errs = append(errs, f.AWS.Validate(p.Child("aws"))...)
-			errs = append(errs, f.AWS.CheckCapacity(p.Child("aws"), f.Capacity.AllowOnDemand)...)
 		}
 		if f.GCP != nil {
 			errs = append(errs, field.Forbidden(p.Child("gcp"), "platform eks takes no gcp section"))

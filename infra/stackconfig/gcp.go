@@ -35,7 +35,10 @@ type GCP struct {
 	// MasterAuthorizedCIDRs may reach the Kubernetes API's public endpoint;
 	// empty means no address outside the VPC may.
 	MasterAuthorizedCIDRs []string `json:"masterAuthorizedCIDRs,omitempty"`
-	// SystemNodes is the spot node pool for the controller and managers.
+	// SystemNodes is the on-demand node pool of the managers and the
+	// platform's pods (the controller, KEDA, Prometheus): labelled and
+	// tainted as the managers' pool (runnerset/resources), so that
+	// managers, which must drain rather than die, never run on spot.
 	SystemNodes GKENodePool `json:"systemNodes,omitempty"`
 	// Autoprovisioning caps node auto-provisioning.
 	Autoprovisioning Autoprovisioning `json:"autoprovisioning,omitempty"`
@@ -55,6 +58,10 @@ type GKENodePool struct {
 	Min *int `json:"min,omitempty"`
 	// Max, default 3 (or Min, if larger).
 	Max *int `json:"max,omitempty"`
+	// CapacityType is on-demand, the default and the only value: the
+	// managers run here. It does not depend on capacity.allowOnDemand,
+	// which is about the teams' job capacity.
+	CapacityType string `json:"capacityType,omitempty"`
 }
 
 // Autoprovisioning caps GKE node auto-provisioning: the whole cluster's
@@ -116,6 +123,9 @@ func (g *GCP) setDefaults() {
 		if *d.v == "" {
 			*d.v = d.def
 		}
+	}
+	if g.SystemNodes.CapacityType == "" {
+		g.SystemNodes.CapacityType = CapacityTypeOnDemand
 	}
 	if g.SystemNodes.Min == nil {
 		g.SystemNodes.Min = ptr(DefaultGCPSystemMin)
@@ -279,6 +289,7 @@ func (n GKENodePool) validate(p *field.Path) field.ErrorList {
 	if n.Min != nil && n.Max != nil && *n.Min > *n.Max {
 		errs = append(errs, field.Invalid(p.Child("min"), *n.Min, fmt.Sprintf("more than max (%d); lower min or raise max", *n.Max)))
 	}
+	errs = append(errs, checkManagersPool(p.Child("capacityType"), n.CapacityType)...)
 	return errs
 }
 

@@ -30,6 +30,8 @@ func TestGCPDefaultsFillEverythingButProjectAndRegion(t *testing.T) {
 		g.MasterCIDR:              "172.16.0.0/28",
 		g.ReleaseChannel:          "REGULAR",
 		g.SystemNodes.MachineType: "e2-standard-4",
+		// The managers' pool, whatever capacity.allowOnDemand says.
+		g.SystemNodes.CapacityType: "on-demand",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -99,6 +101,7 @@ func TestGCPValidationNamesTheBadKey(t *testing.T) {
 		{"min above max", map[string]any{"systemNodes": map[string]any{"min": 4, "max": 2}}, g + "systemNodes.min", "more than max"},
 		{"max below the zones", map[string]any{"systemNodes": map[string]any{"max": 2}}, g + "systemNodes.max", "one node in each of its 3 zones"},
 		{"no system nodes", map[string]any{"systemNodes": map[string]any{"min": 0}}, g + "systemNodes.min", "at least 1"},
+		{"spot managers' pool", map[string]any{"systemNodes": map[string]any{"capacityType": "spot"}}, g + "systemNodes.capacityType", "remove capacityType (on-demand is the default) or set it to on-demand"},
 		{"zero CPU cap", map[string]any{"autoprovisioning": map[string]any{"maxCPU": 0}}, g + "autoprovisioning.maxCPU", "above 0"},
 		{"negative memory cap", map[string]any{"autoprovisioning": map[string]any{"maxMemoryGB": -1}}, g + "autoprovisioning.maxMemoryGB", "above 0"},
 		{"machine type as family", map[string]any{"machineFamilies": []string{"n2-standard-4"}}, g + "machineFamilies[0]", "machine family"},

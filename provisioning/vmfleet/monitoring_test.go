@@ -2,7 +2,6 @@ package vmfleet
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,18 +9,14 @@ import (
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 )
 
-// promtool comes from Debian's prometheus package, which .ci/run installs.
+// promtool is Prometheus's own, from the tool cache (provisioning/prometheus).
 func promtool(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("promtool")
+	out, err := prometheus.Promtool("", args...)
 	if err != nil {
-		t.Fatal("promtool is not installed: apt-get install prometheus (.ci/run does)")
+		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return out
 }
 
 func TestWindowsScrapeConfigAndRulesPassPromtool(t *testing.T) {

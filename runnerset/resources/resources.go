@@ -259,7 +259,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deploy
 					// On the on-demand managers' pool, never on spot.
 					NodeSelector: ManagerNodeSelector(),
 					Tolerations:  ManagerTolerations(),
-					OS:                            &corev1.PodOS{Name: corev1.Linux},
+					OS:           &corev1.PodOS{Name: corev1.Linux},
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						RunAsUser:      ptr.To[int64](100),

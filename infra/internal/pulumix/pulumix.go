@@ -13,6 +13,7 @@ import (
 	"maps"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Provider plugin versions, without the leading v. AWS and GCP match the SDK
@@ -88,4 +89,18 @@ func Merge(ms ...map[string]string) map[string]string {
 		maps.Copy(out, m)
 	}
 	return out
+}
+
+// CloudTaintEffect is a Kubernetes taint effect as EKS node groups and GKE
+// node pools spell it (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE).
+func CloudTaintEffect(e corev1.TaintEffect) string {
+	switch e {
+	case corev1.TaintEffectNoSchedule:
+		return "NO_SCHEDULE"
+	case corev1.TaintEffectPreferNoSchedule:
+		return "PREFER_NO_SCHEDULE"
+	case corev1.TaintEffectNoExecute:
+		return "NO_EXECUTE"
+	}
+	panic(fmt.Sprintf("pulumix: unknown taint effect %q", e))
 }
