@@ -11,6 +11,7 @@ import (
 type Config struct {
 	Global        Global         `json:"global"`
 	RuleFiles     []string       `json:"rule_files,omitempty"`
+	Alerting      *Alerting      `json:"alerting,omitempty"`
 	ScrapeConfigs []ScrapeConfig `json:"scrape_configs"`
 }
 
@@ -23,15 +24,17 @@ type Global struct {
 
 // ScrapeConfig is one scrape_configs entry.
 type ScrapeConfig struct {
-	JobName        string              `json:"job_name"`
-	ScrapeInterval string              `json:"scrape_interval,omitempty"`
-	MetricsPath    string              `json:"metrics_path,omitempty"`
-	HonorLabels    bool                `json:"honor_labels,omitempty"`
-	Params         map[string][]string `json:"params,omitempty"`
-	StaticConfigs  []StaticConfig      `json:"static_configs,omitempty"`
-	GCESDConfigs   []GCESDConfig       `json:"gce_sd_configs,omitempty"`
-	DNSSDConfigs   []DNSSDConfig       `json:"dns_sd_configs,omitempty"`
-	RelabelConfigs []RelabelConfig     `json:"relabel_configs,omitempty"`
+	JobName              string               `json:"job_name"`
+	ScrapeInterval       string               `json:"scrape_interval,omitempty"`
+	MetricsPath          string               `json:"metrics_path,omitempty"`
+	HonorLabels          bool                 `json:"honor_labels,omitempty"`
+	Params               map[string][]string  `json:"params,omitempty"`
+	StaticConfigs        []StaticConfig       `json:"static_configs,omitempty"`
+	GCESDConfigs         []GCESDConfig        `json:"gce_sd_configs,omitempty"`
+	DNSSDConfigs         []DNSSDConfig        `json:"dns_sd_configs,omitempty"`
+	KubernetesSDConfigs  []KubernetesSDConfig `json:"kubernetes_sd_configs,omitempty"`
+	MetricRelabelConfigs []RelabelConfig      `json:"metric_relabel_configs,omitempty"`
+	RelabelConfigs       []RelabelConfig      `json:"relabel_configs,omitempty"`
 }
 
 // StaticConfig lists fixed targets.
@@ -55,6 +58,38 @@ type DNSSDConfig struct {
 	Names           []string `json:"names"`
 	Type            string   `json:"type,omitempty"`
 	RefreshInterval string   `json:"refresh_interval,omitempty"`
+}
+
+// KubernetesSDConfig finds targets through the Kubernetes API (in
+// cluster, as the pod's ServiceAccount).
+type KubernetesSDConfig struct {
+	// Role is pod, endpoints, endpointslice, service, node or ingress.
+	Role       string                 `json:"role"`
+	Namespaces *KubernetesNamespaces  `json:"namespaces,omitempty"`
+	Selectors  []KubernetesSDSelector `json:"selectors,omitempty"`
+}
+
+// KubernetesNamespaces limits discovery to named namespaces.
+type KubernetesNamespaces struct {
+	Names []string `json:"names"`
+}
+
+// KubernetesSDSelector narrows what the API lists and watches.
+type KubernetesSDSelector struct {
+	Role  string `json:"role"`
+	Label string `json:"label,omitempty"`
+	Field string `json:"field,omitempty"`
+}
+
+// Alerting is where alerts go.
+type Alerting struct {
+	Alertmanagers []AlertmanagerConfig `json:"alertmanagers"`
+}
+
+// AlertmanagerConfig is one set of Alertmanagers.
+type AlertmanagerConfig struct {
+	APIVersion    string         `json:"api_version,omitempty"`
+	StaticConfigs []StaticConfig `json:"static_configs"`
 }
 
 // RelabelConfig is a relabelling step.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
@@ -13,9 +14,23 @@ import (
 
 // Monitoring ports.
 const (
-	NodeExporterPort = 9100
-	PrometheusPort   = 9090
+	NodeExporterPort     = 9100
+	PrometheusPort       = 9090
+	KubeStateMetricsPort = 8080
+	AlertmanagerPort     = 9093
 )
+
+// KubeStateMetricsName names the fleet's kube-state-metrics: its
+// Deployment and Service in the fleet's namespace, and the scrape job.
+const KubeStateMetricsName = "kube-state-metrics"
+
+// DefaultDrainLimit is how long a manager may drain when the fleet names
+// no job timeout: the shared fleets' shortest.
+const DefaultDrainLimit = 3 * time.Hour
+
+// MetricsPortName is the name of the managers' metrics container port,
+// which the fleet's Prometheus scrapes.
+const MetricsPortName = "metrics"
 
 // LabelManagerPod is the pod label that names a manager, so that its metrics
 // and its VMs' (label runnerfleet-manager) can be joined.
@@ -28,6 +43,26 @@ type Fleet struct {
 	// VMQuota is the CPU-independent VM count quota of the fleet's project
 	// and region, for the VMCountNearQuota alert.
 	VMQuota int
+	// JobTimeout is the longest a job may run, so the longest a manager
+	// may drain with jobs left before RunnerDrainStuck; default
+	// DefaultDrainLimit.
+	JobTimeout time.Duration
+	// Alertmanager is where the fleet's Prometheus sends its alerts
+	// (host:port); none without it.
+	Alertmanager string
+}
+
+// shortDuration is d without trailing zero units: 3h, 4h30m.
+func shortDuration(d time.Duration) string {
+	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+}
+
+// drainLimit is how long a manager may drain before RunnerDrainStuck.
+func (f Fleet) drainLimit() time.Duration {
+	if f.JobTimeout > 0 {
+		return f.JobTimeout
+	}
+	return DefaultDrainLimit
 }
 
 // zones are the zones the fleet's groups run VMs in, per project.
@@ -42,22 +77,35 @@ func (f Fleet) zones() map[string][]string {
 }
 
 // PrometheusConfig is the fleet's own Prometheus: its managers found by
-// Kubernetes service discovery in the fleet's namespace, its autoscaled VMs
+// Kubernetes pod discovery in the fleet's namespace, its autoscaled VMs
 // (node_exporter) by GCE service discovery, and the fleet's rule files.
 func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
-	// Managers are found through the SRV records of each manager's headless
-	// Service (port "metrics"): Kubernetes-provided discovery that needs no
-	// RBAC for Prometheus and works with every Prometheus build (Debian's
-	// has no kubernetes_sd_configs).
-	var names []string
-	for _, g := range f.Groups {
-		names = append(names, fmt.Sprintf("_metrics._tcp.%s.%s.svc.cluster.local", g.ManagerName(), f.Name))
-	}
+	// Managers are found by Kubernetes pod discovery in the fleet's
+	// namespace, not by the DNS records of their Service. A draining
+	// manager (a pod being deleted, for up to jobTimeout) leaves its
+	// Service's endpoints, and so its DNS records, the moment it starts
+	// to drain, while it still runs jobs: only pod discovery keeps
+	// scraping its gitlab_runner_jobs, which KEDA and the drain alert
+	// need. It also names each target by its pod (the label a real
+	// kube-state-metrics puts on kube_pod_deletion_timestamp) and sees a
+	// new pod at once, where SRV records are polled. The price is a Role
+	// that lets the fleet's Prometheus list and watch the pods of its own
+	// namespace. (Debian's promtool 2.42, which this project once used,
+	// had no Kubernetes discovery; the pinned promtool checks it.)
+	podLabel := func(l string) string { return "__meta_kubernetes_pod_label_" + promLabel(l) }
 	managers := prometheus.ScrapeConfig{
-		JobName:      "runner-managers",
-		DNSSDConfigs: []prometheus.DNSSDConfig{{Names: names, Type: "SRV", RefreshInterval: "30s"}},
+		JobName: "runner-managers",
+		KubernetesSDConfigs: []prometheus.KubernetesSDConfig{{
+			Role:       "pod",
+			Namespaces: &prometheus.KubernetesNamespaces{Names: []string{f.Name}},
+			// Only the managers' pods are listed and watched.
+			Selectors: []prometheus.KubernetesSDSelector{{Role: "pod", Label: LabelManagerPod}},
+		}},
 		RelabelConfigs: []prometheus.RelabelConfig{
-			{SourceLabels: []string{"__meta_dns_name"}, Regex: `_metrics\._tcp\.([^.]+)\..*`, TargetLabel: "manager", Replacement: "$1"},
+			{SourceLabels: []string{"__meta_kubernetes_pod_container_port_name"}, Regex: MetricsPortName, Action: "keep"},
+			{SourceLabels: []string{podLabel(LabelManagerPod)}, TargetLabel: "manager"},
+			{SourceLabels: []string{"__meta_kubernetes_namespace"}, TargetLabel: "namespace"},
+			{SourceLabels: []string{"__meta_kubernetes_pod_name"}, TargetLabel: "pod"},
 		},
 	}
 	vms := prometheus.ScrapeConfig{
@@ -84,15 +132,41 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 			})
 		}
 	}
-	return prometheus.Config{
+	// The fleet's own kube-state-metrics, which watches only the fleet's
+	// namespace: its series keep their own namespace and pod labels.
+	ksm := prometheus.ScrapeConfig{
+		JobName:     KubeStateMetricsName,
+		HonorLabels: true,
+		StaticConfigs: []prometheus.StaticConfig{{
+			Targets: []string{fmt.Sprintf("%s.%s.svc:%d", KubeStateMetricsName, f.Name, KubeStateMetricsPort)},
+		}},
+	}
+	c := prometheus.Config{
 		Global:        prometheus.Global{ScrapeInterval: "30s", EvaluationInterval: "30s", ExternalLabels: map[string]string{"fleet": f.Name}},
 		RuleFiles:     ruleFiles,
-		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms},
+		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms, ksm},
 	}
+	if f.Alertmanager != "" {
+		c.Alerting = &prometheus.Alerting{Alertmanagers: []prometheus.AlertmanagerConfig{{
+			APIVersion: "v2", StaticConfigs: []prometheus.StaticConfig{{Targets: []string{f.Alertmanager}}},
+		}}}
+	}
+	return c
 }
 
 // gceLabel is the GCE service discovery meta label of a VM label.
-func gceLabel(l string) string { return "__meta_gce_label_" + strings.ReplaceAll(l, "-", "_") }
+func gceLabel(l string) string { return "__meta_gce_label_" + promLabel(l) }
+
+// promLabel is a label name as Prometheus's discovery spells it in meta
+// labels: every character outside [a-zA-Z0-9_] becomes '_'.
+func promLabel(l string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, l)
+}
 
 // RecordingRules pre-aggregate what the central Prometheus federates: small
 // series per fleet and manager instead of every VM's.
@@ -133,13 +207,17 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 				Annotations: map[string]string{"summary": "90% of fleet " + f.Name + "'s jobs wait up to {{ $value | humanizeDuration }} for a runner"},
 			},
 			{
-				// A manager pod stopping for longer than jobs may run (3h on
-				// the shared fleet): its drain is stuck, and Kubernetes kills
-				// it at the end of its grace period. From kube-state-metrics.
+				// A manager pod stopping for longer than jobs may run, with
+				// jobs left: its drain is stuck, and Kubernetes kills it (and
+				// its jobs) at the end of its grace period. The deletion
+				// time is kube-state-metrics' (labels namespace, pod, uid);
+				// the jobs are the manager's own, found by the same pod.
 				Alert: "RunnerDrainStuck",
-				Expr:  fmt.Sprintf(`(time() - kube_pod_deletion_timestamp{namespace=%q}) > 3 * 3600`, f.Name),
-				For:   "10m", Labels: map[string]string{"severity": "page"},
-				Annotations: map[string]string{"summary": "Manager {{ $labels.pod }} has drained for over 3h with jobs left"},
+				Expr: fmt.Sprintf(`(time() - kube_pod_deletion_timestamp{job=%q, namespace=%q}) > %d`+
+					` and on (namespace, pod) (sum by (namespace, pod) (gitlab_runner_jobs{job="runner-managers"}) > 0)`,
+					KubeStateMetricsName, f.Name, int(f.drainLimit().Seconds())),
+				For: "10m", Labels: map[string]string{"severity": "page"},
+				Annotations: map[string]string{"summary": "Manager {{ $labels.pod }} has drained for over " + shortDuration(f.drainLimit()) + " with jobs left"},
 			},
 			{
 				Alert: "VMCountNearQuota", Expr: fmt.Sprintf(`fleet:autoscaled_vms:count > %d`, quota*9/10), For: "10m",

@@ -73,8 +73,22 @@ tests:
     values: '1x180'
   - series: 'up{job="autoscaled-vms", instance="runner-b", manager="production-shared-gce", vm_manager="production-shared-gce-1"}'
     values: '1x180'
-  # A manager pod deleted 3h10m before the test starts, still stopping.
-  - series: 'kube_pod_deletion_timestamp{namespace="production", pod="shared-gce-0"}'
+  # kube_pod_deletion_timestamp as kube-state-metrics exports it (labels
+  # namespace, pod, uid; read from its internal/store/pod.go) and the
+  # fleet's Prometheus scrapes it (job kube-state-metrics, honor_labels).
+  # A manager pod deleted 3h10m before the test starts, still stopping
+  # with two jobs: stuck.
+  - series: 'kube_pod_deletion_timestamp{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", pod="production-linux-0-7d9f8b6c4-x2x7q", uid="0f0c3a51-2c7e-4d7b-9e0f-6f1f3b2a1c01"}'
+    values: '-11400x60'
+  - series: 'gitlab_runner_jobs{job="runner-managers", instance="10.20.1.7:9252", namespace="production", pod="production-linux-0-7d9f8b6c4-x2x7q", manager="production-linux", runner="x1y2z3", system_id="s_0123456789ab", executor_stage="build", stage="script", state="running"}'
+    values: '2x60'
+  # Negative controls: a manager deleted as long ago whose jobs are done,
+  # and a pod that runs no jobs (the fleet's Prometheus) being deleted.
+  - series: 'kube_pod_deletion_timestamp{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", pod="production-linux-1-7d9f8b6c4-p8k2m", uid="1a2b3c4d-0000-4000-8000-000000000002"}'
+    values: '-11400x60'
+  - series: 'gitlab_runner_jobs{job="runner-managers", instance="10.20.1.8:9252", namespace="production", pod="production-linux-1-7d9f8b6c4-p8k2m", manager="production-linux", runner="x1y2z3", system_id="s_ba9876543210", executor_stage="build", stage="script", state="running"}'
+    values: '0x60'
+  - series: 'kube_pod_deletion_timestamp{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", pod="prometheus-5c6d7e8f9-abcde", uid="1a2b3c4d-0000-4000-8000-000000000003"}'
     values: '-11400x60'
   alert_rule_test:
   - eval_time: 3m
@@ -96,8 +110,8 @@ tests:
   - eval_time: 15m
     alertname: RunnerDrainStuck
     exp_alerts:
-    - exp_labels: {severity: page, namespace: production, pod: shared-gce-0}
-      exp_annotations: {summary: "Manager shared-gce-0 has drained for over 3h with jobs left"}
+    - exp_labels: {severity: page, job: kube-state-metrics, instance: "kube-state-metrics.production.svc:8080", namespace: production, pod: production-linux-0-7d9f8b6c4-x2x7q, uid: 0f0c3a51-2c7e-4d7b-9e0f-6f1f3b2a1c01}
+      exp_annotations: {summary: "Manager production-linux-0-7d9f8b6c4-x2x7q has drained for over 3h with jobs left"}
   - eval_time: 15m
     alertname: VMCountNearQuota
     exp_alerts: []
