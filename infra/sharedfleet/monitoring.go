@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,10 +53,25 @@ var prometheusSelector = map[string]string{"app.kubernetes.io/name": prometheusN
 type prometheusPlan struct {
 	files          map[string]string
 	serviceAccount *corev1.ServiceAccount
-	configMap      *corev1.ConfigMap
-	deployment     *appsv1.Deployment
-	service        *corev1.Service
+	// role and binding let a fleet's Prometheus discover the pods of its
+	// namespace; nil for the central one.
+	role       *rbacv1.Role
+	binding    *rbacv1.RoleBinding
+	configMap  *corev1.ConfigMap
+	data       *corev1.PersistentVolumeClaim
+	deployment *appsv1.Deployment
+	service    *corev1.Service
+	// kubeStateMetrics are a fleet's kube-state-metrics objects.
+	kubeStateMetrics []runtime.Object
 }
+
+// Persistent storage of the Prometheus servers: a fleet's keeps two days
+// for KEDA and its alerts, the central one a month of aggregates.
+const (
+	FleetPrometheusStorage   = "20Gi"
+	CentralPrometheusStorage = "50Gi"
+	prometheusDataClaim      = prometheusName + "-data"
+)
 
 // CentralMonitoring is the central Prometheus: the
 // runnerfleet:gke:SharedFleetMonitoring component.
@@ -67,6 +85,10 @@ type CentralMonitoring struct {
 
 func planFleetPrometheus(p *fleetPlan) (*prometheusPlan, error) {
 	m := p.monitoring
+	// RunnerDrainStuck waits for as long as the fleet's jobs may run, and
+	// every alert goes to the Alertmanager of the monitoring namespace.
+	m.JobTimeout = p.spec.JobTimeoutOrDefault()
+	m.Alertmanager = AlertmanagerAddress()
 	files := map[string]any{
 		PrometheusConfigFile: m.PrometheusConfig(RecordingRulesFile, AlertRulesFile),
 		RecordingRulesFile:   m.RecordingRules(),
@@ -74,7 +96,12 @@ func planFleetPrometheus(p *fleetPlan) (*prometheusPlan, error) {
 	}
 	// The fleet's Prometheus is a short-term tier: KEDA reads its current
 	// values, the central one keeps the aggregates.
-	return planPrometheus(p.namespace, files, p.spec.Monitoring.GCPServiceAccount, "2d")
+	pp, err := planPrometheus(p.namespace, files, p.spec.Monitoring.GCPServiceAccount, "2d", FleetPrometheusStorage, true)
+	if err != nil {
+		return nil, err
+	}
+	pp.kubeStateMetrics = planKubeStateMetrics(p.namespace)
+	return pp, nil
 }
 
 func planCentral(fleets []*fleetPlan) (*prometheusPlan, error) {
@@ -82,10 +109,10 @@ func planCentral(fleets []*fleetPlan) (*prometheusPlan, error) {
 	for _, p := range fleets {
 		ms = append(ms, p.monitoring)
 	}
-	return planPrometheus(stackconfig.MonitoringNamespace, map[string]any{PrometheusConfigFile: shared.CentralConfig(ms...)}, "", "30d")
+	return planPrometheus(stackconfig.MonitoringNamespace, map[string]any{PrometheusConfigFile: shared.CentralConfig(ms...)}, "", "30d", CentralPrometheusStorage, false)
 }
 
-func planPrometheus(ns string, files map[string]any, gsa, retention string) (*prometheusPlan, error) {
+func planPrometheus(ns string, files map[string]any, gsa, retention, storage string, discover bool) (*prometheusPlan, error) {
 	pp := &prometheusPlan{files: map[string]string{}}
 	h := sha256.New()
 	for _, name := range sortedKeys(files) {
@@ -103,8 +130,19 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 	pp.serviceAccount = &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: saMeta,
-		// DNS and GCE discovery need no Kubernetes API.
-		AutomountServiceAccountToken: ptr.To(false),
+		// Only pod discovery needs the Kubernetes API.
+		AutomountServiceAccountToken: ptr.To(discover),
+	}
+	if discover {
+		pp.role, pp.binding = podReader(meta, PrometheusServiceAccount)
+	}
+	pp.data = &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: prometheusDataClaim, Namespace: ns, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(storage)}},
+		},
 	}
 	if gsa != "" {
 		pp.serviceAccount.Annotations = map[string]string{"iam.gke.io/gcp-service-account": gsa}
@@ -120,9 +158,9 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: prometheusSelector},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-			}},
+			// The data volume attaches to one node at a time (and the
+			// TSDB takes one writer): the old pod goes before the new one.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels: labels,
@@ -172,7 +210,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention string) (*pr
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: prometheusName},
 						}}},
-						{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: prometheusDataClaim}}},
 					},
 				},
 			},
@@ -195,7 +233,10 @@ func (pp *prometheusPlan) declare(ctx *pulumi.Context, prefix string, on func(de
 	for _, o := range []struct {
 		suffix string
 		obj    runtime.Object
-	}{{"sa", pp.serviceAccount}, {"config", pp.configMap}} {
+	}{{"sa", pp.serviceAccount}, {"config", pp.configMap}, {"data", pp.data}, {"role", pp.role}, {"binding", pp.binding}} {
+		if reflect.ValueOf(o.obj).IsNil() {
+			continue
+		}
 		r, err := kube.Declare(ctx, prefix+"-prometheus-"+o.suffix, o.obj, nil, on(ns)...)
 		if err != nil {
 			return err
@@ -205,8 +246,16 @@ func (pp *prometheusPlan) declare(ctx *pulumi.Context, prefix string, on func(de
 	if _, err := kube.Declare(ctx, prefix+"-prometheus", pp.deployment, nil, on(append(deps, ns)...)...); err != nil {
 		return err
 	}
-	_, err := kube.Declare(ctx, prefix+"-prometheus-svc", pp.service, nil, on(ns)...)
-	return err
+	if _, err := kube.Declare(ctx, prefix+"-prometheus-svc", pp.service, nil, on(ns)...); err != nil {
+		return err
+	}
+	for _, o := range pp.kubeStateMetrics {
+		kind := strings.ToLower(o.GetObjectKind().GroupVersionKind().Kind)
+		if _, err := kube.Declare(ctx, prefix+"-kube-state-metrics-"+kind, o, nil, on(ns)...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func address(ns string) string {
@@ -269,7 +318,7 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 }
 
 // declareCentral declares the central Prometheus and its namespace.
-func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, c *kube.Cluster, fleets []*SharedFleet, opts ...pulumi.ResourceOption) (*CentralMonitoring, error) {
+func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, am *alertmanagerPlan, alertSecret pulumi.StringOutput, c *kube.Cluster, fleets []*SharedFleet, opts ...pulumi.ResourceOption) (*CentralMonitoring, error) {
 	cm := &CentralMonitoring{Namespace: stackconfig.MonitoringNamespace, Prometheus: address(stackconfig.MonitoringNamespace)}
 	const name = "shared-monitoring"
 	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleetMonitoring", name, cm, opts...); err != nil {
@@ -283,13 +332,17 @@ func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, c *kube.Cluster, fl
 	if err := pp.declare(ctx, name, on, ns); err != nil {
 		return nil, err
 	}
+	if err := am.declare(ctx, name, alertSecret, on, ns); err != nil {
+		return nil, err
+	}
 	var federated []string
 	for _, f := range fleets {
 		federated = append(federated, f.Prometheus)
 	}
 	if err := ctx.RegisterResourceOutputs(cm, pulumi.Map{
-		"prometheus": pulumi.String(cm.Prometheus),
-		"federates":  pulumi.ToStringArray(federated),
+		"prometheus":   pulumi.String(cm.Prometheus),
+		"alertmanager": pulumi.String(AlertmanagerAddress()),
+		"federates":    pulumi.ToStringArray(federated),
 	}); err != nil {
 		return nil, err
 	}
@@ -306,4 +359,22 @@ func children(parent pulumi.Resource, c *kube.Cluster) func(deps ...pulumi.Resou
 		}
 		return opts
 	}
+}
+
+// podReader is a Role that may only read the pods of meta's namespace, and
+// its binding to the ServiceAccount sa there: what Prometheus's pod
+// discovery and kube-state-metrics need.
+func podReader(meta metav1.ObjectMeta, sa string) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta,
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: meta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: meta.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: meta.Namespace}},
+	}
+	return role, binding
 }

@@ -248,6 +248,14 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if err != nil {
 		return nil, err
 	}
+	am, err := planAlertmanager(f.Alerting)
+	if err != nil {
+		return nil, err
+	}
+	alertSecret, err := readAlertSecret(ctx, am)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range plans {
 		fl, err := declareFleet(ctx, p, c, tokens, opts...)
 		if err != nil {
@@ -255,7 +263,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		}
 		out.Fleets = append(out.Fleets, fl)
 	}
-	if out.Monitoring, err = declareCentral(ctx, central, c, out.Fleets, opts...); err != nil {
+	if out.Monitoring, err = declareCentral(ctx, central, am, alertSecret, c, out.Fleets, opts...); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -58,6 +58,7 @@ const stackJSON = `{
     "masterAuthorizedCIDRs": ["203.0.113.0/24"],
     "labels": {"cost-center": "ci"}
   },
+  "alerting": {"receiver": {"name": "ci-platform", "webhookURLConfigKey": "alertWebhookURL"}},
   "sharedFleets": [
     {
       "name": "production",
@@ -104,6 +105,7 @@ var tokens = map[string]string{
 	"runnerfleet:sharedProductionLinux":    "glrt-prodLinuxTokenNotReal-4f1c2b",
 	"runnerfleet:sharedProductionFleeting": "glrt-prodFleetingTokenNotReal-9a8b7c",
 	"runnerfleet:sharedStagingLinux":       "glrt-stagingLinuxTokenNotReal-1d2e3f",
+	"runnerfleet:alertWebhookURL":          "https://hooks.example.com/alerts/T0k3nNotReal",
 }
 
 // deploy runs New under the mocks for the stack config raw with the given
@@ -580,7 +582,7 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 		}
 	}
 	fleet := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
-	for _, want := range []string{"_metrics._tcp.production-linux.production.svc.cluster.local", "_metrics._tcp.production-fleeting.production.svc.cluster.local",
+	for _, want := range []string{"role: pod", "label: runnerfleet.dev/manager", "__meta_kubernetes_pod_label_runnerfleet_dev_manager",
 		`labels.runnerfleet-fleet = "production"`, "zone: europe-west1-c", "recording.yml"} {
 		if !strings.Contains(fleet, want) {
 			t.Errorf("production's Prometheus lacks %s:\n%s", want, fleet)

@@ -62,6 +62,8 @@ type Fleet struct {
 	Teams []Team `json:"teams,omitempty"`
 	// SharedFleets are the platform's own shared runners on GCE VMs (gke).
 	SharedFleets []SharedFleet `json:"sharedFleets,omitempty"`
+	// Alerting is where the shared fleets' alerts go; required with them.
+	Alerting *Alerting `json:"alerting,omitempty"`
 }
 
 // Local is the local control plane.
@@ -278,6 +280,7 @@ func (f *Fleet) Validate() field.ErrorList {
 	errs = append(errs, validatePatterns(p.Child("identity", "gcpServiceAccountPatterns"), f.Identity.GCPServiceAccountPatterns, "", "ci-{namespace}@my-project.iam.gserviceaccount.com")...)
 
 	errs = append(errs, f.validateSharedFleets(p.Child("sharedFleets"))...)
+	errs = append(errs, f.validateAlerting(p.Child("alerting"))...)
 
 	// What the RunnerClass will hold, judged by its CRD as admission will.
 	errs = append(errs, embeddedErrors("runnerclasses.runnerfleet.dev", f.RunnerClass(), p, classKeys, errs)...)

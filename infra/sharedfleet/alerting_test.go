@@ -1,0 +1,182 @@
+package sharedfleet
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+)
+
+const (
+	tokRole        = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+	tokRoleBinding = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+	tokPVC         = "kubernetes:core/v1:PersistentVolumeClaim"
+)
+
+// amtool checks an alertmanager.yml as Alertmanager loads it.
+func amtool(t *testing.T, file string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, AlertmanagerConfigFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return prometheus.Amtool(dir, "check-config", AlertmanagerConfigFile)
+}
+
+// Every receiver the stack config can name renders an Alertmanager
+// configuration that amtool accepts, with the secret only as a file.
+func TestEveryAlertReceiverPassesAmtool(t *testing.T) {
+	for _, r := range []stackconfig.AlertReceiver{
+		{Name: "ci-platform", WebhookURLConfigKey: "alertWebhookURL"},
+		{Name: "ci-platform", SlackWebhookURLConfigKey: "slackURL", SlackChannel: "#ci-alerts"},
+		{Name: "on-call", PagerDutyRoutingKeyConfigKey: "pagerDutyKey"},
+	} {
+		ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := amtool(t, ap.file)
+		if err != nil || !strings.Contains(out, "SUCCESS") {
+			t.Errorf("%+v: amtool check-config: %v\n%s\n%s", r, err, out, ap.file)
+		}
+		if !strings.Contains(ap.file, "_file: "+alertmanagerSecretsDir+"/"+alertmanagerSecretKey) {
+			t.Errorf("%+v: the receiver's secret is not read from its file:\n%s", r, ap.file)
+		}
+	}
+	// Negative control: amtool refuses a route to a receiver that does not
+	// exist, so its SUCCESS above means something.
+	bad := strings.Replace(mustPlan(t).file, "receiver: ci-platform", "receiver: nobody", 1)
+	if out, err := amtool(t, bad); err == nil {
+		t.Errorf("amtool accepted a route to an unknown receiver:\n%s", out)
+	}
+}
+
+func mustPlan(t *testing.T) *alertmanagerPlan {
+	t.Helper()
+	ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: stackconfig.AlertReceiver{Name: "ci-platform", WebhookURLConfigKey: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap
+}
+
+// The stack declares one Alertmanager whose configuration (as declared)
+// passes amtool, whose receiver secret comes from the stack config as a
+// Pulumi secret, and every fleet's Prometheus sends to it.
+func TestAlertsReachTheStacksReceiver(t *testing.T) {
+	m := deployedStack(t)
+	cm := m.Get(t, tokConfigMap, "shared-monitoring-alertmanager-config")
+	file := object(t, cm, "data")[AlertmanagerConfigFile].StringValue()
+	if out, err := amtool(t, file); err != nil {
+		t.Fatalf("the declared alertmanager.yml fails amtool: %v\n%s", err, out)
+	}
+	if !strings.Contains(file, "name: ci-platform") || strings.Contains(file, "T0k3nNotReal") {
+		t.Errorf("alertmanager.yml lacks the stack's receiver or holds its secret:\n%s", file)
+	}
+	sec := m.Get(t, tokSecret, "shared-monitoring-alertmanager-secret")
+	// TestNoTokenIsInClearInAnyResource checks it is a Pulumi secret
+	// (tokens holds it).
+	if got := str(t, sec, "stringData."+alertmanagerSecretKey); got != tokens["runnerfleet:alertWebhookURL"] {
+		t.Errorf("the receiver's webhook URL is %q, not the stack's config secret", got)
+	}
+	for _, fleet := range []string{"production", "staging"} {
+		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+		if !strings.Contains(cfg, AlertmanagerAddress()) {
+			t.Errorf("%s's Prometheus does not send alerts to %s:\n%s", fleet, AlertmanagerAddress(), cfg)
+		}
+	}
+}
+
+// Without a receiver, Decode refuses a stack with shared fleets.
+func TestSharedFleetsWithoutAReceiverAreRefused(t *testing.T) {
+	raw := strings.Replace(stackJSON, `"alerting": {"receiver": {"name": "ci-platform", "webhookURLConfigKey": "alertWebhookURL"}},`, "", 1)
+	if raw == stackJSON {
+		t.Fatal("the case changes nothing")
+	}
+	_, err := stackconfig.Decode([]byte(raw), "gke-shared")
+	if err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.alerting: Required value") || !strings.Contains(err.Error(), "webhookURLConfigKey") {
+		t.Errorf("Decode without alerting = %v, want the key and the fix", err)
+	}
+	m, _, err := deploy(t, stackJSON, map[string]string{
+		"runnerfleet:sharedProductionLinux":    tokens["runnerfleet:sharedProductionLinux"],
+		"runnerfleet:sharedProductionFleeting": tokens["runnerfleet:sharedProductionFleeting"],
+		"runnerfleet:sharedStagingLinux":       tokens["runnerfleet:sharedStagingLinux"],
+	})
+	if err == nil || !strings.Contains(err.Error(), "config key runnerfleet:alertWebhookURL is not set") {
+		t.Errorf("a missing receiver secret: %v, want the key named", err)
+	}
+	if n := len(m.ByToken(tokDeployment)); n > 0 {
+		t.Errorf("%d Deployments declared before the refusal", n)
+	}
+}
+
+// Each fleet's Prometheus keeps its data on a PersistentVolumeClaim (and so
+// is replaced, not surged, on a rollout), discovers pods with a Role that
+// may only read its own namespace's pods, and scrapes a kube-state-metrics
+// that watches only the fleet's namespace.
+func TestFleetMonitoringPersistsAndSeesOnlyItsNamespace(t *testing.T) {
+	m := deployedStack(t)
+	for _, prefix := range []string{"shared-production", "shared-staging", "shared-monitoring"} {
+		d := m.Get(t, tokDeployment, prefix+"-prometheus")
+		spec := podSpecOf(t, d)
+		var claim string
+		for _, v := range spec.Volumes {
+			if v.Name == "data" && v.PersistentVolumeClaim != nil {
+				claim = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		if claim != prometheusDataClaim {
+			t.Errorf("%s's Prometheus keeps its data in %+v, not on its PersistentVolumeClaim", prefix, spec.Volumes)
+		}
+		pvc := m.Get(t, tokPVC, prefix+"-prometheus-data")
+		if got := str(t, pvc, "spec.resources.requests.storage"); got == "" {
+			t.Errorf("%s: PVC without a size", prefix)
+		}
+		if got := str(t, d, "spec.strategy.type"); got != "Recreate" {
+			t.Errorf("%s: strategy %s; a surge would wait forever for the volume the old pod holds", prefix, got)
+		}
+	}
+	for _, fleet := range []string{"production", "staging"} {
+		for _, name := range []string{"shared-" + fleet + "-prometheus-role", "shared-" + fleet + "-kube-state-metrics-role"} {
+			role := m.Get(t, tokRole, name)
+			if ns := str(t, role, "metadata.namespace"); ns != fleet {
+				t.Errorf("%s is in namespace %s", name, ns)
+			}
+			rules := role.Input("rules").ArrayValue()
+			if len(rules) != 1 || !slices.Equal(strs(rules[0].ObjectValue()["resources"]), []string{"pods"}) ||
+				!slices.Equal(strs(rules[0].ObjectValue()["verbs"]), []string{"get", "list", "watch"}) {
+				t.Errorf("%s grants more than reading pods: %v", name, rules)
+			}
+		}
+		ksm := podSpecOf(t, m.Get(t, tokDeployment, "shared-"+fleet+"-kube-state-metrics-deployment"))
+		args := strings.Join(ksm.Containers[0].Args, " ")
+		if !strings.Contains(args, "--namespaces="+fleet+" ") || !strings.Contains(args, "--resources=pods") ||
+			!strings.Contains(args, "kube_pod_deletion_timestamp") {
+			t.Errorf("%s's kube-state-metrics: %s", fleet, args)
+		}
+		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+		if !strings.Contains(cfg, "job_name: "+shared.KubeStateMetricsName) || !strings.Contains(cfg, "kubernetes_sd_configs") {
+			t.Errorf("%s's Prometheus does not scrape kube-state-metrics or discover its managers' pods:\n%s", fleet, cfg)
+		}
+	}
+}
+
+// strs are the strings of an array property.
+func strs(v resource.PropertyValue) []string {
+	var out []string
+	if v.IsArray() {
+		for _, e := range v.ArrayValue() {
+			if e.IsString() {
+				out = append(out, e.StringValue())
+			}
+		}
+	}
+	return out
+}
