@@ -62,6 +62,10 @@ type Resource struct {
 	ReplaceOnChanges    []string
 	DeleteBeforeReplace bool
 	DeleteTimeout       string
+	// Read is true for a resource the program reads from the provider
+	// (ctx.ReadResource) rather than declares; ID is the ID it reads.
+	Read bool
+	ID   string
 }
 
 // Input returns the named input, following dotted keys into objects and
@@ -118,6 +122,10 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.DeleteTimeout = rpc.GetCustomTimeouts().GetDelete()
+		r.URN = urn(r.Parent, args.TypeToken, args.Name)
+	}
+	if rpc := args.ReadRPC; rpc != nil {
+		r.Parent, r.DependsOn, r.Read, r.ID = rpc.GetParent(), rpc.GetDependencies(), true, args.ID
 		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
 	var problems []string

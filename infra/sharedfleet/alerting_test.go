@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
+	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
@@ -179,4 +180,30 @@ func strs(v resource.PropertyValue) []string {
 		}
 	}
 	return out
+}
+
+// KEDA is a prerequisite that pulumi up checks first: the program reads
+// its ScaledObject CRD, and every fleet's namespace (which every fleet
+// object waits for) and the monitoring namespace wait for that read, so a
+// cluster without KEDA stops there, the read's name saying what to do.
+func TestKEDAIsReadBeforeAnyFleetObject(t *testing.T) {
+	m := deployedStack(t)
+	var read *infratest.Resource
+	for _, r := range m.ByToken(crdToken) {
+		if r.Read && r.ID == KEDAScaledObjectCRD {
+			read = &r
+		}
+	}
+	if read == nil {
+		t.Fatalf("the program does not read %s", KEDAScaledObjectCRD)
+	}
+	if !strings.Contains(read.Name, "install-KEDA-"+KEDATestedVersion) {
+		t.Errorf("the read's name %q does not say what to install", read.Name)
+	}
+	for _, name := range []string{"shared-production-ns", "shared-staging-ns", "shared-monitoring-ns"} {
+		ns := m.Get(t, tokNamespace, name)
+		if !slices.Contains(ns.DependsOn, read.URN) {
+			t.Errorf("%s does not wait for the KEDA read: depends on %v", name, ns.DependsOn)
+		}
+	}
 }

@@ -256,6 +256,10 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if err != nil {
 		return nil, err
 	}
+	// KEDA must be there before any fleet object is.
+	if c, err = requireKEDA(ctx, c); err != nil {
+		return nil, err
+	}
 	for _, p := range plans {
 		fl, err := declareFleet(ctx, p, c, tokens, opts...)
 		if err != nil {
