@@ -55,7 +55,6 @@ type groupPlan struct {
 	metrics        *corev1.Service
 	pdb            *policyv1.PodDisruptionBudget
 	networkPolicy  *networkingv1.NetworkPolicy
-	ingress        *networkingv1.Ingress
 }
 
 // managerPlan is one manager: one Helm release.
@@ -170,6 +169,7 @@ func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPl
 					}},
 				},
 			}
+			passthrough(m.session, m.host, w)
 		}
 		if int32(n) >= scaling.MinManagers {
 			so, err := scaler(gp.group, name, n, scaling)
@@ -181,9 +181,6 @@ func planGroup(f *stackconfig.Fleet, s stackconfig.SharedFleet, j int) (*groupPl
 		gp.managers = append(gp.managers, m)
 	}
 	gp.networkPolicy = networkPolicy(gp.manager, ns, labels, s.WebTerminal)
-	if w := s.WebTerminal; w != nil {
-		gp.ingress = ingress(gp, ns, labels, w)
-	}
 	return gp, nil
 }
 
@@ -212,8 +209,9 @@ func scaler(g shared.ManagerGroup, name string, n int, s shared.Scaling) (*unstr
 }
 
 // networkPolicy lets only the fleet's Prometheus reach the managers'
-// metrics, and only the GitLab ranges and the passthrough ingress
-// controller their session servers.
+// metrics, and only the GitLab ranges their session servers (through
+// each manager's passthrough load balancer, which keeps the client's
+// address).
 func networkPolicy(manager, ns string, labels map[string]string, w *stackconfig.WebTerminal) *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
@@ -230,9 +228,6 @@ func networkPolicy(manager, ns string, labels map[string]string, w *stackconfig.
 	if w != nil {
 		rule := networkingv1.NetworkPolicyIngressRule{
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(SessionPort))}},
-			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{corev1.LabelMetadataName: w.IngressNamespace},
-			}}},
 		}
 		for _, c := range w.AllowedCIDRs {
 			rule.From = append(rule.From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
@@ -240,46 +235,6 @@ func networkPolicy(manager, ns string, labels map[string]string, w *stackconfig.
 		np.Spec.Ingress = append(np.Spec.Ingress, rule)
 	}
 	return np
-}
-
-// Ingress annotations of the web terminal (ingress-nginx).
-const (
-	AnnotationSSLPassthrough      = "nginx.ingress.kubernetes.io/ssl-passthrough"
-	AnnotationBackendProtocol     = "nginx.ingress.kubernetes.io/backend-protocol"
-	AnnotationSourceRange         = "nginx.ingress.kubernetes.io/whitelist-source-range"
-	annotationExternalDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
-)
-
-// ingress routes each manager's hostname to its session Service, TLS
-// passed through to the session server.
-func ingress(gp *groupPlan, ns string, labels map[string]string, w *stackconfig.WebTerminal) *networkingv1.Ingress {
-	ing := &networkingv1.Ingress{
-		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: gp.manager + "-terminal", Namespace: ns, Labels: labels,
-			Annotations: map[string]string{
-				AnnotationSSLPassthrough:  "true",
-				AnnotationBackendProtocol: "HTTPS",
-				AnnotationSourceRange:     strings.Join(w.AllowedCIDRs, ","),
-			},
-		},
-		Spec: networkingv1.IngressSpec{IngressClassName: ptr.To(w.IngressClass)},
-	}
-	var hosts []string
-	for _, m := range gp.managers {
-		hosts = append(hosts, m.host)
-		ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{
-			Host: m.host,
-			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
-				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
-				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-					Name: m.session.Name, Port: networkingv1.ServiceBackendPort{Number: TerminalPort},
-				}},
-			}}}},
-		})
-	}
-	ing.Annotations[annotationExternalDNSHostname] = strings.Join(hosts, ",")
-	return ing
 }
 
 // config is manager m's config.toml with the cache bucket given and the
@@ -469,11 +424,6 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 	}
 	if _, err := kube.Declare(ctx, prefix+"-netpol", gp.networkPolicy, nil, on(ns)...); err != nil {
 		return err
-	}
-	if gp.ingress != nil {
-		if _, err := kube.Declare(ctx, prefix+"-terminal", gp.ingress, nil, on(ns)...); err != nil {
-			return err
-		}
 	}
 	for _, m := range gp.managers {
 		m := m

@@ -61,27 +61,31 @@
 // # Web terminal
 //
 // Every manager's session server listens on 8093 and advertises
-// <manager>.<domain>:443. A Service per manager and one Ingress per group,
-// with a rule per manager hostname, route to it. Because the session server
-// pins its own certificate, the Ingress cannot terminate TLS: it asks
-// ingress-nginx for TLS passthrough (its controller must run with
-// --enable-ssl-passthrough), which routes by SNI at layer 4. The trade-off:
-// ingress-nginx applies no HTTP annotation to a passthrough host, so the
-// whitelist-source-range annotation, set to webTerminal.allowedCIDRs, is
-// not what enforces the GitLab ranges there. What does: the passthrough
-// controller's load balancer must admit only those ranges
-// (loadBalancerSourceRanges on its Service, outside this package), and a
-// NetworkPolicy lets only the controller's namespace and those ranges reach
-// the session port (and only the fleet's Prometheus the metrics port).
-// During a manager's rollout its hostname moves to the new pod at once, so
-// a terminal opened on a job that the draining pod still runs is refused.
+// <manager>.<domain>:443. Because the session server pins its own
+// certificate, nothing between GitLab and it may terminate TLS, and the
+// GitLab ranges must be enforced where traffic enters: each manager's
+// session Service is its own TCP passthrough load balancer that admits
+// only webTerminal.allowedCIDRs (loadBalancerSourceRanges) and keeps the
+// client's address (externalTrafficPolicy Local), external-dns names it
+// <manager>.<domain>, and the managers' NetworkPolicy admits only those
+// ranges to the session port (and only the fleet's Prometheus to the
+// metrics port). No ingress controller is involved: ingress-nginx, used
+// before, applies no source range to a TLS-passthrough host, and any
+// source that reached it reached the session servers. The cost is one
+// load balancer per manager with a terminal. During a manager's rollout
+// its hostname moves to the new pod at once, so a terminal opened on a job
+// that the draining pod still runs is refused.
 //
 // # Monitoring
 //
 // Each fleet namespace runs a Prometheus (provisioning/sharedfleet's
-// configuration and rules: managers by their headless Service's DNS
-// records, VMs by GCE discovery) behind a Service named prometheus, which
-// KEDA reads; a central one in the monitoring namespace federates them.
+// configuration and rules: managers by Kubernetes pod discovery, so that a
+// draining manager stays scraped; VMs by GCE discovery; the fleet's own
+// kube-state-metrics) on a PersistentVolumeClaim, behind a Service named
+// prometheus, which KEDA reads; its alerts go to the Alertmanager of the
+// monitoring namespace, whose receiver is the stack's alerting.receiver; a
+// central Prometheus there federates the fleets'. KEDA is a prerequisite
+// the program reads before it declares anything (prerequisites.go).
 package sharedfleet
 
 import (

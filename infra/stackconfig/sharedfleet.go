@@ -70,14 +70,10 @@ type WebTerminal struct {
 	// <manager>.<domain>, one per manager.
 	Domain string `json:"domain"`
 	// AllowedCIDRs are the GitLab instance's ranges, the only sources that
-	// may reach a session server.
+	// may reach a session server: each manager's passthrough load balancer
+	// admits only them (loadBalancerSourceRanges), and so does the
+	// managers' NetworkPolicy.
 	AllowedCIDRs []string `json:"allowedCIDRs"`
-	// IngressClass is the class of the Ingress; its controller must pass
-	// TLS through (ingress-nginx with --enable-ssl-passthrough). Default nginx.
-	IngressClass string `json:"ingressClass,omitempty"`
-	// IngressNamespace is where that controller runs, the only namespace
-	// whose pods may reach the session servers; default ingress-nginx.
-	IngressNamespace string `json:"ingressNamespace,omitempty"`
 }
 
 // Shared-fleet defaults and limits.
@@ -89,10 +85,6 @@ const (
 	MaxManagersPerGroup = 20
 	// MonitoringNamespace holds the central Prometheus.
 	MonitoringNamespace = "monitoring"
-	// DefaultIngressClass and DefaultIngressNamespace are the web
-	// terminal's ingress-nginx.
-	DefaultIngressClass     = "nginx"
-	DefaultIngressNamespace = "ingress-nginx"
 	// maxReleaseName keeps <manager>-<n> within Helm's 53-character
 	// release names.
 	maxReleaseName = 53
@@ -131,14 +123,6 @@ func (f *Fleet) setSharedFleetDefaults() {
 		}
 		if s.GitLabURL == "" {
 			s.GitLabURL = f.GitLabURL
-		}
-		if s.WebTerminal != nil {
-			if s.WebTerminal.IngressClass == "" {
-				s.WebTerminal.IngressClass = DefaultIngressClass
-			}
-			if s.WebTerminal.IngressNamespace == "" {
-				s.WebTerminal.IngressNamespace = DefaultIngressNamespace
-			}
 		}
 		for j := range s.Groups {
 			g := &s.Groups[j]
@@ -299,12 +283,6 @@ func (w *WebTerminal) validate(p *field.Path) field.ErrorList {
 		case pfx.Bits() == 0:
 			errs = append(errs, field.Invalid(p.Child("allowedCIDRs").Index(i), c, "would let anyone reach the managers' session servers; list the GitLab instance's ranges"))
 		}
-	}
-	for _, m := range validation.IsDNS1123Subdomain(w.IngressClass) {
-		errs = append(errs, field.Invalid(p.Child("ingressClass"), w.IngressClass, m))
-	}
-	for _, m := range validation.IsDNS1123Label(w.IngressNamespace) {
-		errs = append(errs, field.Invalid(p.Child("ingressNamespace"), w.IngressNamespace, m))
 	}
 	return errs
 }

@@ -19,6 +19,7 @@ func sharedFleetStack() map[string]any {
   "controller": {"image": "example.invalid/runnerset-controller:v1"},
   "gcp": {"project": "ci-project-1", "region": "europe-west1"},
   "teams": [{"namespace": "team-a", "name": "build", "tags": ["a"], "tokenConfigKey": "teamA"}],
+  "alerting": {"receiver": {"webhookURLConfigKey": "alertWebhookURL"}},
   "sharedFleets": [
     {
       "name": "production",
@@ -94,9 +95,6 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 	if prod.JobTimeoutOrDefault() != 3*time.Hour {
 		t.Errorf("job timeout %s, want 3h", prod.JobTimeoutOrDefault())
 	}
-	if w := prod.WebTerminal; w.IngressClass != "nginx" || w.IngressNamespace != "ingress-nginx" {
-		t.Errorf("web terminal defaults %+v", w)
-	}
 	linux, auto := prod.Groups[0], prod.Groups[1]
 	if linux.Executor != "docker+machine" || linux.Project != "ci-project-1" || linux.Concurrent != 100 {
 		t.Errorf("group defaults %+v", linux)
@@ -166,6 +164,14 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[0].name", "Helm's 53-character release names"}},
 		{"misspelt key", func(v map[string]any) { group(v)["idlecount"] = 3 },
 			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].idlecount: Forbidden: unknown key; did you mean "idleCount"?`}},
+		{"no alert receiver", func(v map[string]any) { delete(v, "alerting") },
+			[]string{"runnerfleet:fleet.alerting: Required value: the shared fleets' alerts need a receiver: add alerting.receiver"}},
+		{"two alert receivers", func(v map[string]any) { at(v, "alerting", "receiver")["pagerDutyRoutingKeyConfigKey"] = "pd" },
+			[]string{"runnerfleet:fleet.alerting.receiver: Invalid value: 2: give exactly one of"}},
+		{"alert secret that is no config key", func(v map[string]any) { at(v, "alerting", "receiver")["webhookURLConfigKey"] = "https://hooks.example.com/x" },
+			[]string{"runnerfleet:fleet.alerting.receiver.webhookURLConfigKey: Invalid value", "a config key name"}},
+		{"terminal through an ingress controller", func(v map[string]any) { at(v, "sharedFleets", 0, "webTerminal")["ingressClass"] = "nginx" },
+			[]string{"runnerfleet:fleet.sharedFleets[0].webTerminal.ingressClass: Forbidden: unknown key"}},
 		{"not on gke", func(v map[string]any) {
 			v["platform"] = "local"
 			delete(v, "gcp")
