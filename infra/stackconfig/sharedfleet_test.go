@@ -168,7 +168,9 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{"runnerfleet:fleet.alerting: Required value: the shared fleets' alerts need a receiver: add alerting.receiver"}},
 		{"two alert receivers", func(v map[string]any) { at(v, "alerting", "receiver")["pagerDutyRoutingKeyConfigKey"] = "pd" },
 			[]string{"runnerfleet:fleet.alerting.receiver: Invalid value: 2: give exactly one of"}},
-		{"alert secret that is no config key", func(v map[string]any) { at(v, "alerting", "receiver")["webhookURLConfigKey"] = "https://hooks.example.com/x" },
+		{"alert secret that is no config key", func(v map[string]any) {
+			at(v, "alerting", "receiver")["webhookURLConfigKey"] = "https://hooks.example.com/x"
+		},
 			[]string{"runnerfleet:fleet.alerting.receiver.webhookURLConfigKey: Invalid value", "a config key name"}},
 		{"terminal through an ingress controller", func(v map[string]any) { at(v, "sharedFleets", 0, "webTerminal")["ingressClass"] = "nginx" },
 			[]string{"runnerfleet:fleet.sharedFleets[0].webTerminal.ingressClass: Forbidden: unknown key"}},
