@@ -108,9 +108,10 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 		// The token arrives as stringData; make sure it is there. (The
 		// gitlab-runner chart's Secret also carries an empty
 		// runner-registration-token: registration tokens are gone; a shared
-		// fleet manager's config Secret holds config.toml with its token.)
+		// fleet manager's config Secret holds config.toml with its token;
+		// the Alertmanager's, the receiver's secret.)
 		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
-		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[sharedfleet.ConfigSecretKey], "token = \"glrt-") {
+		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[sharedfleet.ConfigSecretKey], "token = \"glrt-") && sd[sharedfleet.AlertmanagerSecretKey] == "" {
 			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), slices.Sorted(maps.Keys(sd)))
 		}
 	}

@@ -41,7 +41,9 @@ const (
 	// alertmanagerSecretsDir holds the receiver's secret as a file
 	// (url_file, api_url_file, routing_key_file).
 	alertmanagerSecretsDir = "/etc/alertmanager/secrets"
-	alertmanagerSecretKey  = "receiver"
+	// AlertmanagerSecretKey is the key of the receiver's secret in the
+	// Alertmanager's Secret.
+	AlertmanagerSecretKey = "receiver"
 )
 
 // KubeStateMetricsMetrics are the only series a fleet's kube-state-metrics
@@ -126,7 +128,7 @@ type alertmanagerPlan struct {
 // AlertmanagerConfig is the Alertmanager's configuration for the stack's
 // receiver: every alert to it, its secret read from a file.
 func AlertmanagerConfig(r stackconfig.AlertReceiver) prometheus.AlertmanagerFile {
-	secret := path.Join(alertmanagerSecretsDir, alertmanagerSecretKey)
+	secret := path.Join(alertmanagerSecretsDir, AlertmanagerSecretKey)
 	recv := prometheus.Receiver{Name: r.Name}
 	switch {
 	case r.WebhookURLConfigKey != "":
@@ -251,7 +253,7 @@ func (ap *alertmanagerPlan) declare(ctx *pulumi.Context, prefix string, secret p
 		return err
 	}
 	sec, err := kube.Declare(ctx, prefix+"-alertmanager-secret", ap.secret, map[string]pulumi.Input{
-		"stringData." + alertmanagerSecretKey: secret,
+		"stringData." + AlertmanagerSecretKey: secret,
 	}, on(ns)...)
 	if err != nil {
 		return err

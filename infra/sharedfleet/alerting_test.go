@@ -47,7 +47,7 @@ func TestEveryAlertReceiverPassesAmtool(t *testing.T) {
 		if err != nil || !strings.Contains(out, "SUCCESS") {
 			t.Errorf("%+v: amtool check-config: %v\n%s\n%s", r, err, out, ap.file)
 		}
-		if !strings.Contains(ap.file, "_file: "+alertmanagerSecretsDir+"/"+alertmanagerSecretKey) {
+		if !strings.Contains(ap.file, "_file: "+alertmanagerSecretsDir+"/"+AlertmanagerSecretKey) {
 			t.Errorf("%+v: the receiver's secret is not read from its file:\n%s", r, ap.file)
 		}
 	}
@@ -84,7 +84,7 @@ func TestAlertsReachTheStacksReceiver(t *testing.T) {
 	sec := m.Get(t, tokSecret, "shared-monitoring-alertmanager-secret")
 	// TestNoTokenIsInClearInAnyResource checks it is a Pulumi secret
 	// (tokens holds it).
-	if got := str(t, sec, "stringData."+alertmanagerSecretKey); got != tokens["runnerfleet:alertWebhookURL"] {
+	if got := str(t, sec, "stringData."+AlertmanagerSecretKey); got != tokens["runnerfleet:alertWebhookURL"] {
 		t.Errorf("the receiver's webhook URL is %q, not the stack's config secret", got)
 	}
 	for _, fleet := range []string{"production", "staging"} {
