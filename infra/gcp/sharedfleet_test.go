@@ -27,7 +27,8 @@ const (
 // groups' VMs in another project, a Prometheus account) and a
 // staging fleet sharing production's managers account, with its own cache
 // bucket and no Prometheus account.
-var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"sharedFleets": [
+var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"receiver": {"webhookURLConfigKey": "alertWebhookURL"}},
+  "sharedFleets": [
     {
       "name": "production",
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
@@ -248,6 +249,8 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		cfg["runnerfleet:"+k] = "glrt-" + k + "TokenNotReal"
 		keys = append(keys, "runnerfleet:"+k)
 	}
+	cfg["runnerfleet:alertWebhookURL"] = "https://hooks.example.com/alerts/not-a-real-token"
+	keys = append(keys, "runnerfleet:alertWebhookURL")
 	err := infratest.Run(m, stack, cfg, keys, func(ctx *pulumi.Context) error {
 		f, err := stackconfig.Decode([]byte(sharedFleetsJSON), ctx.Stack())
 		if err != nil {
