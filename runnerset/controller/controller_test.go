@@ -92,7 +92,17 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 		t.Errorf("status managers=%q observedGeneration=%d generation=%d", cur.Status.Managers, cur.Status.ObservedGeneration, cur.Generation)
 	}
 
-	jobSA := get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{})
+	jobs := n.JobsNamespace()
+	if cur.Status.JobsNamespace != jobs {
+		t.Errorf("status.jobsNamespace %q, want %q", cur.Status.JobsNamespace, jobs)
+	}
+	if l := get(t, "", jobs, &corev1.Namespace{}).Labels; l[resources.LabelOwnerNamespace] != ns || l[resources.LabelOwnerName] != "build" {
+		t.Errorf("jobs namespace labels %v", l)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.JobServiceAccount()}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a job ServiceAccount in the team's namespace (%v)", err)
+	}
+	jobSA := get(t, jobs, n.JobServiceAccount(), &corev1.ServiceAccount{})
 	if got := jobSA.Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
 		t.Errorf("job ServiceAccount IRSA annotation = %q", got)
 	}
@@ -104,9 +114,11 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if got := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
 		t.Errorf("manager ServiceAccount IRSA annotation = %q, want the job's role, which signs the class's cache URLs", got)
 	}
-	role := get(t, ns, n.ManagerRole(), &rbacv1.Role{})
-	if len(role.Rules) == 0 {
-		t.Error("manager Role has no rules")
+	if role := get(t, ns, n.ManagerRole(), &rbacv1.Role{}); len(role.Rules) != 1 || len(role.Rules[0].ResourceNames) != 1 {
+		t.Errorf("manager Role in the team's namespace grants %+v, want its config Secret alone", role.Rules)
+	}
+	if role := get(t, jobs, n.ManagerRole(), &rbacv1.Role{}); len(role.Rules) == 0 {
+		t.Error("manager Role in the jobs namespace has no rules")
 	}
 	rb := get(t, ns, n.ManagerRole(), &rbacv1.RoleBinding{})
 	if rb.Subjects[0].Name != n.ManagerServiceAccount() || rb.RoleRef.Name != n.ManagerRole() {
@@ -126,7 +138,7 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if err := schema.Check([]byte(toml)); err != nil {
 		t.Errorf("gitlab-runner would not accept the config.toml in the config Secret: %v", err)
 	}
-	for _, want := range []string{`namespace = "` + ns + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
+	for _, want := range []string{`namespace = "` + jobs + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
 		if !strings.Contains(toml, want) {
 			t.Errorf("config.toml lacks %s:\n%s", want, toml)
 		}
@@ -210,7 +222,7 @@ func TestTheManagerServiceAccountCarriesTheJobIdentityOnlyWithACache(t *testing.
 	if a := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations; a[resources.AnnotationIRSA] != "" || a[resources.AnnotationWorkloadIdentity] != "" {
 		t.Errorf("manager ServiceAccount has a cloud identity without a cache: %v", a)
 	}
-	if get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA] != arn {
+	if get(t, n.JobsNamespace(), n.JobServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA] != arn {
 		t.Error("job ServiceAccount lacks its role")
 	}
 
@@ -237,9 +249,11 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 	must(t, k8s.Create(ctx, rs))
 	waitReady(t, rs)
 
-	// A job pod still running, as the kubernetes executor labels it.
+	// A job pod still running in the jobs namespace, as the kubernetes
+	// executor labels it.
+	jobs := naming.For(ns, "drain").JobsNamespace()
 	job := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-job-1", Labels: map[string]string{resources.LabelRunnerSet: rs.Name, "app.kubernetes.io/component": "job"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: jobs, Name: "runner-job-1", Labels: map[string]string{resources.LabelRunnerSet: rs.Name, "app.kubernetes.io/component": "job"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}},
 	}
 	must(t, k8s.Create(ctx, job))
@@ -260,6 +274,10 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})) // still held
 
+	if ns := get(t, "", jobs, &corev1.Namespace{}); !ns.DeletionTimestamp.IsZero() {
+		t.Fatal("the jobs namespace is being deleted while a job runs in it")
+	}
+
 	must(t, k8s.Delete(ctx, job, client.GracePeriodSeconds(0)))
 	eventually(t, "RunnerSet gone once its last job pod is", func() error {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})
@@ -268,6 +286,10 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 		}
 		return fmt.Errorf("still there (%v)", err)
 	})
+	// envtest runs no namespace controller: the namespace stays Terminating.
+	if ns := get(t, "", jobs, &corev1.Namespace{}); ns.DeletionTimestamp.IsZero() {
+		t.Error("the jobs namespace was not deleted after the managers drained")
+	}
 }
 
 func TestRunnerClassPolicyRefusesWithAReasonAndCreatesNothing(t *testing.T) {

@@ -197,7 +197,7 @@ type ManagerSpec struct {
 }
 
 // JobSpec shapes the pods that run CI jobs.
-// +kubebuilder:validation:XValidation:rule="has(self.namespace) == has(oldSelf.namespace) && (!has(self.namespace) || self.namespace == oldSelf.namespace)",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
+// +kubebuilder:validation:XValidation:rule="has(self.namespace) == has(oldSelf.namespace)",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
 type JobSpec struct {
 	// Namespace is the namespace job pods run in. Leave it empty for the
 	// default: a namespace of the RunnerSet's own, "<namespace>-<name>-j<n>"
@@ -208,6 +208,7 @@ type JobSpec struct {
 	// creates it and never takes over a namespace it did not create.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
