@@ -40,6 +40,7 @@ type RunnerSetSpec struct {
 	Managers ManagerSpec `json:"managers,omitempty"`
 
 	// Jobs shape the pods that run CI jobs.
+	// +kubebuilder:default={}
 	// +optional
 	Jobs JobSpec `json:"jobs,omitempty"`
 
