@@ -3,18 +3,24 @@ package controller_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // serviceAccount is a client acting as the ServiceAccount ns/name, as its
@@ -198,4 +204,128 @@ func TestManagersAndJobsHoldOnlyWhatTheyNeedOnTheRealAPIServer(t *testing.T) {
 	if cur.Status.JobsNamespace != jobs {
 		t.Errorf("status.jobsNamespace %q, want %q", cur.Status.JobsNamespace, jobs)
 	}
+}
+
+// nothingCreated fails when any object of RunnerSet ns/name exists: its
+// managers, config, ServiceAccounts, Role, capacity or runner token.
+func nothingCreated(t *testing.T, ns, name string) {
+	t.Helper()
+	n := naming.For(ns, name)
+	for _, o := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Managers()}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Config()}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.RunnerToken()}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.ManagerServiceAccount()}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.ManagerRole()}},
+	} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s/%s was created (%v)", o, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	np := &unstructured.Unstructured{}
+	np.SetGroupVersionKind(capacity.KarpenterGroupVersion.WithKind("NodePool"))
+	if err := k8s.Get(ctx, client.ObjectKey{Name: n.Capacity()}, np); !apierrors.IsNotFound(err) {
+		t.Errorf("NodePool %s was created (%v)", n.Capacity(), err)
+	}
+}
+
+// Issue 19, bad input: a jobs namespace that exists and is not the
+// controller's, one the RunnerClass forbids, and one that would be another
+// team's: a condition naming the field and the fix, and nothing created.
+func TestBadJobsNamespacesAreRefusedNamingTheFieldAndNothingIsCreated(t *testing.T) {
+	t.Run("a namespace that exists and is not runnerfleet's", func(t *testing.T) {
+		ns := newNamespace(t)
+		class := newClass(t, nil)
+		newSecret(t, ns, "squat-token", token)
+		jobs := naming.For(ns, "squat").JobsNamespace()
+		theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobs, Labels: map[string]string{"owner": "someone-else"}}}
+		must(t, k8s.Create(ctx, theirs))
+		t.Cleanup(func() { _ = k8s.Delete(ctx, theirs) })
+		rs := runnerSet(ns, "squat", class.Name)
+		must(t, k8s.Create(ctx, rs))
+		cur := waitCondition(t, rs, v1alpha1.ConditionJobsNamespaceReady, metav1.ConditionFalse, v1alpha1.ReasonJobsNamespaceTaken)
+		msg := condition(cur, v1alpha1.ConditionJobsNamespaceReady).Message
+		for _, want := range []string{"jobs namespace " + jobs, "spec.jobs.namespace is empty", "not created by runnerfleet", "Delete namespace " + jobs, "recreate the RunnerSet"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message %q does not say %q", msg, want)
+			}
+		}
+		if r := condition(cur, v1alpha1.ConditionReady); r.Status != metav1.ConditionFalse || r.Reason != v1alpha1.ReasonJobsNamespaceTaken {
+			t.Errorf("Ready %s/%s", r.Status, r.Reason)
+		}
+		nothingCreated(t, ns, "squat")
+		got := get(t, "", jobs, &corev1.Namespace{})
+		if got.Labels["owner"] != "someone-else" || got.Labels[resources.LabelOwnerName] != "" || got.Annotations[resources.AnnotationSpecHash] != "" {
+			t.Errorf("the controller took the namespace over: %+v", got.ObjectMeta)
+		}
+		list := &rbacv1.RoleList{}
+		must(t, k8s.List(ctx, list, client.InNamespace(jobs)))
+		if len(list.Items) != 0 {
+			t.Errorf("Roles written into a namespace that is not runnerfleet's: %d", len(list.Items))
+		}
+	})
+
+	t.Run("a namespace the RunnerClass forbids", func(t *testing.T) {
+		ns := newNamespace(t)
+		class := newClass(t, func(c *v1alpha1.RunnerClass) { c.Spec.Policy.JobNamespaces = []string{"ci-{namespace}"} })
+		for i, tc := range []struct{ jobs, says string }{
+			{"ci-other-team", "matching ci-" + ns},
+			{ns, "the RunnerSet's own namespace"},
+		} {
+			name := fmt.Sprintf("forbidden-%d", i)
+			newSecret(t, ns, name+"-token", token)
+			rs := runnerSet(ns, name, class.Name)
+			rs.Spec.Jobs.Namespace = tc.jobs
+			must(t, k8s.Create(ctx, rs))
+			cur := waitCondition(t, rs, v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v1alpha1.ReasonJobsNamespaceForbidden)
+			msg := condition(cur, v1alpha1.ConditionClassAccepted).Message
+			for _, want := range []string{"spec.jobs.namespace", tc.says, "without spec.jobs.namespace to use " + naming.For(ns, name).JobsNamespace()} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s: message %q does not say %q", tc.jobs, msg, want)
+				}
+			}
+			nothingCreated(t, ns, name)
+			if tc.jobs != ns {
+				if err := k8s.Get(ctx, client.ObjectKey{Name: tc.jobs}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+					t.Errorf("namespace %s was created (%v)", tc.jobs, err)
+				}
+			}
+		}
+	})
+
+	t.Run("another team's jobs namespace", func(t *testing.T) {
+		// Two classes' patterns reach one name from two namespaces: ci-x-ci
+		// is "{namespace}-ci" of namespace ci-x and "ci-{namespace}" of x-ci.
+		srv := gitlabServer(t)
+		r := "x" + rand.String(6)
+		first, second := newNamespaceNamed(t, "ci-"+r), newNamespaceNamed(t, r+"-ci")
+		shared := "ci-" + r + "-ci"
+		class := newClass(t, func(c *v1alpha1.RunnerClass) { c.Spec.Policy.JobNamespaces = []string{"{namespace}-ci", "ci-{namespace}"} })
+		newSecret(t, first, "a-token", token)
+		a := runnerSet(first, "a", class.Name)
+		a.Spec.Jobs.Namespace = shared
+		must(t, k8s.Create(ctx, a))
+		waitReady(t, a)
+		t.Cleanup(func() { _ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shared}}) })
+
+		newSecret(t, second, patName, pat)
+		b := createdRunnerSet(srv, second, "b", class.Name)
+		b.Spec.Jobs.Namespace = shared
+		must(t, k8s.Create(ctx, b))
+		cur := waitCondition(t, b, v1alpha1.ConditionJobsNamespaceReady, metav1.ConditionFalse, v1alpha1.ReasonJobsNamespaceTaken)
+		msg := condition(cur, v1alpha1.ConditionJobsNamespaceReady).Message
+		for _, want := range []string{"spec.jobs.namespace: namespace " + shared, "jobs namespace of RunnerSet " + first + "/a", "recreate the RunnerSet"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message %q does not say %q", msg, want)
+			}
+		}
+		nothingCreated(t, second, "b")
+		if len(runnersOf(srv, string(cur.UID))) != 0 {
+			t.Error("a runner was created in GitLab for the refused RunnerSet")
+		}
+		if l := get(t, "", shared, &corev1.Namespace{}).Labels; l[resources.LabelOwnerNamespace] != first || l[resources.LabelOwnerName] != "a" {
+			t.Errorf("the first team's jobs namespace changed hands: %v", l)
+		}
+		waitReady(t, a)
+	})
 }
