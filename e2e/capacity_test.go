@@ -132,6 +132,12 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	pools := []*pool{}
 	for _, team := range []string{"team-a", "team-b"} {
 		cfg := configOf(t, c, teams[team])
+		// Jobs run in the RunnerSet's own jobs namespace, never the team's:
+		// the pods below are created where config.toml sends them.
+		jobsNS := naming.For(team, "build").JobsNamespace()
+		if got := cfg.Runners[0].Kubernetes.Namespace; got != jobsNS {
+			t.Fatalf("%s: config.toml runs jobs in namespace %q, want its jobs namespace %s", team, got, jobsNS)
+		}
 		jobs := map[string]int{"team-a": 2, "team-b": 6}[team]
 		pools = append(pools, &pool{name: naming.For(team, "build").Capacity(), jobs: jobs, template: func(i int) *corev1.Pod { return executorPod(cfg, i) }})
 	}
