@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -180,6 +181,22 @@ func TestManagersAndJobsHoldOnlyWhatTheyNeedOnTheRealAPIServer(t *testing.T) {
 			if can(t, managerUser, ns, "create", sub, "") {
 				t.Errorf("the manager may create %s in the team's namespace", sub)
 			}
+		}
+	})
+
+	t.Run("pod security of the jobs namespace", func(t *testing.T) {
+		// Baseline: a privileged job pod is refused by the API server's Pod
+		// Security admission, even for the managers, which may create pods
+		// there. The control: the same pod where no level is enforced.
+		privileged := podIn(jobs, "runner-privileged")
+		privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		err := manager.Create(ctx, privileged, client.DryRunAll)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+			t.Errorf("a privileged job pod in the jobs namespace: %v, want refused by PodSecurity", err)
+		}
+		privileged.Namespace, privileged.Spec.ServiceAccountName = ns, ""
+		if err := k8s.Create(ctx, privileged, client.DryRunAll); err != nil {
+			t.Errorf("negative control: a privileged pod where no level is enforced was refused too: %v", err)
 		}
 	})
 
