@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -413,16 +414,24 @@ func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
 	waitReady(t, rs)
 	time.Sleep(time.Second) // let the last status patch's watch event settle
 
+	jobs := naming.For(ns, "calm").JobsNamespace()
 	versions := func() map[string]string {
 		out := map[string]string{}
-		for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{},
-			&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{}} {
-			must(t, k8s.List(ctx, l, client.InNamespace(ns)))
-			must(t, meta.EachListItem(l, func(o runtime.Object) error {
-				obj := o.(client.Object)
-				out[fmt.Sprintf("%T/%s", obj, obj.GetName())] = obj.GetResourceVersion()
-				return nil
-			}))
+		for _, in := range []string{ns, jobs} {
+			for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{},
+				&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{},
+				&networkingv1.NetworkPolicyList{}} {
+				must(t, k8s.List(ctx, l, client.InNamespace(in)))
+				must(t, meta.EachListItem(l, func(o runtime.Object) error {
+					obj := o.(client.Object)
+					out[fmt.Sprintf("%T/%s/%s", obj, in, obj.GetName())] = obj.GetResourceVersion()
+					return nil
+				}))
+			}
+		}
+		out["Namespace/"+jobs] = get(t, "", jobs, &corev1.Namespace{}).ResourceVersion
+		if len(out) < 12 {
+			t.Fatalf("only %d objects watched: %v", len(out), out)
 		}
 		return out
 	}
