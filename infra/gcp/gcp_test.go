@@ -164,7 +164,7 @@ func TestNodePoolsAreSpotWithWorkloadIdentityMetadata(t *testing.T) {
 func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobAndManagerServiceAccounts(t *testing.T) {
 	p := shared(t)
 	want := map[string]bool{}
-	signers := map[string]bool{} // the member each team account grants ManagerSignerRole to: itself
+	signers := map[string]bool{}  // the member each team account grants ManagerSignerRole to: itself
 	teamOf := map[string]string{} // namespace → the team namespace it belongs to
 	for _, team := range p.fleet.Teams {
 		if team.WantsIdentity(p.fleet.Platform) {

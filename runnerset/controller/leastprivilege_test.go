@@ -114,7 +114,9 @@ func TestManagersAndJobsHoldOnlyWhatTheyNeedOnTheRealAPIServer(t *testing.T) {
 	})
 
 	getSecret := func(ns, name string) func(client.Client) error {
-		return func(c client.Client) error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}) }
+		return func(c client.Client) error {
+			return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
+		}
 	}
 	podIn := func(ns, name string) *corev1.Pod {
 		return &corev1.Pod{
@@ -317,7 +319,9 @@ func TestBadJobsNamespacesAreRefusedNamingTheFieldAndNothingIsCreated(t *testing
 		r := "x" + rand.String(6)
 		first, second := newNamespaceNamed(t, "ci-"+r), newNamespaceNamed(t, r+"-ci")
 		shared := "ci-" + r + "-ci"
-		class := newClass(t, func(c *v1alpha1.RunnerClass) { c.Spec.Policy.JobNamespaces = []string{"{namespace}-ci", "ci-{namespace}"} })
+		class := newClass(t, func(c *v1alpha1.RunnerClass) {
+			c.Spec.Policy.JobNamespaces = []string{"{namespace}-ci", "ci-{namespace}"}
+		})
 		newSecret(t, first, "a-token", token)
 		a := runnerSet(first, "a", class.Name)
 		a.Spec.Jobs.Namespace = shared
