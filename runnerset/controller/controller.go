@@ -534,10 +534,19 @@ func (r *Reconciler) cannotBeRestored(ctx context.Context, rs *v1alpha1.RunnerSe
 
 // podsLeft counts the manager and job pods of rs, terminating ones
 // included: in its namespace (managers, and jobs of the layout before jobs
-// namespaces) and in its jobs namespace.
+// namespaces) and in its jobs namespace, if that is its own (pods of a
+// namespace someone else made are none of its business).
 func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int, error) {
+	namespaces := []string{rs.Namespace}
+	jobs, err := r.ownJobsNamespace(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	if jobs != nil {
+		namespaces = append(namespaces, jobs.Name)
+	}
 	left := 0
-	for _, ns := range []string{rs.Namespace, v1alpha1.Effective(rs, nil).JobsNamespace} {
+	for _, ns := range namespaces {
 		pods := &metav1.PartialObjectMetadataList{}
 		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 		if err := r.APIReader.List(ctx, pods, client.InNamespace(ns),
@@ -549,27 +558,37 @@ func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int,
 	return left, nil
 }
 
+// ownJobsNamespace returns rs's jobs namespace if it exists and
+// runnerfleet created it for rs, nil otherwise.
+func (r *Reconciler) ownJobsNamespace(ctx context.Context, rs *v1alpha1.RunnerSet) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	name := v1alpha1.Effective(rs, nil).JobsNamespace
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting jobs namespace %s: %w", name, err)
+	}
+	if r.inTheWay(rs, ns, "Namespace", true) != nil {
+		return nil, nil
+	}
+	return ns, nil
+}
+
 // deleteJobsNamespace deletes rs's jobs namespace, once no manager or job
 // pod of rs is left, if it is rs's own: one runnerfleet created for it.
 // The namespace controller removes what is left in it (the job
 // ServiceAccount, the managers' Role).
 func (r *Reconciler) deleteJobsNamespace(ctx context.Context, rs *v1alpha1.RunnerSet) error {
-	ns := &corev1.Namespace{}
-	name := v1alpha1.Effective(rs, nil).JobsNamespace
-	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting jobs namespace %s: %w", name, err)
-	}
-	if r.inTheWay(rs, ns, "Namespace", true) != nil || !ns.DeletionTimestamp.IsZero() {
-		return nil // not ours, or on its way
+	ns, err := r.ownJobsNamespace(ctx, rs)
+	if err != nil || ns == nil || !ns.DeletionTimestamp.IsZero() {
+		return err // not there, not ours, or on its way
 	}
 	if err := r.Client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting jobs namespace %s: %w", name, err)
+		return fmt.Errorf("deleting jobs namespace %s: %w", ns.Name, err)
 	}
-	log.FromContext(ctx).Info("Deleted the jobs namespace", "namespace", name)
+	log.FromContext(ctx).Info("Deleted the jobs namespace", "namespace", ns.Name)
 	return nil
 }
 

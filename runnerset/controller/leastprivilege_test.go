@@ -282,6 +282,25 @@ func TestBadJobsNamespacesAreRefusedNamingTheFieldAndNothingIsCreated(t *testing
 		if len(list.Items) != 0 {
 			t.Errorf("Roles written into a namespace that is not runnerfleet's: %d", len(list.Items))
 		}
+
+		// Deleting the refused RunnerSet neither waits for pods of the
+		// namespace that is not its own nor deletes that namespace.
+		theirPod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: jobs, Name: "theirs", Labels: map[string]string{resources.LabelRunnerSet: "squat"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "alpine:3.22"}}},
+		}
+		must(t, k8s.Create(ctx, theirPod))
+		must(t, k8s.Delete(ctx, rs))
+		eventually(t, "the refused RunnerSet gone", func() error {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+		if got := get(t, "", jobs, &corev1.Namespace{}); !got.DeletionTimestamp.IsZero() {
+			t.Error("the controller deleted a namespace it did not create")
+		}
 	})
 
 	t.Run("a namespace the RunnerClass forbids", func(t *testing.T) {
