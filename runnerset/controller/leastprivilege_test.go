@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -367,5 +368,32 @@ func TestBadJobsNamespacesAreRefusedNamingTheFieldAndNothingIsCreated(t *testing
 			t.Errorf("the first team's jobs namespace changed hands: %v", l)
 		}
 		waitReady(t, a)
+	})
+}
+
+// The jobs namespace's objects carry no ownerReference (none crosses
+// namespaces), so their owner labels bring the RunnerSet back when someone
+// widens the managers' Role there or deletes the NetworkPolicy.
+func TestAnEditedJobsNamespaceObjectIsPutBack(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "back-token", token)
+	rs := runnerSet(ns, "back", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	n := naming.For(ns, "back")
+	jobs := n.JobsNamespace()
+
+	role := get(t, jobs, n.ManagerRole(), &rbacv1.Role{})
+	want := len(role.Rules)
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}})
+	delete(role.Annotations, resources.AnnotationSpecHash)
+	must(t, k8s.Update(ctx, role))
+	must(t, k8s.Delete(ctx, get(t, jobs, n.JobsNetworkPolicy(), &networkingv1.NetworkPolicy{})))
+	eventually(t, "the Role and the NetworkPolicy put back", func() error {
+		if got := len(get(t, jobs, n.ManagerRole(), &rbacv1.Role{}).Rules); got != want {
+			return fmt.Errorf("the Role has %d rules, want %d", got, want)
+		}
+		return k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobsNetworkPolicy()}, &networkingv1.NetworkPolicy{})
 	})
 }
