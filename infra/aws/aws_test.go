@@ -279,7 +279,7 @@ func TestManagersControllerAndKarpenterLandOnTheOnDemandNodeGroup(t *testing.T) 
 		t.Fatal(err)
 	}
 	for name, spec := range map[string]corev1.PodSpec{
-		"a RunnerSet's manager": resources.Deployment(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "build"}}, "gitlab-runner", "h").Spec.Template.Spec,
+		"a RunnerSet's manager": resources.Deployment(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "build"}}, "gitlab-runner", "h", "team-build-j1").Spec.Template.Spec,
 		"Karpenter":             karpenter,
 	} {
 		if err := schedtest.Fits(spec, node); err != nil {
@@ -501,8 +501,9 @@ func TestEveryIRSATrustIsExact(t *testing.T) {
 	if len(oidc) != 1 || !slices.Equal(strs(oidc[0], "clientIdLists"), []string{"sts.amazonaws.com"}) || str(oidc[0], "url") != "https://"+issuerHost {
 		t.Fatalf("OIDC provider %v, want the cluster's issuer with audience sts.amazonaws.com", oidc)
 	}
-	// A team role trusts exactly its RunnerSet's job ServiceAccount and its
-	// manager's, which signs the cache URLs the jobs use.
+	// A team role trusts exactly its RunnerSet's job ServiceAccount, in its
+	// jobs namespace, and its manager's, in the team's namespace, which
+	// signs the cache URLs the jobs use.
 	team := func(ns, rs string) []string {
 		n := naming.For(ns, rs)
 		return []string{n.ServiceAccountSubject(), n.ManagerServiceAccountSubject()}
@@ -512,7 +513,7 @@ func TestEveryIRSATrustIsExact(t *testing.T) {
 		naming.For("team", "build").IAMRole(cluster):    team("team", "build"),
 		naming.For("team-a", "deploy").IAMRole(cluster): team("team-a", "deploy"),
 	}
-	if got := team("team-a", "deploy"); !slices.Equal(got, []string{"system:serviceaccount:team-a:deploy-job", "system:serviceaccount:team-a:deploy-manager"}) {
+	if got := team("team-a", "deploy"); !slices.Equal(got, []string{"system:serviceaccount:team-a-deploy-j6:deploy-job", "system:serviceaccount:team-a:deploy-manager"}) {
 		t.Fatalf("team-a/deploy's subjects %v", got)
 	}
 	found := map[string]bool{}

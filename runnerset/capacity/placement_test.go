@@ -63,7 +63,7 @@ func TestManagersLandOnlyOnTheOnDemandPoolAndJobsOnlyOnTheirSpotNodes(t *testing
 		}
 	}
 	managers, job := managersNode(), jobNode(np)
-	manager := resources.Deployment(r, "gitlab-runner:v19.4.0", "h").Spec.Template.Spec
+	manager := resources.Deployment(r, "gitlab-runner:v19.4.0", "h", "team-a-build-j1").Spec.Template.Spec
 	if err := schedtest.Fits(manager, managers); err != nil {
 		t.Errorf("a manager pod does not fit the managers' pool: %v", err)
 	}
