@@ -42,6 +42,7 @@ var stackSecrets = map[string]map[string]string{
 		"runnerfleet:sharedProductionFleetingToken": "glrt-shared-prod-fleeting-secret",
 		"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
 		"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
+		"runnerfleet:sharedStagingWindowsToken":     "glrt-shared-staging-windows-secret",
 	},
 }
 

@@ -127,7 +127,7 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 	var fromSharedfleet []string
 	for _, s := range p.fleet.SharedFleets {
 		for _, g := range s.Groups {
-			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(s, g)))
+			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(g)))
 		}
 		if s.GCPServiceAccount != "" {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.GCName(sharedfleet.Namespace(s))))
@@ -257,11 +257,11 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		tokens, err := sharedfleet.ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: c, Tokens: tokens})
+		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens})
 		return err
 	})
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 //   - executor: the keys of newExecutorProviders in main.go;
 //   - cache Type: every cache.Factories().Register("…") under cache/;
 //   - log_format: the Format* constants of log/configuration.go, log_level
-//     the options its log-level flag lists;
+//     the options its log-level flag and common.Config's log_level list;
 //   - shell: every shell registered under shells/ (their Shell names);
 //   - [[runners.machine.autoscaling]] Periods: github.com/gorhill/cronexpr,
 //     the parser of gitlab-runner's helpers/timeperiod, which counts a
@@ -59,10 +59,10 @@ func (s *Schema) Values() (*Values, error) {
 }
 
 var (
-	executorKeyRE   = regexp.MustCompile(`(?m)^\s*("([^"]+)"|common\.(Executor\w+)):\s+\w+\.New`)
+	executorKeyRE   = regexp.MustCompile(`(?m)^\s*("([^"]+)"|common\.(Executor\w+)):\s+\S`)
 	cacheRegisterRE = regexp.MustCompile(`cache\.Factories\(\)\.Register\("([^"]+)"`)
 	logFormatRE     = regexp.MustCompile(`(?m)^\s*Format\w+\s*=\s*"([^"]+)"`)
-	logLevelsRE     = regexp.MustCompile(`Log level \(options: ([a-z, ]+)\)`)
+	logLevelsRE     = regexp.MustCompile(`[Ll]og level \((?:options|one of): ([a-z, ]+)\)`)
 	shellNameRE     = regexp.MustCompile(`(?m)^\s*(SN\w+)\s*=\s*"([^"]+)"|BashShell\{Shell: "([^"]+)"\}`)
 )
 
@@ -85,7 +85,11 @@ func ValuesFromDir(dir string) (*Values, error) {
 		return nil, err
 	}
 	if i := strings.Index(mainGo, "func newExecutorProviders"); i >= 0 {
-		for _, m := range executorKeyRE.FindAllStringSubmatch(mainGo[i:], -1) {
+		body := mainGo[i:]
+		if end := strings.Index(body, "\n}\n"); end >= 0 {
+			body = body[:end]
+		}
+		for _, m := range executorKeyRE.FindAllStringSubmatch(body, -1) {
 			name := m[2]
 			if m[3] != "" {
 				c := regexp.MustCompile(`(?m)^\s*` + m[3] + `\s*=\s*"([^"]+)"`).FindStringSubmatch(consts)
@@ -123,12 +127,20 @@ func ValuesFromDir(dir string) (*Values, error) {
 	if err != nil {
 		return nil, err
 	}
+	configGo, err := read("common/config.go")
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range logFormatRE.FindAllStringSubmatch(logCfg, -1) {
 		v.LogFormats = append(v.LogFormats, m[1])
 	}
-	if m := logLevelsRE.FindStringSubmatch(logCfg); m != nil {
-		for _, l := range strings.Split(m[1], ",") {
-			v.LogLevels = append(v.LogLevels, strings.TrimSpace(l))
+	// The levels the log-level flag lists and the ones config.toml's
+	// log_level field describes (logrus.ParseLevel takes both spellings).
+	for _, src := range []string{logCfg, configGo} {
+		for _, m := range logLevelsRE.FindAllStringSubmatch(src, -1) {
+			for _, l := range strings.Split(m[1], ",") {
+				v.LogLevels = append(v.LogLevels, strings.TrimSpace(l))
+			}
 		}
 	}
 	for _, f := range []string{"shells/bash.go", "shells/powershell.go"} {
