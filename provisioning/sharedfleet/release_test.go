@@ -66,4 +66,3 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
-
