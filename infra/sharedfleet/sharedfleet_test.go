@@ -3,6 +3,7 @@ package sharedfleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
@@ -746,4 +748,101 @@ func gcArgs(pod resource.PropertyMap) string {
 		args = append(args, a.StringValue())
 	}
 	return " " + strings.Join(args, " ") + " "
+}
+
+// configHashes are the releases' pod template config hashes.
+func configHashes(t *testing.T, m *infratest.Mocks) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name := range managers {
+		r := m.Get(t, tokRelease, "shared-"+managers[name].fleet+"-"+name)
+		v := object(t, r, "values.podAnnotations")[resource.PropertyKey(resources.AnnotationConfigHash)]
+		for v.IsSecret() {
+			v = v.SecretValue().Element
+		}
+		if !v.IsString() || len(v.StringValue()) != 16 {
+			t.Fatalf("%s: config hash %v", name, v)
+		}
+		out[name] = v.StringValue()
+	}
+	return out
+}
+
+// A rotated token changes the managers' pod template, so the Deployment
+// rolls and the old managers drain onto the new token; the same token
+// changes nothing (the negative control).
+func TestARotatedTokenRollsTheManagers(t *testing.T) {
+	before := configHashes(t, deployedStack(t))
+	again, _, err := deploy(t, stackJSON, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := maps.Clone(tokens)
+	rotated["runnerfleet:sharedProductionLinux"] = "glrt-prodLinuxTokenRotated-77aa00"
+	m, _, err := deploy(t, stackJSON, rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, after := configHashes(t, again), configHashes(t, m)
+	for name, w := range managers {
+		if same[name] != before[name] {
+			t.Errorf("%s: the same token changed the pod template (%s → %s)", name, before[name], same[name])
+		}
+		rolled := after[name] != before[name]
+		if want := w.group == "production-linux"; rolled != want {
+			t.Errorf("%s: rolled %v on a new production-linux token, want %v", name, rolled, want)
+		}
+	}
+}
+
+// A docker+machine manager keeps its machine directory on a volume of its
+// own, and its VMs carry that volume's claim as their incarnation (so fleet
+// gc knows a restarted manager still owns them); docker-autoscaler managers,
+// whose plugin finds its VMs in its instance group, have none.
+func TestDockerMachineStateLivesOnAVolumePerManager(t *testing.T) {
+	m := deployedStack(t)
+	claims := map[string]infratest.Resource{}
+	for _, c := range m.ByToken(tokClaim) {
+		claims[str(t, c, "metadata.name")] = c
+	}
+	for name, want := range managers {
+		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		claim := shared.StateClaimName(name)
+		c, has := claims[claim]
+		if want.executor == "docker-autoscaler" {
+			if has || r.Input("values.volumes").IsArray() {
+				t.Errorf("%s: a docker-autoscaler manager has a state volume", name)
+			}
+			continue
+		}
+		if !has {
+			t.Errorf("%s: no state claim %s", name, claim)
+			continue
+		}
+		if modes := c.Input("spec.accessModes").ArrayValue(); len(modes) != 1 || modes[0].StringValue() != "ReadWriteOnce" || str(t, c, "metadata.namespace") != want.fleet {
+			t.Errorf("%s: claim %v", name, c.Inputs)
+		}
+		vols := r.Input("values.volumes").ArrayValue()
+		mounts := r.Input("values.volumeMounts").ArrayValue()
+		if len(vols) != 1 || vols[0].ObjectValue()["persistentVolumeClaim"].ObjectValue()["claimName"].StringValue() != claim ||
+			len(mounts) != 1 || mounts[0].ObjectValue()["mountPath"].StringValue() != shared.MachineStatePath ||
+			mounts[0].ObjectValue()["name"].StringValue() != vols[0].ObjectValue()["name"].StringValue() {
+			t.Errorf("%s: volumes %v mounts %v", name, vols, mounts)
+		}
+		if got := object(t, r, "values.podLabels")[resource.PropertyKey(vmfleet.PodLabelIncarnation)]; !got.IsString() || got.StringValue() != claim {
+			t.Errorf("%s: incarnation label %v, want %s", name, got, claim)
+		}
+		env := r.Input("values.envVars").ArrayValue()
+		if len(env) != 1 || env[0].ObjectValue()["name"].StringValue() != shared.EnvIncarnation || env[0].ObjectValue()["value"].StringValue() != claim {
+			t.Errorf("%s: env %v", name, env)
+		}
+		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+c.Name) }) {
+			t.Errorf("%s: the release does not wait for its claim", name)
+		}
+		// The config drains idle VMs when the manager shuts down.
+		full := configOf(t, m, r)
+		if !strings.Contains(full, "[machine.shutdown_drain]") || !strings.Contains(full, "enabled = true") {
+			t.Errorf("%s: no shutdown drain:\n%s", name, full)
+		}
+	}
 }
