@@ -1,6 +1,8 @@
 package infra_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
 const (
@@ -250,6 +254,30 @@ func TestCloudStacks(t *testing.T) {
 				// staging: one each. One release per manager.
 				if releases["gitlab-runner"] < 4 {
 					t.Errorf("gitlab-runner releases: %v, want one per shared manager", releases)
+				}
+				// Every config.toml a manager runs passes gitlab-runner's
+				// structs and parsers.
+				schema, err := oracle.Load(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				values, err := schema.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				checked := 0
+				for _, r := range m.ByToken("kubernetes:core/v1:Secret") {
+					v := r.Input("stringData." + shared.ConfigSecretKey)
+					if !v.IsString() {
+						continue
+					}
+					checked++
+					if err := errors.Join(schema.Check([]byte(v.StringValue())), values.Check([]byte(v.StringValue()))); err != nil {
+						t.Errorf("%s: %v", r.Name, err)
+					}
+				}
+				if checked != releases["gitlab-runner"] {
+					t.Errorf("%d configs checked for %d managers", checked, releases["gitlab-runner"])
 				}
 			}
 			// No token in clear in any input: only inside Pulumi secrets.

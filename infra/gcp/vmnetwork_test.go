@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/providers"
 	fleetmodel "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
-	"github.com/runnerfleet/runnerfleet/providers"
 )
 
 const (
@@ -218,7 +218,6 @@ func TestVMsReachGitLabTheCacheAndRegistriesWithoutPublicAddresses(t *testing.T)
 		t.Errorf("%d Cloud NATs, want the cluster's and staging's VMs'", n)
 	}
 }
-
 
 // Resources declared per fleet, for BENCHMARKS.md.
 func TestReportResourcesPerFleet(t *testing.T) {

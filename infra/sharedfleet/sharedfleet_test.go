@@ -294,9 +294,13 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	return full
 }
 
-func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
+func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *testing.T) {
 	m := deployedStack(t)
 	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := schema.Values()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +308,9 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	for _, r := range m.ByToken(tokRelease) {
 		c := configOf(t, m, r)
 		if err := schema.Check([]byte(c)); err != nil {
+			t.Errorf("%s: %v\n%s", r.Name, err, c)
+		}
+		if err := values.Check([]byte(c)); err != nil {
 			t.Errorf("%s: %v\n%s", r.Name, err, c)
 		}
 		var parsed runnerconfig.Config
