@@ -155,3 +155,37 @@ func TestWindowsManagersAreWinRMAutoscalersWith400Jobs(t *testing.T) {
 		t.Errorf("windows VM ports %v, want WinRM's", ports)
 	}
 }
+
+// BenchmarkOraclesPerConfig renders one manager's config.toml and checks it
+// with both oracles (keys and values), as every rendered config is.
+func BenchmarkOraclesPerConfig(b *testing.B) {
+	schema, err := oracle.Load(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	values, err := schema.Values()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler()} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := g.Config()
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := runnerconfig.Render(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := schema.Check(out); err != nil {
+					b.Fatal(err)
+				}
+				if err := values.Check(out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -152,3 +152,36 @@ func TestEachValueCheckCatchesAWrongValue(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkValuesCheck checks the values of one config with both executors.
+func BenchmarkValuesCheck(b *testing.B) {
+	s, err := Load(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := s.Values()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := []byte(goodValues)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := v.Check(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkValuesFromDir reads the enums from gitlab-runner's source.
+func BenchmarkValuesFromDir(b *testing.B) {
+	s, err := Load(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ValuesFromDir(s.ModuleDir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
