@@ -334,8 +334,8 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 		}
 		deps := []pulumi.Resource{ns, tok, sa, cfg}
 		if m.state != nil {
-			// Kept on pulumi destroy of the release alone? No: the claim
-			// goes with the stack; see the README on what happens to VMs.
+			// The docker+machine state: the release mounts it; Kubernetes
+			// keeps it (pvc-protection) until its last pod is gone.
 			st, err := kube.Declare(ctx, p.component+"-"+m.name+"-state", m.state, nil, on(ns)...)
 			if err != nil {
 				return err

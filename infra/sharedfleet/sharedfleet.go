@@ -29,15 +29,19 @@
 //
 // # Graceful deploys
 //
-// A manager never dies mid-job. Its Deployment rolls with maxUnavailable 0
-// and maxSurge 1 (the new manager takes jobs before the old one stops), and
-// a preStop hook sends gitlab-runner SIGQUIT and waits for it to exit: it
-// takes no new job and finishes the running ones. The chart has no value for
-// a preStop hook, and Kubernetes stops containers with SIGTERM, which makes
-// gitlab-runner abort its jobs, so the hook is added by a server-side-apply
-// patch of the chart's Deployment (the chart's own unregister hook is off).
-// terminationGracePeriodSeconds is the fleet's jobTimeout (at least 3h)
-// plus ten minutes for the last job's report and the VMs' removal.
+// A manager never dies mid-job. A preStop hook, the chart's
+// deploymentLifecycle value, sends gitlab-runner SIGQUIT and waits for it to
+// exit: it takes no new job and finishes the running ones (Kubernetes stops
+// containers with SIGTERM, which makes gitlab-runner abort its jobs; the
+// chart's own unregister hook is off). terminationGracePeriodSeconds is the
+// fleet's jobTimeout (at least 3h) plus ten minutes for the last job's
+// report and the VMs' removal. A docker-autoscaler manager's Deployment rolls
+// with maxUnavailable 0 and maxSurge 1 (the new manager takes jobs before the
+// old one stops); a docker+machine manager's state volume may be owned by
+// one manager at a time, so it rolls with Recreate: the old one drains, then
+// the new one starts on the same state, while the group's other managers
+// serve. The pod template carries the hash of the config and token it runs,
+// so a rotated token rolls the managers.
 //
 // # config.toml
 //
