@@ -2,7 +2,6 @@ package gcp
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -21,10 +20,11 @@ import (
 //     public address), and a Cloud NAT of its own for everything else
 //     (GitLab, public image registries); or the existing subnetwork the
 //     stack names, whose egress is its owner's;
-//   - one firewall rule from exactly the cluster's pod range, where the
-//     managers run, to the fleet's VM tag on the ports its groups' managers
-//     use (Docker 2376 and SSH 22 for docker+machine, the fleeting
-//     connector's, SSH 22 or WinRM 5985/5986, for docker-autoscaler). The
+//   - firewall rules from exactly the cluster's pod range, where the
+//     managers run, each to the VMs of the groups that use one set of
+//     ports, tagged so, and on those ports only (Docker 2376 and SSH 22 for
+//     docker+machine, the fleeting connector's, SSH 22 or WinRM 5985/5986,
+//     for docker-autoscaler). The
 //     VPC admits nothing else: its implied rule denies ingress, the
 //     cluster's own internal rule targets only the nodes, and no VM has an
 //     external address, so nothing on the internet reaches one;
@@ -99,39 +99,39 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 		}
 	}
 
-	var ports []int
+	// One rule per set of ports the fleet's groups use, each targeting the
+	// tag of the groups that use exactly those ports.
+	declared := map[string]bool{}
 	for _, grp := range s.Groups {
-		for _, p := range grp.VMPorts() {
-			if !slices.Contains(ports, p) {
-				ports = append(ports, p)
-			}
+		tag := grp.VMNetworkTag()
+		if declared[tag] {
+			continue
 		}
-	}
-	slices.Sort(ports)
-	portStrings := make([]string, len(ports))
-	for i, p := range ports {
-		portStrings[i] = strconv.Itoa(p)
-	}
-	tag := fleetmodel.VMNetworkTag(fleet)
-	_, err := compute.NewFirewall(ctx, name+"-managers", &compute.FirewallArgs{
-		Name:         pulumi.String(cluster + "-" + fleet + "-managers-to-vms"),
-		Description:  pulumi.String("runnerfleet: the managers of shared fleet " + fleet + " (the cluster's pods) reach its job VMs"),
-		Network:      nw.Network,
-		Direction:    pulumi.String("INGRESS"),
-		Priority:     pulumi.Int(1000),
-		SourceRanges: pulumix.Strings(vmSourceRanges(g)),
-		TargetTags:   pulumix.Strings([]string{tag}),
-		Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(portStrings)}},
-	}, e.opts(n)...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the VM firewall rule of fleet %s: %w", fleet, err)
+		declared[tag] = true
+		ports := make([]string, 0, 2)
+		for _, p := range grp.VMPorts() {
+			ports = append(ports, strconv.Itoa(p))
+		}
+		_, err := compute.NewFirewall(ctx, name+"-"+tag, &compute.FirewallArgs{
+			Name:         pulumi.String(stackconfig.VMFirewallName(cluster, tag)),
+			Description:  pulumi.String("runnerfleet: the managers of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + tag),
+			Network:      nw.Network,
+			Direction:    pulumi.String("INGRESS"),
+			Priority:     pulumi.Int(1000),
+			SourceRanges: pulumix.Strings(vmSourceRanges(g)),
+			TargetTags:   pulumix.Strings([]string{tag}),
+			Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(ports)}},
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the VM firewall rule %s of fleet %s: %w", tag, fleet, err)
+		}
 	}
 
 	for _, grp := range s.Groups {
 		if grp.Executor != fleetmodel.ExecutorDockerAutoscaler {
 			continue
 		}
-		tags := append([]string{tag}, grp.NetworkTags...)
+		tags := append([]string{grp.VMNetworkTag()}, grp.NetworkTags...)
 		for _, manager := range grp.ManagerNames() {
 			tpl, err := compute.NewInstanceTemplate(ctx, name+"-"+manager+"-template", &compute.InstanceTemplateArgs{
 				// Templates cannot change: a new one is made, then the group

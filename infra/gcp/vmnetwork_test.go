@@ -23,8 +23,8 @@ const (
 func vmTags(p *platform) map[string]bool {
 	tags := map[string]bool{}
 	for _, s := range p.fleet.SharedFleets {
-		tags[fleetmodel.VMNetworkTag(s.Namespace)] = true
 		for _, g := range s.Groups {
+			tags[g.VMNetworkTag()] = true
 			for _, t := range g.NetworkTags {
 				tags[t] = true
 			}
@@ -70,17 +70,28 @@ func TestOnlyTheManagersPodRangeReachesTheVMs(t *testing.T) {
 			t.Errorf("rule %s lets %v reach the job VMs; only the pods range %s may", name, sources, p.fleet.GCP.PodsCIDR)
 		}
 	}
-	for _, fleet := range []string{"production", "staging"} {
-		r := p.m.Get(t, tokFirewall, "runners-prod-"+fleet+"-vms-managers")
+	// Each rule opens exactly the ports of the groups whose VMs it
+	// targets: docker+machine's Docker and SSH, the Linux connector's SSH.
+	for _, c := range []struct {
+		fleet, access string
+		ports         []string
+	}{
+		{"production", fleetmodel.AccessDockerMachine, []string{"22", "2376"}},
+		{"production", fleetmodel.AccessSSH, []string{"22"}},
+		{"staging", fleetmodel.AccessDockerMachine, []string{"22", "2376"}},
+	} {
+		tag := fleetmodel.VMNetworkTag(c.fleet, c.access)
+		r := p.m.Get(t, tokFirewall, "runners-prod-"+c.fleet+"-vms-"+tag)
 		allow := r.Input("allows").ArrayValue()
-		// Both fleets have docker+machine groups (Docker and SSH);
-		// production's docker-autoscaler group's Linux connector is SSH.
-		if len(allow) != 1 || str(allow[0].ObjectValue()["protocol"]) != "tcp" || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), []string{"22", "2376"}) {
-			t.Errorf("%s allows %v, want tcp 22 and 2376", r.Name, allow)
+		if len(allow) != 1 || str(allow[0].ObjectValue()["protocol"]) != "tcp" || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), c.ports) {
+			t.Errorf("%s allows %v, want tcp %v", r.Name, allow, c.ports)
 		}
-		if got := strs(r.Input("targetTags")); !slices.Equal(got, []string{fleetmodel.VMNetworkTag(fleet)}) {
+		if got := strs(r.Input("targetTags")); !slices.Equal(got, []string{tag}) {
 			t.Errorf("%s targets %v", r.Name, got)
 		}
+	}
+	if n := len(reach); n != 3 {
+		t.Errorf("%d rules reach the VMs, want the 3 above: %v", n, slices.Sorted(maps.Keys(reach)))
 	}
 
 	// Negative control: the cluster's internal rule without its node tag
@@ -108,10 +119,16 @@ func TestWindowsVMsAreReachedOnWinRM(t *testing.T) {
 		t.Fatal("the staging group was not replaced")
 	}
 	p := run(t, raw)
-	r := p.m.Get(t, tokFirewall, "runners-prod-staging-vms-managers")
+	tag := fleetmodel.VMNetworkTag("staging", fleetmodel.AccessWinRM)
+	r := p.m.Get(t, tokFirewall, "runners-prod-staging-vms-"+tag)
 	allow := r.Input("allows").ArrayValue()
 	if len(allow) != 1 || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), []string{"5985", "5986"}) {
 		t.Errorf("windows VMs are reached on %v, want WinRM 5985 and 5986", allow)
+	}
+	for _, tpl := range p.m.ByToken(tokTemplate) {
+		if strings.Contains(tpl.Name, "staging-windows") && !slices.Equal(strs(tpl.Input("tags")), []string{tag}) {
+			t.Errorf("%s: tags %v, want %s", tpl.Name, strs(tpl.Input("tags")), tag)
+		}
 	}
 }
 
@@ -157,7 +174,7 @@ func TestDockerAutoscalerVMsAreInternalLabelledAndInAGroupTheirManagerAloneSizes
 		if o, ok := vmfleet.OwnerOf(providers.Instance{Name: "vm-1", Labels: l}); !ok || o.Manager != manager || o.Incarnation != "" {
 			t.Errorf("%s: fleet gc reads owner %+v (%v)", tpl.Name, o, ok)
 		}
-		if !slices.Contains(strs(tpl.Input("tags")), fleetmodel.VMNetworkTag("production")) {
+		if !slices.Contains(strs(tpl.Input("tags")), fleetmodel.VMNetworkTag("production", fleetmodel.AccessSSH)) {
 			t.Errorf("%s: tags %v lack the fleet's VM tag", tpl.Name, strs(tpl.Input("tags")))
 		}
 		if disk := tpl.Input("disks").ArrayValue()[0].ObjectValue()["labels"].ObjectValue(); str(disk[vmfleet.LabelManager]) != manager {

@@ -335,7 +335,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	c := configOf(t, m, m.Get(t, tokRelease, "shared-production-production-linux-1"))
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
-		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=runnerfleet-production-vm,ci-runner"`,
+		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=runnerfleet-production-dm,ci-runner"`,
 		// Each manager's VMs carry its own name and the incarnation the
 		// start script fills in.
 		`"google-label=runnerfleet-manager:production-linux-1"`, `"google-label=runnerfleet-fleet:production"`,

@@ -78,6 +78,13 @@ func GCPNetworkName(cluster string) string { return cluster }
 // the fleet in namespace fleet of cluster.
 func VMSubnetworkName(cluster, fleet string) string { return cluster + "-" + fleet + "-vms" }
 
+// VMFirewallName is the firewall rule that lets the managers reach the
+// VMs tagged tag (sharedfleet.ManagerGroup.VMNetworkTag) in cluster's VPC.
+func VMFirewallName(cluster, tag string) string { return cluster + "-" + tag }
+
+// maxGCEName is the longest name of a GCE subnetwork, router or firewall rule.
+const maxGCEName = 63
+
 // VMSubnetwork is the resource path of the fleet's VM subnetwork.
 // in project and region of cluster.
 func (s SharedFleet) VMSubnetwork(project, region, cluster string) string {
@@ -325,6 +332,22 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 	for i, s := range f.SharedFleets {
 		np := p.Index(i).Child("vmNetwork")
 		n := s.VMNetwork
+		nsPath := p.Index(i).Child("namespace")
+		if s.Namespace == s.Name {
+			nsPath = p.Index(i).Child("name")
+		}
+		long := len(s.Namespace) > sharedfleet.MaxFleetNameForTags
+		for _, g := range s.Groups {
+			long = long || len(VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
+		}
+		if n.CIDR != "" {
+			long = long || len(VMSubnetworkName(f.ClusterName, s.Namespace)) > maxGCEName
+		}
+		if long {
+			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf(
+				"names the fleet's VM network tags (%s), firewall rules (%s) and subnetwork (%s), which GCE allows up to %d characters; shorten the fleet's namespace (at most %d) or the clusterName",
+				sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM), VMFirewallName(f.ClusterName, sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM)), VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, sharedfleet.MaxFleetNameForTags)))
+		}
 		switch {
 		case n.CIDR == "" && n.Subnetwork == "":
 			errs = append(errs, field.Required(np, "the subnetwork of the fleet's VMs: cidr for one the program declares (for example {cidr: 10.30.0.0/20}, clear of the cluster's ranges), or subnetwork for an existing one of the cluster's VPC"))

@@ -162,6 +162,9 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 		{"5-field period on docker+machine", func(v map[string]any) {
 			group(v)["periods"] = []any{map[string]any{"periods": []any{"* 0-7 * * mon-fri"}, "idleCount": 1, "idleTime": "10m"}}
 		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].periods[0]", "docker+machine periods have 7"}},
+		{"fleet name too long for its VM tags", func(v map[string]any) {
+			at(v, "sharedFleets", 1)["namespace"] = "staging-fleet-with-a-namespace-of-46-character"
+		}, []string{`runnerfleet:fleet.sharedFleets[1].namespace: Invalid value: "staging-fleet-with-a-namespace-of-46-character": names the fleet's VM network tags`, "at most 45"}},
 		{"Windows group on docker+machine", func(v map[string]any) { group(v)["windows"] = true },
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].executor", "Windows managers need docker-autoscaler"}},
 		{"more managers at least than at most", func(v map[string]any) { group(v)["scaling"] = map[string]any{"minManagers": 4, "maxManagers": 3} },

@@ -129,18 +129,44 @@ const (
 // VMPorts are the TCP ports the group's managers open on its VMs: Docker
 // and SSH for docker+machine, the connector's for docker-autoscaler.
 func (g ManagerGroup) VMPorts() []int {
-	switch {
-	case g.Executor == ExecutorDockerAutoscaler && g.Windows:
+	switch g.access() {
+	case AccessWinRM:
 		return []int{WinRMPort, WinRMSPort}
-	case g.Executor == ExecutorDockerAutoscaler:
+	case AccessSSH:
 		return []int{SSHPort}
 	}
 	return []int{SSHPort, DockerPort}
 }
 
-// VMNetworkTag is the network tag of every VM of fleet, which the fleet's
-// firewall rules target.
-func VMNetworkTag(fleet string) string { return "runnerfleet-" + fleet + "-vm" }
+// VM access kinds: which ports a group's managers use on its VMs, and so
+// which of the fleet's firewall rules admits them.
+const (
+	AccessDockerMachine = "dm"
+	AccessSSH           = "ssh"
+	AccessWinRM         = "winrm"
+)
+
+func (g ManagerGroup) access() string {
+	switch {
+	case g.Executor == ExecutorDockerAutoscaler && g.Windows:
+		return AccessWinRM
+	case g.Executor == ExecutorDockerAutoscaler:
+		return AccessSSH
+	}
+	return AccessDockerMachine
+}
+
+// VMNetworkTag is the network tag of the group's VMs, which one firewall
+// rule of the fleet targets with exactly the ports of VMPorts: the groups of
+// a fleet whose managers use the same ports share it.
+func (g ManagerGroup) VMNetworkTag() string { return VMNetworkTag(g.Fleet, g.access()) }
+
+// VMNetworkTag is the tag of fleet's VMs of access kind access.
+func VMNetworkTag(fleet, access string) string { return "runnerfleet-" + fleet + "-" + access }
+
+// MaxFleetNameForTags is the longest fleet namespace whose VM tags are GCE
+// network tags (at most 63 characters).
+const MaxFleetNameForTags = 63 - len("runnerfleet-") - len("-"+AccessWinRM)
 
 // InstanceGroupName is the zonal managed instance group of manager, a
 // docker-autoscaler manager: fleeting's googlecloud plugin wants one group
@@ -336,7 +362,7 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			// managers' pods reach them); the driver's own rule would open
 			// the Docker port to 0.0.0.0/0.
 			"google-skip-firewall-create=true",
-			"google-tags=" + strings.Join(append([]string{VMNetworkTag(g.Fleet)}, g.NetworkTags...), ","),
+			"google-tags=" + strings.Join(append([]string{g.VMNetworkTag()}, g.NetworkTags...), ","),
 		}
 		if g.Network != "" {
 			opts = append(opts, "google-network="+g.Network)

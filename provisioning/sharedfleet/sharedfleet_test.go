@@ -73,7 +73,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	opts := strings.Join(r.Machine.MachineOptions, " ")
 	for _, want := range []string{"google-use-internal-ip-only=true", "google-preemptible=true", "google-zone=us-east1-c",
 		"google-machine-type=n2d-standard-2", "google-label=runnerfleet-manager:production-shared-gce",
-		"google-tags=runnerfleet-production-vm,ci-runner", "google-skip-firewall-create=true",
+		"google-tags=runnerfleet-production-dm,ci-runner", "google-skip-firewall-create=true",
 		"google-network=projects/ci-prod/global/networks/ci", "google-subnetwork=projects/ci-prod/regions/us-east1/subnetworks/ci-production-vms"} {
 		if !strings.Contains(opts, want) {
 			t.Errorf("MachineOptions lack %s: %v", want, r.Machine.MachineOptions)
