@@ -43,6 +43,7 @@ var Resources = []Package{
 	{"gcp", "compute", []string{
 		"gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork", "gcp:compute/router:Router",
 		"gcp:compute/routerNat:RouterNat", "gcp:compute/firewall:Firewall",
+		"gcp:compute/instanceTemplate:InstanceTemplate", "gcp:compute/instanceGroupManager:InstanceGroupManager",
 	}},
 	{"gcp", "container", []string{"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool"}},
 	{"gcp", "serviceaccount", []string{"gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember"}},

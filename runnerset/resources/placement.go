@@ -50,3 +50,17 @@ func ManagerTolerations() []corev1.Toleration {
 	t := ManagerNodeTaint()
 	return []corev1.Toleration{{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect}}
 }
+
+// ManagerPlacementValues are ManagerNodeSelector and ManagerTolerations as
+// Helm chart values (plain maps and slices): the gitlab-runner, Karpenter
+// and most charts read them as nodeSelector and tolerations.
+func ManagerPlacementValues() (nodeSelector map[string]any, tolerations []any) {
+	nodeSelector = map[string]any{}
+	for k, v := range ManagerNodeSelector() {
+		nodeSelector[k] = v
+	}
+	for _, t := range ManagerTolerations() {
+		tolerations = append(tolerations, map[string]any{"key": t.Key, "operator": string(t.Operator), "value": t.Value, "effect": string(t.Effect)})
+	}
+	return nodeSelector, tolerations
+}
