@@ -140,7 +140,7 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens, Alerting: f.Alerting})
 		return err
 	})
 	return m, out, err
