@@ -124,6 +124,9 @@ type Runner struct {
 	TokenExpiresAt  time.Time // zero when the token does not expire
 	TokenResets     int
 	CreatedAt       time.Time
+	// Managers are the system_ids verify was called with, in first-seen
+	// order: GitLab keeps a runner manager record for each.
+	Managers []string
 }
 
 type faultKind int
@@ -1052,6 +1055,13 @@ func (s *Server) verifyRunner(q *params) reply {
 	if bad != nil {
 		return *bad
 	}
+	v := &validation{}
+	if id, ok := v.str(q, "system_id"); ok && id != "" && !slices.Contains(r.Managers, id) {
+		r.Managers = append(r.Managers, id)
+	}
+	if bad := v.reply(); bad != nil {
+		return *bad
+	}
 	return reply{status: http.StatusOK, runner: r.ID, body: map[string]any{
 		"id":               r.ID,
 		"token":            r.Token,
@@ -1127,6 +1137,7 @@ func (s *Server) sortedRunnersLocked() []*Runner {
 func copyRunner(r *Runner) Runner {
 	c := *r
 	c.Tags = slices.Clone(r.Tags)
+	c.Managers = slices.Clone(r.Managers)
 	return c
 }
 
