@@ -82,8 +82,28 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Tokens    TokenSource
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 
 	steps []step
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// WithClock makes the Reconciler read the time from now, for example a
+// test's clock that jumps ahead.
+func WithClock(now func() time.Time) Option {
+	return func(r *Reconciler) {
+		r.Now = now
+		if t, ok := r.Tokens.(Tokens); ok {
+			t.GitLab.Now = now
+		}
+	}
 }
 
 // Option changes a Reconciler built by New.

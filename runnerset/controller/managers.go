@@ -44,6 +44,12 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	s.rs.Status.ReadyManagers = ready
 	s.rs.Status.Managers = fmt.Sprintf("%d/%d", ready, want)
 
+	if s.token.Retire != nil && (want == 0 || ready >= want && live.Status.Replicas == live.Status.UpdatedReplicas) {
+		// Every manager runs on the new token: the replaced runner goes.
+		if err := s.token.Retire(ctx); err != nil {
+			return false, 0, err
+		}
+	}
 	switch {
 	case want == 0:
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonScaledToZero,

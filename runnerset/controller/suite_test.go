@@ -123,7 +123,8 @@ func startManager() error {
 	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
-		}))
+		}),
+		controller.WithClock(func() time.Time { return time.Now().Add(time.Duration(clockAhead.Load())) }))
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		return err
@@ -149,6 +150,10 @@ func stopManager() {
 		stopCurrent = nil
 	}
 }
+
+// clockAhead is how far the controller's clock runs ahead of the wall
+// clock: tests move it to simulate hours passing.
+var clockAhead atomic.Int64
 
 // writes counts the controller's mutating API requests.
 var writes atomic.Int64
