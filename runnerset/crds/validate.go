@@ -10,6 +10,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,7 +46,7 @@ func ValidatorFor(name string) (*Validator, error) {
 		}
 		validators = map[string]*Validator{}
 		for _, crd := range all {
-			v, err := newValidator(crd)
+			v, err := NewValidator(crd)
 			if err != nil {
 				validatorsErr = fmt.Errorf("CRD %s: %w", crd.Name, err)
 				return
@@ -63,7 +64,9 @@ func ValidatorFor(name string) (*Validator, error) {
 	return v, nil
 }
 
-func newValidator(crd *apiextensionsv1.CustomResourceDefinition) (*Validator, error) {
+// NewValidator returns the Validator of crd's storage version, for CRDs
+// that are not runnerfleet's own (GKE's ComputeClass in runnerset/crds/gke).
+func NewValidator(crd *apiextensionsv1.CustomResourceDefinition) (*Validator, error) {
 	for _, ver := range crd.Spec.Versions {
 		if !ver.Storage || ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil {
 			continue
@@ -94,7 +97,15 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
 	structuraldefaulting.Default(u, v.structural)
-	errs := apiservervalidation.ValidateCustomResource(nil, u, v.schema)
+	var errs field.ErrorList
+	// A field the schema does not know is dropped by the API server, so a
+	// wish written there would silently not take effect: report it as
+	// kubectl's strict field validation does.
+	pruned := structuralpruning.PruneWithOptions(runtime.DeepCopyJSON(u), v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	for _, p := range pruned {
+		errs = append(errs, field.Invalid(field.NewPath(p), "", "unknown field: the API server drops it"))
+	}
+	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u, v.schema)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structural, u)...)
 	if v.cel != nil {
 		celErrs, _ := v.cel.Validate(context.Background(), nil, v.structural, u, nil, celconfig.RuntimeCELCostBudget)
