@@ -226,7 +226,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		case err != nil:
 			// A step that failed without saying why in its condition
 			// gets the cause there: the user reads status, not logs.
-			if now := meta.FindStatusCondition(rs.Status.Conditions, st.condition); !apierrors.IsConflict(err) && (now == nil || equality.Semantic.DeepEqual(now, was)) {
+			var rep *reportedError
+			if now := meta.FindStatusCondition(rs.Status.Conditions, st.condition); !apierrors.IsConflict(err) && !errors.As(err, &rep) && (now == nil || equality.Semantic.DeepEqual(now, was)) {
 				rs.SetCondition(st.condition, metav1.ConditionFalse, v1alpha1.ReasonWriteFailed,
 					fmt.Sprintf("%v; runnerfleet retries with backoff. If it persists, check the controller's permissions and the object named here", err))
 			}
@@ -251,6 +252,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
+
+// reportedError is a step's error whose cause the step already wrote into
+// its condition: a condition unchanged since the last pass is then no sign
+// that the step said nothing, and must not be overwritten (which would
+// flip it back and forth, a status write and a new pass each time).
+type reportedError struct{ error }
+
+func (e *reportedError) Unwrap() error { return e.error }
 
 // patchStatus writes status once, and only when it changed.
 func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.RunnerSet) error {

@@ -151,7 +151,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 	case err != nil:
 		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonGitLabUnavailable,
 			fmt.Sprintf("%v; retrying with backoff", err))
-		return false, 0, err
+		return false, 0, &reportedError{err}
 	}
 	s.token = tok
 	if tok.RunnerID != 0 {

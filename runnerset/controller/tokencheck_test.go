@@ -367,3 +367,67 @@ func TestPropertyRecoveryThroughACrashAtEveryStepLeaksNoRunner(t *testing.T) {
 		})
 	}
 }
+
+func TestGitLabDownDuringARestartChangesNothingAndManagersKeepRunning(t *testing.T) {
+	srv := gitlabServer(t)
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, patName, pat)
+	rs := createdRunnerSet(srv, ns, "down", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	d := get(t, ns, naming.For(ns, "down").Managers(), &appsv1.Deployment{})
+	time.Sleep(time.Second)
+	srv.Reset()
+	t.Cleanup(srv.Reset)
+	for _, p := range []string{"/api/v4/*", "/api/v4/*/*", "/api/v4/*/*/*"} {
+		srv.FailNext("*", p, 503, 100000)
+	}
+	stopManager()
+	must(t, startManager())
+	nudge(t, rs, 1)
+	time.Sleep(3 * time.Second)
+	cur := get(t, ns, "down", &v1alpha1.RunnerSet{})
+	if !cur.IsReady() {
+		t.Errorf("a GitLab outage during a restart made the RunnerSet not Ready: %+v", cur.Status.Conditions)
+	}
+	now := get(t, ns, naming.For(ns, "down").Managers(), &appsv1.Deployment{})
+	if now.Generation != d.Generation || ptr.Deref(now.Spec.Replicas, 1) == 0 {
+		t.Error("the managers' Deployment changed while GitLab was down")
+	}
+	if n := gitlabCalls(srv); n != 0 {
+		t.Errorf("%d GitLab calls after a restart of a converged fleet", n)
+	}
+}
+
+// TestGitLabAnswering429ForMinutesIsRetriedWithBackoffNotAHotLoop: a
+// RunnerSet whose runner GitLab will not create (429 throughout) is retried
+// with the controller's exponential backoff; the calls are reported.
+func TestGitLabAnswering429ForMinutesIsRetriedWithBackoffNotAHotLoop(t *testing.T) {
+	srv := gitlabServer(t)
+	t.Cleanup(srv.Reset)
+	for _, p := range []string{"/api/v4/*", "/api/v4/*/*", "/api/v4/*/*/*"} {
+		srv.FailNext("*", p, 429, 100000)
+	}
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, patName, pat)
+	rs := createdRunnerSet(srv, ns, "throttled", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonGitLabUnavailable)
+	first := gitlabCalls(srv)
+	time.Sleep(15 * time.Second)
+	mid := gitlabCalls(srv)
+	time.Sleep(20 * time.Second)
+	last := gitlabCalls(srv)
+	t.Logf("GitLab calls under 429: %d until the condition said so, %d in the next 15 s, %d in the 20 s after", first, mid-first, last-mid)
+	// The controller's backoff doubles from 5 ms per attempt (each at most
+	// two calls, one client retry): after 15 s an attempt comes every 10 s
+	// or later. A hot loop would make hundreds.
+	if last-mid > 10 {
+		t.Errorf("%d GitLab calls in 20 s after 15 s of 429s: the retries do not back off", last-mid)
+	}
+	if len(srv.Runners()) != 0 {
+		t.Error("a runner was created although GitLab refused every call")
+	}
+}
