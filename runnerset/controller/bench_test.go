@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +66,8 @@ func benchFleet(b *testing.B, n int) {
 	defer stopSampling()
 
 	startWrites := writes.Load()
+	startKinds := writeKinds.snapshot()
+	startCPU := cpuSeconds()
 	start := time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -113,6 +117,16 @@ func benchFleet(b *testing.B, n int) {
 	}
 	toReady := time.Since(start)
 	convergeWrites := writes.Load() - startWrites
+	convergeCPU := cpuSeconds() - startCPU
+	kinds := writeKinds.snapshot()
+	var breakdown []string
+	for k, v := range kinds {
+		if d := v - startKinds[k]; d > 0 {
+			breakdown = append(breakdown, fmt.Sprintf("%s %.2f", k, float64(d)/float64(n)))
+		}
+	}
+	slices.Sort(breakdown)
+	b.Logf("writes per RunnerSet while converging: %s", strings.Join(breakdown, "; "))
 
 	time.Sleep(2 * time.Second) // the last status patches' watch events arrive
 	steadyStart := writes.Load()
@@ -123,11 +137,23 @@ func benchFleet(b *testing.B, n int) {
 	b.ReportMetric(float64(convergeWrites)/float64(n), "writes/runnerset")
 	b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
 	b.ReportMetric(steadyWindow.Seconds(), "steady-window-s")
+	b.ReportMetric(convergeCPU/float64(n), "cpu-s/runnerset")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
 	if steadyWrites != 0 {
 		b.Errorf("the controller wrote %d times to a fleet that did not change: a hot loop", steadyWrites)
 	}
+}
+
+// cpuSeconds is the user and system CPU time of the test process (the
+// controller, its caches and the clients that create the fleet; the API
+// server and etcd are processes of their own).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func sampleHeap(peak *atomic.Uint64) (stop func()) {

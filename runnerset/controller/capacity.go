@@ -21,9 +21,11 @@ import (
 )
 
 // reconcileCapacity writes the tag's own NodePool and node class (or
-// ComputeClass). Every object is first sent as a dry run, so that the API
-// server — with Karpenter's own schema — judges all of them before any is
-// written: a rejected tag is never half created.
+// ComputeClass). Every object but the first is first sent as a dry run, so
+// that the API server — with Karpenter's own schema — judges all of them
+// before any is written: a rejected tag is never half created. The first
+// needs no dry run: its own write is judged before anything else is
+// written. Objects that are already as built send nothing at all.
 func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	c, err := capacity.For(s.rs, s.class)
 	var invalid *v1alpha1.Failure
@@ -34,7 +36,7 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 	if err != nil {
 		return false, 0, err
 	}
-	for _, obj := range c.Objects {
+	for _, obj := range c.Objects[min(1, len(c.Objects)):] {
 		err := r.dryRun(ctx, s.rs, obj)
 		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
 			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
@@ -45,7 +47,12 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 		}
 	}
 	for _, obj := range c.Objects {
-		if err := r.apply(ctx, s.rs, obj); err != nil {
+		err := r.apply(ctx, s.rs, obj)
+		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
+			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
+			return false, 0, nil
+		}
+		if err != nil {
 			return false, 0, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
@@ -84,6 +85,8 @@ type Reconciler struct {
 	Tokens    TokenSource
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	created createdObjects
 
 	steps []step
 }
@@ -243,6 +246,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation
+	if len(errs) == 0 && r.startingUp(before, rs) {
+		// A new RunnerSet whose only wait is its first managers' rollout:
+		// the Deployment's progress brings the next pass, which writes
+		// the status once, Ready or not, instead of once per pass.
+		return reconcile.Result{RequeueAfter: firstStatusWithin}, nil
+	}
 	r.recordTransitions(before, rs)
 	if err := r.patchStatus(ctx, before, rs); err != nil {
 		errs = append(errs, err)
@@ -253,6 +262,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
+// createdObjects remembers the objects this controller created in the
+// last seconds: a pass right after the one that created them may run
+// before the cache has seen them, and reads them from the API server
+// rather than trying to create them again. Any other object the cache
+// does not hold is created without a read first.
+type createdObjects struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// createdRecently is how long a created object may stay unseen by the cache.
+const createdRecently = 30 * time.Second
+
+func (c *createdObjects) add(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]time.Time{}
+	}
+	for k, at := range c.m {
+		if now.Sub(at) > createdRecently {
+			delete(c.m, k)
+		}
+	}
+	c.m[key] = now
+}
+
+func (c *createdObjects) recent(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.m[key]
+	return ok && now.Sub(at) <= createdRecently
+}
+
+func (c *createdObjects) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
 // reportedError is a step's error whose cause the step already wrote into
 // its condition: a condition unchanged since the last pass is then no sign
 // that the step said nothing, and must not be overwritten (which would
@@ -260,6 +309,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 type reportedError struct{ error }
 
 func (e *reportedError) Unwrap() error { return e.error }
+
+// firstStatusWithin bounds how long a new RunnerSet whose managers are
+// starting may go without a status.
+const firstStatusWithin = 5 * time.Second
+
+// startingUp reports whether rs has never had a status, was created less
+// than firstStatusWithin ago, and waits for nothing but its managers'
+// first rollout: then its first status can wait for the rollout.
+func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet) bool {
+	if len(before.Status.Conditions) > 0 || r.now().Sub(rs.CreationTimestamp.Time) >= firstStatusWithin {
+		return false
+	}
+	for _, c := range rs.Status.Conditions {
+		switch {
+		case c.Type == v1alpha1.ConditionReady:
+		case c.Status == metav1.ConditionTrue:
+		case c.Type == v1alpha1.ConditionManagersAvailable && c.Reason == v1alpha1.ReasonRollingOut:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // patchStatus writes status once, and only when it changed.
 func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.RunnerSet) error {
@@ -333,41 +405,47 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 	kind := r.kindOf(desired)
 	live := desired.DeepCopyObject().(client.Object)
 	// The cache holds only objects labelled as runnerfleet's, and no
-	// Secrets at all: Secrets are read from the API server, and anything
-	// the cache does not see is looked up there before it is created, so
-	// that an object someone else made is found, not overwritten.
+	// Secrets at all: Secrets are read from the API server. An object
+	// someone else made under the name is found by the create that fails
+	// (AlreadyExists) and judged, never overwritten.
 	var reader client.Reader = r.Client
 	if _, ok := desired.(*corev1.Secret); ok {
 		reader = r.APIReader
 	}
+	key := kind + "/" + desired.GetNamespace() + "/" + desired.GetName()
 	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) && reader != r.APIReader {
+	if err == nil {
+		r.created.forget(key)
+	}
+	if apierrors.IsNotFound(err) && reader != r.APIReader && r.created.recent(key, r.now()) {
+		// Created moments ago and not in the cache yet: ask the API server.
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
+		// Not in the cache (or, for a Secret, not there at all): create it.
+		// An object of that name the cache does not see (someone else's,
+		// or one without runnerfleet's label) makes the create fail with
+		// AlreadyExists and is then read from the API server and judged:
+		// one write for a new object, no read before it.
 		var createOpts []client.CreateOption
 		if dryRun {
 			createOpts = append(createOpts, client.DryRunAll)
 		}
 		err := r.Client.Create(ctx, desired, createOpts...)
-		if apierrors.IsAlreadyExists(err) {
-			// Made by someone else since we looked: judge it as below.
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-				return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
+		if err == nil {
+			if !dryRun {
+				r.created.add(key, r.now())
+				log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
 			}
-			if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
-				return nil, itw
-			}
+			return desired, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+			return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 		}
-		if !dryRun {
-			log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
-		}
-		return desired, nil
 	case err != nil:
 		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
