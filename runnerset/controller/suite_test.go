@@ -1,10 +1,10 @@
 package controller_test
 
 import (
-	"maps"
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
