@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -312,7 +313,7 @@ func (e *reportedError) Unwrap() error { return e.error }
 
 // firstStatusWithin bounds how long a new RunnerSet whose managers are
 // starting may go without a status.
-const firstStatusWithin = 5 * time.Second
+const firstStatusWithin = 2 * time.Second
 
 // startingUp reports whether rs has never had a status, was created less
 // than firstStatusWithin ago, and waits for nothing but its managers'
@@ -346,8 +347,14 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ru
 }
 
 // recordTransitions emits an Event for every condition that changed status.
+// A RunnerSet's first status that is all True is no transition: it gets no
+// Event (a thousand new RunnerSets would write a thousand), failures do.
 func (r *Reconciler) recordTransitions(before, after *v1alpha1.RunnerSet) {
+	first := len(before.Status.Conditions) == 0
 	for _, c := range after.Status.Conditions {
+		if first && c.Status == metav1.ConditionTrue {
+			continue
+		}
 		old := meta.FindStatusCondition(before.Status.Conditions, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
@@ -389,7 +396,9 @@ func (r *Reconciler) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet,
 	return r.write(ctx, owner, desired, false)
 }
 
-// dryRun sends what apply would write as a server-side dry run.
+// dryRun sends what apply would write as a server-side dry run, when it
+// would update an object; a create is not dry run (the caller judged the
+// new object offline).
 func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
 	_, err := r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
 	return err
@@ -422,6 +431,8 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	}
 	switch {
+	case apierrors.IsNotFound(err) && dryRun:
+		return desired, nil
 	case apierrors.IsNotFound(err):
 		// Not in the cache (or, for a Secret, not there at all): create it.
 		// An object of that name the cache does not see (someone else's,
@@ -469,6 +480,23 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
 	}
 	return desired, nil
+}
+
+// deleteOwned deletes obj (by its kind, namespace and name) when the cache
+// holds it and owner controls it; anything else is left alone.
+func (r *Reconciler) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet, obj client.Object) error {
+	live := obj.DeepCopyObject().(client.Object)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(live, owner) {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: ptr.To(live.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s %s: %w", r.kindOf(obj), obj.GetName(), err)
+	}
+	log.FromContext(ctx).Info("Deleted object", "kind", r.kindOf(obj), "name", obj.GetName())
+	return nil
 }
 
 // sameData reports whether a Secret's data is what was built: the spec hash

@@ -25,7 +25,14 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if err != nil {
 		return false, 0, err
 	}
-	if err := r.apply(ctx, s.rs, resources.PodDisruptionBudget(s.rs)); err != nil {
+	// A budget of one unavailable manager protects nothing when there is
+	// only one (it would only keep an unready one from being evicted): it
+	// exists only for two managers or more.
+	if pdb := resources.PodDisruptionBudget(s.rs); s.rs.Spec.Managers.ReplicasOrDefault() > 1 {
+		if err := r.apply(ctx, s.rs, pdb); err != nil {
+			return false, 0, err
+		}
+	} else if err := r.deleteOwned(ctx, s.rs, pdb); err != nil {
 		return false, 0, err
 	}
 	// Judge the rollout by what the API server returned for the write: a
