@@ -150,8 +150,8 @@ func TestVerifyCarriesTheControllersOwnStableSystemID(t *testing.T) {
 		})
 	}
 	mine := runnersOf(srv, string(cur.UID))
-	if len(mine) != 1 || !slices.Equal(mine[0].Managers, []string{gitlab.SystemID}) {
-		t.Errorf("runner managers GitLab recorded: %+v; want only %q", mine, gitlab.SystemID)
+	if len(mine) != 1 || !slices.Equal(srv.Managers(mine[0].ID), []string{gitlab.SystemID}) {
+		t.Errorf("runner managers GitLab recorded: %v; want only %q", srv.Managers(cur.Status.RunnerID), gitlab.SystemID)
 	}
 }
 

@@ -24,7 +24,7 @@
 //	GET    /runners/:id                           details (PAT: api, read_api or manage_runner)
 //	DELETE /runners/:id                           delete (PAT: api or manage_runner)
 //	POST   /runners/:id/reset_authentication_token new token (PAT: api or manage_runner)
-//	POST   /runners/verify                        check a runner authentication token
+//	POST   /runners/verify                        check a runner authentication token (records the system_id's manager)
 //	DELETE /runners                               delete the runner owning an authentication token
 //	POST   /runners                               registration-token registration: always 410 Gone
 //	POST   /jobs/request, PUT /jobs/:id, PATCH /jobs/:id/trace
@@ -124,9 +124,6 @@ type Runner struct {
 	TokenExpiresAt  time.Time // zero when the token does not expire
 	TokenResets     int
 	CreatedAt       time.Time
-	// Managers are the system_ids verify was called with, in first-seen
-	// order: GitLab keeps a runner manager record for each.
-	Managers []string
 }
 
 type faultKind int
@@ -1067,12 +1064,13 @@ func (s *Server) verifyRunner(q *params) reply {
 		return *bad
 	}
 	v := &validation{}
-	if id, ok := v.str(q, "system_id"); ok && id != "" && !slices.Contains(r.Managers, id) {
-		r.Managers = append(r.Managers, id)
-	}
+	systemID, _ := v.str(q, "system_id")
 	if bad := v.reply(); bad != nil {
 		return *bad
 	}
+	// Verify is a runner's call: GitLab records (or stamps) the runner
+	// manager of its system_id, as for a job request.
+	s.contactedLocked(r.ID, systemID)
 	return reply{status: http.StatusOK, runner: r.ID, body: map[string]any{
 		"id":               r.ID,
 		"token":            r.Token,
@@ -1148,7 +1146,6 @@ func (s *Server) sortedRunnersLocked() []*Runner {
 func copyRunner(r *Runner) Runner {
 	c := *r
 	c.Tags = slices.Clone(r.Tags)
-	c.Managers = slices.Clone(r.Managers)
 	return c
 }
 

@@ -38,6 +38,7 @@ var scopeTable = []struct {
 	{"GET", "/runners", []string{"api", "read_api"}},
 	{"GET", "/runners/all", []string{"api", "read_api"}},
 	{"GET", "/runners/:id", []string{"api", "read_api", "manage_runner"}},
+	{"GET", "/runners/:id/managers", []string{"api", "read_api", "manage_runner"}},
 	{"PUT", "/runners/:id", []string{"api", "manage_runner"}},
 	{"DELETE", "/runners/:id", []string{"api", "manage_runner"}},
 	{"POST", "/runners/:id/reset_authentication_token", []string{"api", "manage_runner"}},
