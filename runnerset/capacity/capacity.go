@@ -83,6 +83,9 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 		ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
 		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref))}
 	case v1alpha1.CapacityProviderComputeClass:
+		if err := GKEQuotaReady(rs); err != nil {
+			return nil, err
+		}
 		cc, err := ComputeClass(rs, class)
 		if err != nil {
 			return nil, err
@@ -324,6 +327,55 @@ func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*unstruc
 	u.SetName(m.Name)
 	u.SetLabels(m.Labels)
 	return u, nil
+}
+
+// Quota is the ResourceQuota that enforces rs's spec.capacity.limits on GKE,
+// where a ComputeClass has no limits: the requests of the tag's job pods in
+// namespace (its jobs namespace) may not add up to more. Karpenter's limits
+// cap the nodes a tag may have; this caps what its jobs may ask for, which
+// is what a node pool sized to the limit could hold. Nil when rs has no
+// limits. Every job container must then ask for cpu and memory, or the
+// quota would refuse its pod: GKEQuotaReady says whether rs does.
+func Quota(rs *v1alpha1.RunnerSet, namespace string) *corev1.ResourceQuota {
+	lim := rs.Spec.Capacity.Limits
+	if len(lim) == 0 {
+		return nil
+	}
+	hard := corev1.ResourceList{}
+	if v, ok := lim[corev1.ResourceCPU]; ok {
+		hard[corev1.ResourceRequestsCPU] = v
+	}
+	if v, ok := lim[corev1.ResourceMemory]; ok {
+		hard[corev1.ResourceRequestsMemory] = v
+	}
+	return resources.WithHash(&corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: naming.For(rs.Namespace, rs.Name).Capacity(), Namespace: namespace, Labels: Labels(rs)},
+		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+	})
+}
+
+// GKEQuotaReady refuses limits the quota of Quota could not enforce
+// without refusing job pods: every job container (build, helper, service)
+// must ask for each limited resource.
+func GKEQuotaReady(rs *v1alpha1.RunnerSet) error {
+	r := rs.Spec.Jobs.Resources
+	for _, res := range slices.Sorted(maps.Keys(rs.Spec.Capacity.Limits)) {
+		for _, c := range []struct {
+			name string
+			cr   v1alpha1.ContainerResources
+		}{{"build", r.Build}, {"helper", r.Helper}, {"service", r.Service}} {
+			req, field := c.cr.CPURequest, "cpuRequest"
+			if res == corev1.ResourceMemory {
+				req, field = c.cr.MemoryRequest, "memoryRequest"
+			}
+			if req == nil {
+				return v1alpha1.Failf(v1alpha1.ReasonCapacityRejected,
+					"spec.capacity.limits.%s is enforced on GKE by a ResourceQuota on the job pods' requests, which refuses a pod that asks for no %s: set spec.jobs.resources.%s.%s (and the same for build, helper and service)",
+					res, res, c.name, field)
+			}
+		}
+	}
+	return nil
 }
 
 // GKE machine families whose CPUs are Arm; every other family is x86.

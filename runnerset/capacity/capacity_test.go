@@ -305,3 +305,29 @@ func TestGKECapacityWishesGKECannotHonourAreRefusedNamingTheField(t *testing.T) 
 		})
 	}
 }
+
+func TestGKELimitsBecomeAQuotaOnTheJobsRequestsAndNeedRequestsEverywhere(t *testing.T) {
+	r := rs()
+	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("128"), corev1.ResourceMemory: resource.MustParse("512Gi")}
+	q := Quota(r, "team-a-build-jobs")
+	if q.Namespace != "team-a-build-jobs" || !q.Spec.Hard[corev1.ResourceRequestsCPU].Equal(resource.MustParse("128")) ||
+		!q.Spec.Hard[corev1.ResourceRequestsMemory].Equal(resource.MustParse("512Gi")) || len(q.Spec.Hard) != 2 {
+		t.Errorf("quota %+v", q)
+	}
+	if Quota(rs(), "ns") != nil {
+		t.Error("a quota without limits")
+	}
+	// Without requests on every job container the quota would refuse pods.
+	_, err := For(r, gke("n2d"))
+	if err == nil || !strings.Contains(err.Error(), "spec.jobs.resources.build.cpuRequest") {
+		t.Fatalf("limits without requests on GKE: %v", err)
+	}
+	one := resource.MustParse("1")
+	gi := resource.MustParse("1Gi")
+	for _, c := range []*v1alpha1.ContainerResources{&r.Spec.Jobs.Resources.Build, &r.Spec.Jobs.Resources.Helper, &r.Spec.Jobs.Resources.Service} {
+		c.CPURequest, c.MemoryRequest = &one, &gi
+	}
+	if _, err := For(r, gke("n2d")); err != nil {
+		t.Errorf("limits with requests everywhere: %v", err)
+	}
+}
