@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,18 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 			return false, 0, nil
 		}
 		if err != nil {
+			return false, 0, err
+		}
+	}
+	// On GKE, capacity.limits is a ResourceQuota in the jobs namespace.
+	if s.class.Spec.Provider == v1alpha1.CapacityProviderComputeClass {
+		q := capacity.Quota(s.rs, s.settings.JobsNamespace)
+		if q != nil {
+			if err := r.apply(ctx, s.rs, q); err != nil {
+				return false, 0, err
+			}
+		} else if err := r.deleteOwned(ctx, s.rs, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.settings.JobsNamespace, Name: c.Name}}); err != nil {
 			return false, 0, err
 		}
 	}

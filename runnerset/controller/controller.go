@@ -173,6 +173,8 @@ type state struct {
 	placement  runnerconfig.JobPlacement
 	configTOML []byte
 	configHash string
+	// managersSince is when the managers' Deployment was created.
+	managersSince time.Time
 }
 
 // step owns one condition. It returns done=false to stop the pass (its
@@ -249,7 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation
-	if len(errs) == 0 && r.startingUp(before, rs) {
+	if len(errs) == 0 && r.startingUp(before, rs, s) {
 		// A new RunnerSet whose only wait is its first managers' rollout:
 		// the Deployment's progress brings the next pass, which writes
 		// the status once, Ready or not, instead of once per pass.
@@ -315,13 +317,13 @@ func (e *reportedError) Unwrap() error { return e.error }
 
 // firstStatusWithin bounds how long a new RunnerSet whose managers are
 // starting may go without a status.
-const firstStatusWithin = 2 * time.Second
+const firstStatusWithin = 10 * time.Second
 
-// startingUp reports whether rs has never had a status, was created less
-// than firstStatusWithin ago, and waits for nothing but its managers'
-// first rollout: then its first status can wait for the rollout.
-func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet) bool {
-	if len(before.Status.Conditions) > 0 || r.now().Sub(rs.CreationTimestamp.Time) >= firstStatusWithin {
+// startingUp reports whether rs has never had a status, its managers'
+// Deployment was created less than firstStatusWithin ago, and it waits for
+// nothing but that first rollout: then its first status can wait for it.
+func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet, s *state) bool {
+	if len(before.Status.Conditions) > 0 || s.managersSince.IsZero() || r.now().Sub(s.managersSince) >= firstStatusWithin {
 		return false
 	}
 	for _, c := range rs.Status.Conditions {
@@ -487,13 +489,14 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 }
 
 // deleteOwned deletes obj (by its kind, namespace and name) when the cache
-// holds it and owner controls it; anything else is left alone.
+// holds it and it is owner's (by controller reference, or by owner labels
+// outside owner's namespace); anything else is left alone.
 func (r *Reconciler) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet, obj client.Object) error {
 	live := obj.DeepCopyObject().(client.Object)
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !metav1.IsControlledBy(live, owner) {
+	if r.inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: ptr.To(live.GetUID())}); client.IgnoreNotFound(err) != nil {
@@ -741,6 +744,7 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&policyv1.PodDisruptionBudget{}: managed,
 		&corev1.Namespace{}:             managed,
 		&networkingv1.NetworkPolicy{}:   managed,
+		&corev1.ResourceQuota{}:         managed,
 	}
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
@@ -796,7 +800,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
 	// owner labels.
-	for _, obj := range []client.Object{&corev1.Namespace{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ResourceQuota{}} {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity))
 	}
 	// Cluster-scoped capacity cannot carry an ownerReference to a namespaced

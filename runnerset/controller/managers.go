@@ -39,6 +39,7 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	// cached read right after an update may still show the old template
 	// fully available.
 	live := written.(*appsv1.Deployment)
+	s.managersSince = live.CreationTimestamp.Time
 	want := s.rs.Spec.Managers.ReplicasOrDefault()
 	ready := live.Status.UpdatedReplicas
 	if live.Status.AvailableReplicas < ready {
