@@ -76,7 +76,7 @@ test: tools verify unit e2e ## every test: unit, oracle, envtest on a real kube-
 
 .PHONY: unit
 unit: tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -count=1 ./...
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -count=1 -timeout 20m ./...
 
 .PHONY: e2e
 e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)

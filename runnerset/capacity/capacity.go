@@ -8,7 +8,9 @@ package capacity
 
 import (
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
@@ -81,7 +83,14 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 		ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
 		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref))}
 	case v1alpha1.CapacityProviderComputeClass:
-		c.Objects = []client.Object{resources.WithHash(ComputeClass(rs, class))}
+		if err := GKEQuotaReady(rs); err != nil {
+			return nil, err
+		}
+		cc, err := ComputeClass(rs, class)
+		if err != nil {
+			return nil, err
+		}
+		c.Objects = []client.Object{resources.WithHash(cc)}
 		// GKE labels and taints a ComputeClass's nodes with its name.
 		label = LabelComputeClass
 	default:
@@ -89,6 +98,10 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 	}
 	c.Placement.NodeSelector = map[string]string{label: name}
 	c.Placement.NodeTolerations = map[string]string{label + "=" + name: string(corev1.TaintEffectNoSchedule)}
+	if class.Spec.Provider == v1alpha1.CapacityProviderComputeClass && slices.Contains(architectures(rs), string(v1alpha1.ArchitectureARM64)) {
+		// GKE taints every Arm node so that x86-only pods stay off it.
+		c.Placement.NodeTolerations[corev1.LabelArchStable+"="+string(v1alpha1.ArchitectureARM64)] = string(corev1.TaintEffectNoSchedule)
+	}
 	return c, nil
 }
 
@@ -285,13 +298,20 @@ func KWOKNodeClass(rs *v1alpha1.RunnerSet) *kwokv1alpha1.KWOKNodeClass {
 
 // ComputeClass is the GKE ComputeClass of rs's tag: spot first, on-demand
 // only where allowed, node pools created on demand, and active migration off
-// because it would move running job pods.
-func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *unstructured.Unstructured {
-	families := v1alpha1.Effective(rs, class).MachineFamilies
+// because it would move running job pods. Every capacity wish takes effect
+// or is refused with a message: instanceTypes become priorities by
+// machineType, instanceFamilies (or the class's) by machineFamily,
+// architectures choose Arm or x86 families; limits have no ComputeClass
+// field and are enforced by a ResourceQuota (see Quota).
+func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*unstructured.Unstructured, error) {
+	key, machines, err := gkeMachines(rs, class)
+	if err != nil {
+		return nil, err
+	}
 	var priorities []any
 	for _, ct := range capacityTypes(rs) {
-		for _, f := range families {
-			priorities = append(priorities, map[string]any{"machineFamily": f, "spot": ct == string(v1alpha1.CapacityTypeSpot)})
+		for _, m := range machines {
+			priorities = append(priorities, map[string]any{key: m, "spot": ct == string(v1alpha1.CapacityTypeSpot)})
 		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -306,5 +326,142 @@ func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *unstruct
 	m := objectMeta(rs)
 	u.SetName(m.Name)
 	u.SetLabels(m.Labels)
-	return u
+	return u, nil
+}
+
+// Quota is the ResourceQuota that enforces rs's spec.capacity.limits on GKE,
+// where a ComputeClass has no limits: the requests of the tag's job pods in
+// namespace (its jobs namespace) may not add up to more. Karpenter's limits
+// cap the nodes a tag may have; this caps what its jobs may ask for, which
+// is what a node pool sized to the limit could hold. Nil when rs has no
+// limits. Every job container must then ask for cpu and memory, or the
+// quota would refuse its pod: GKEQuotaReady says whether rs does.
+func Quota(rs *v1alpha1.RunnerSet, namespace string) *corev1.ResourceQuota {
+	lim := rs.Spec.Capacity.Limits
+	if len(lim) == 0 {
+		return nil
+	}
+	hard := corev1.ResourceList{}
+	if v, ok := lim[corev1.ResourceCPU]; ok {
+		hard[corev1.ResourceRequestsCPU] = v
+	}
+	if v, ok := lim[corev1.ResourceMemory]; ok {
+		hard[corev1.ResourceRequestsMemory] = v
+	}
+	return resources.WithHash(&corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: naming.For(rs.Namespace, rs.Name).Capacity(), Namespace: namespace, Labels: Labels(rs)},
+		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+	})
+}
+
+// GKEQuotaReady refuses limits the quota of Quota could not enforce
+// without refusing job pods: every job container (build, helper, service)
+// must ask for each limited resource.
+func GKEQuotaReady(rs *v1alpha1.RunnerSet) error {
+	r := rs.Spec.Jobs.Resources
+	for _, res := range slices.Sorted(maps.Keys(rs.Spec.Capacity.Limits)) {
+		for _, c := range []struct {
+			name string
+			cr   v1alpha1.ContainerResources
+		}{{"build", r.Build}, {"helper", r.Helper}, {"service", r.Service}} {
+			req, field := c.cr.CPURequest, "cpuRequest"
+			if res == corev1.ResourceMemory {
+				req, field = c.cr.MemoryRequest, "memoryRequest"
+			}
+			if req == nil {
+				return v1alpha1.Failf(v1alpha1.ReasonCapacityRejected,
+					"spec.capacity.limits.%s is enforced on GKE by a ResourceQuota on the job pods' requests, which refuses a pod that asks for no %s: set spec.jobs.resources.%s.%s (and the same for build, helper and service)",
+					res, res, c.name, field)
+			}
+		}
+	}
+	return nil
+}
+
+// GKE machine families whose CPUs are Arm; every other family is x86.
+var gkeArmFamilies = []string{"a4x", "c4a", "n4a", "t2a"}
+
+// DefaultGKEArmFamilies are tried, in order, for arm64 nodes when neither
+// the RunnerSet nor its class names an Arm family.
+var DefaultGKEArmFamilies = []string{"c4a", "t2a"}
+
+// gkeMachineType is a GCE machine type name: family, series and shape
+// separated by dashes (n2d-standard-8, e2-micro, n2-custom-4-8192).
+var gkeMachineType = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)+$`)
+
+// gkeArch is the architecture of a GKE machine family or machine type.
+func gkeArch(familyOrType string) string {
+	f, _, _ := strings.Cut(familyOrType, "-")
+	if slices.Contains(gkeArmFamilies, f) {
+		return string(v1alpha1.ArchitectureARM64)
+	}
+	return string(v1alpha1.ArchitectureAMD64)
+}
+
+// gkeRefuses says why GKE's ComputeClass refuses machine family f, or "".
+func gkeRefuses(f string) string {
+	switch {
+	case len(f) > 10:
+		return "is longer than the 10 characters GKE allows for a machine family"
+	case f == "ek" || f == "e4a":
+		return "is a family GKE does not allow in a ComputeClass"
+	}
+	return ""
+}
+
+// gkeMachines returns the ComputeClass priority key (machineType or
+// machineFamily) and its values for rs, or a Failure naming the field.
+func gkeMachines(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (string, []string, error) {
+	archs := architectures(rs)
+	c := rs.Spec.Capacity
+	refuse := func(format string, args ...any) (string, []string, error) {
+		return "", nil, v1alpha1.Failf(v1alpha1.ReasonCapacityRejected, format, args...)
+	}
+	for _, f := range c.InstanceFamilies {
+		if why := gkeRefuses(f); why != "" {
+			return refuse("spec.capacity.instanceFamilies %q %s (RunnerClass %s is GKE): name a family such as n2d or c4a", f, why, class.Name)
+		}
+		if a := gkeArch(f); !slices.Contains(archs, a) {
+			return refuse("spec.capacity.instanceFamilies %q is an %s family but spec.capacity.architectures is %v: add %s there or name a family of that architecture", f, a, archs, a)
+		}
+	}
+	if len(c.InstanceTypes) > 0 {
+		types := slices.Sorted(slices.Values(c.InstanceTypes))
+		for _, t := range types {
+			fam, _, _ := strings.Cut(t, "-")
+			switch {
+			case !gkeMachineType.MatchString(t) || len(t) > 100:
+				return refuse("spec.capacity.instanceTypes %q is not a GCE machine type (RunnerClass %s is GKE): use names such as n2d-standard-8 or c4a-highcpu-4", t, class.Name)
+			case strings.HasPrefix(t, "ek") || strings.HasPrefix(t, "e4a"):
+				return refuse("spec.capacity.instanceTypes %q is a machine type GKE does not allow in a ComputeClass", t)
+			case len(c.InstanceFamilies) > 0 && !slices.Contains(c.InstanceFamilies, fam):
+				return refuse("spec.capacity.instanceTypes %q is not of a family in spec.capacity.instanceFamilies %v: add %s there or drop the type", t, c.InstanceFamilies, fam)
+			case !slices.Contains(archs, gkeArch(t)):
+				return refuse("spec.capacity.instanceTypes %q is an %s machine type but spec.capacity.architectures is %v", t, gkeArch(t), archs)
+			}
+		}
+		return "machineType", types, nil
+	}
+	if len(c.InstanceFamilies) > 0 {
+		return "machineFamily", c.InstanceFamilies, nil
+	}
+	// The class's families, those of an allowed architecture; an allowed
+	// architecture the class has no family for gets runnerfleet's defaults.
+	var out []string
+	for _, f := range v1alpha1.Effective(rs, class).MachineFamilies {
+		if slices.Contains(archs, gkeArch(f)) {
+			out = append(out, f)
+		}
+	}
+	for _, a := range archs {
+		if slices.ContainsFunc(out, func(f string) bool { return gkeArch(f) == a }) {
+			continue
+		}
+		if a == string(v1alpha1.ArchitectureARM64) {
+			out = append(out, DefaultGKEArmFamilies...)
+		} else {
+			out = append(out, v1alpha1.DefaultMachineFamily)
+		}
+	}
+	return "machineFamily", out, nil
 }

@@ -14,6 +14,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	gkecrd "github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
 )
 
 func eks() *v1alpha1.RunnerClass {
@@ -194,5 +195,139 @@ func TestComputeClassIsSpotFirstWithoutActiveMigration(t *testing.T) {
 	}
 	if c.Placement.NodeSelector[LabelComputeClass] != c.Name || c.Placement.PodAnnotations[AnnotationSafeToEvict] != "false" {
 		t.Errorf("placement %+v", c.Placement)
+	}
+}
+
+func gke(families ...string) *v1alpha1.RunnerClass {
+	return &v1alpha1.RunnerClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gke"},
+		Spec: v1alpha1.RunnerClassSpec{
+			Provider:     v1alpha1.CapacityProviderComputeClass,
+			ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: families},
+		},
+	}
+}
+
+func priorities(t *testing.T, c *Capacity) []string {
+	t.Helper()
+	u := c.Objects[0].(*unstructured.Unstructured)
+	prios, _, _ := unstructured.NestedSlice(u.Object, "spec", "priorities")
+	var got []string
+	for _, p := range prios {
+		m := p.(map[string]any)
+		for _, k := range []string{"machineFamily", "machineType"} {
+			if v, ok := m[k]; ok {
+				got = append(got, k+"="+v.(string))
+			}
+		}
+	}
+	return got
+}
+
+// TestEveryGKECapacityWishTakesEffectAndGKEAcceptsTheClass: instance
+// types, families and architectures each change the ComputeClass, and
+// every class built is judged by GKE's ComputeClass schema.
+func TestEveryGKECapacityWishTakesEffectAndGKEAcceptsTheClass(t *testing.T) {
+	v, err := gkecrd.ComputeClassValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		class  *v1alpha1.RunnerClass
+		mutate func(*v1alpha1.CapacitySpec)
+		want   string
+		arm    bool
+	}{
+		{"class families", gke("n2d", "c3"), nil, "machineFamily=n2d,machineFamily=c3", false},
+		{"families of the RunnerSet", gke("n2d"), func(c *v1alpha1.CapacitySpec) { c.InstanceFamilies = []string{"c3d"} }, "machineFamily=c3d", false},
+		{"instance types", gke("n2d"), func(c *v1alpha1.CapacitySpec) { c.InstanceTypes = []string{"n2d-standard-8", "n2d-highcpu-16"} },
+			"machineType=n2d-highcpu-16,machineType=n2d-standard-8", false},
+		{"arm64 only: Arm families, not the class's x86 ones", gke("n2d"), func(c *v1alpha1.CapacitySpec) { c.Architectures = []v1alpha1.Architecture{"arm64"} },
+			"machineFamily=c4a,machineFamily=t2a", true},
+		{"arm64 with a class Arm family", gke("n2d", "t2a"), func(c *v1alpha1.CapacitySpec) { c.Architectures = []v1alpha1.Architecture{"arm64"} },
+			"machineFamily=t2a", true},
+		{"both architectures", gke("n2d"), func(c *v1alpha1.CapacitySpec) { c.Architectures = []v1alpha1.Architecture{"amd64", "arm64"} },
+			"machineFamily=n2d,machineFamily=c4a,machineFamily=t2a", true},
+		{"arm64 machine types", gke("n2d"), func(c *v1alpha1.CapacitySpec) {
+			c.Architectures = []v1alpha1.Architecture{"arm64"}
+			c.InstanceTypes = []string{"c4a-standard-4"}
+		}, "machineType=c4a-standard-4", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rs()
+			if tc.mutate != nil {
+				tc.mutate(&r.Spec.Capacity)
+			}
+			c, err := For(r, tc.class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(priorities(t, c), ","); got != tc.want {
+				t.Errorf("priorities %s, want %s", got, tc.want)
+			}
+			if errs := v.Validate(c.Objects[0]); len(errs) > 0 {
+				t.Errorf("GKE would refuse the ComputeClass: %v", errs)
+			}
+			if _, ok := c.Placement.NodeTolerations["kubernetes.io/arch=arm64"]; ok != tc.arm {
+				t.Errorf("toleration of GKE's Arm taint: %v, want %v", ok, tc.arm)
+			}
+		})
+	}
+}
+
+func TestGKECapacityWishesGKECannotHonourAreRefusedNamingTheField(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.CapacitySpec)
+		says   string
+	}{
+		{"an EC2 type", func(c *v1alpha1.CapacitySpec) { c.InstanceTypes = []string{"c7i.2xlarge"} }, `spec.capacity.instanceTypes "c7i.2xlarge" is not a GCE machine type`},
+		{"an x86 family for arm64", func(c *v1alpha1.CapacitySpec) {
+			c.Architectures = []v1alpha1.Architecture{"arm64"}
+			c.InstanceFamilies = []string{"n2d"}
+		}, `spec.capacity.instanceFamilies "n2d" is an amd64 family but spec.capacity.architectures is [arm64]`},
+		{"a type outside the families", func(c *v1alpha1.CapacitySpec) {
+			c.InstanceFamilies = []string{"c3"}
+			c.InstanceTypes = []string{"n2d-standard-8"}
+		}, "not of a family in spec.capacity.instanceFamilies"},
+		{"a family GKE refuses (admitted before the rule)", func(c *v1alpha1.CapacitySpec) { c.InstanceFamilies = []string{"n2d-highmem"} }, "longer than the 10 characters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rs()
+			tc.mutate(&r.Spec.Capacity)
+			_, err := For(r, gke("n2d"))
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("got %v, want it to say %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestGKELimitsBecomeAQuotaOnTheJobsRequestsAndNeedRequestsEverywhere(t *testing.T) {
+	r := rs()
+	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("128"), corev1.ResourceMemory: resource.MustParse("512Gi")}
+	q := Quota(r, "team-a-build-jobs")
+	if q.Namespace != "team-a-build-jobs" || !q.Spec.Hard[corev1.ResourceRequestsCPU].Equal(resource.MustParse("128")) ||
+		!q.Spec.Hard[corev1.ResourceRequestsMemory].Equal(resource.MustParse("512Gi")) || len(q.Spec.Hard) != 2 {
+		t.Errorf("quota %+v", q)
+	}
+	if Quota(rs(), "ns") != nil {
+		t.Error("a quota without limits")
+	}
+	// Without requests on every job container the quota would refuse pods.
+	_, err := For(r, gke("n2d"))
+	if err == nil || !strings.Contains(err.Error(), "spec.jobs.resources.build.cpuRequest") {
+		t.Fatalf("limits without requests on GKE: %v", err)
+	}
+	one := resource.MustParse("1")
+	gi := resource.MustParse("1Gi")
+	for _, c := range []*v1alpha1.ContainerResources{&r.Spec.Jobs.Resources.Build, &r.Spec.Jobs.Resources.Helper, &r.Spec.Jobs.Resources.Service} {
+		c.CPURequest, c.MemoryRequest = &one, &gi
+	}
+	if _, err := For(r, gke("n2d")); err != nil {
+		t.Errorf("limits with requests everywhere: %v", err)
 	}
 }

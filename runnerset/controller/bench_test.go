@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 // steadyWindow is how long the benchmark watches a converged fleet for writes.
@@ -63,6 +66,8 @@ func benchFleet(b *testing.B, n int) {
 	defer stopSampling()
 
 	startWrites := writes.Load()
+	startKinds := writeKinds.snapshot()
+	startCPU := cpuSeconds()
 	start := time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -112,6 +117,16 @@ func benchFleet(b *testing.B, n int) {
 	}
 	toReady := time.Since(start)
 	convergeWrites := writes.Load() - startWrites
+	convergeCPU := cpuSeconds() - startCPU
+	kinds := writeKinds.snapshot()
+	var breakdown []string
+	for k, v := range kinds {
+		if d := v - startKinds[k]; d > 0 {
+			breakdown = append(breakdown, fmt.Sprintf("%s %.2f", k, float64(d)/float64(n)))
+		}
+	}
+	slices.Sort(breakdown)
+	b.Logf("writes per RunnerSet while converging: %s", strings.Join(breakdown, "; "))
 
 	time.Sleep(2 * time.Second) // the last status patches' watch events arrive
 	steadyStart := writes.Load()
@@ -122,11 +137,23 @@ func benchFleet(b *testing.B, n int) {
 	b.ReportMetric(float64(convergeWrites)/float64(n), "writes/runnerset")
 	b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
 	b.ReportMetric(steadyWindow.Seconds(), "steady-window-s")
+	b.ReportMetric(convergeCPU/float64(n), "cpu-s/runnerset")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
 	if steadyWrites != 0 {
 		b.Errorf("the controller wrote %d times to a fleet that did not change: a hot loop", steadyWrites)
 	}
+}
+
+// cpuSeconds is the user and system CPU time of the test process (the
+// controller, its caches and the clients that create the fleet; the API
+// server and etcd are processes of their own).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func sampleHeap(peak *atomic.Uint64) (stop func()) {
@@ -165,4 +192,121 @@ func peakRSSMiB() float64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkGitLabCalls counts the GitLab calls of N RunnerSets whose
+// runners the controller creates (group runners, a token with only
+// create_runner and manage_runner), through the loopback GitLab: while they
+// are created, over ten minutes of simulated steady state (the controller's
+// clock moves a minute and every RunnerSet is reconciled, ten times), across
+// a controller restart, and when the hourly check comes due (two simulated
+// hours later).
+func BenchmarkGitLabCalls(b *testing.B) {
+	const n = 100
+	for range b.N {
+		srv := gitlabtest.New()
+		srv.AddUser(pat, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{groupID}})
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-gitlab-"}}
+		if err := k8s.Create(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+		if err := k8s.Create(ctx, class); err != nil {
+			b.Fatal(err)
+		}
+		if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: patName}, Data: map[string][]byte{"token": []byte(pat)}}); err != nil {
+			b.Fatal(err)
+		}
+		var sets []*v1alpha1.RunnerSet
+		startWrites := writes.Load()
+		for i := range n {
+			rs := createdRunnerSet(srv, ns.Name, fmt.Sprintf("g%03d", i), class.Name)
+			if err := k8s.Create(ctx, rs); err != nil {
+				b.Fatal(err)
+			}
+			sets = append(sets, rs)
+		}
+		waitAllReady(b, ns.Name, n)
+		created := gitlabCalls(srv)
+		convergeWrites := writes.Load() - startWrites
+		time.Sleep(2 * time.Second)
+
+		nudgeAll := func(round int) {
+			for _, rs := range sets {
+				cur := &v1alpha1.RunnerSet{}
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), cur); err != nil {
+					b.Fatal(err)
+				}
+				patch := client.MergeFrom(cur.DeepCopy())
+				if cur.Annotations == nil {
+					cur.Annotations = map[string]string{}
+				}
+				cur.Annotations["bench.runnerfleet.dev/nudge"] = strconv.Itoa(round)
+				if err := k8s.Patch(ctx, cur, patch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		before := gitlabCalls(srv)
+		steadyWrites := writes.Load()
+		for minute := range 10 {
+			clockAhead.Add(int64(time.Minute))
+			nudgeAll(minute)
+		}
+		time.Sleep(2 * time.Second)
+		steady := gitlabCalls(srv) - before
+		steadyWrites = writes.Load() - steadyWrites
+
+		before = gitlabCalls(srv)
+		stopManager()
+		if err := startManager(); err != nil {
+			b.Fatal(err)
+		}
+		nudgeAll(100)
+		time.Sleep(2 * time.Second)
+		restart := gitlabCalls(srv) - before
+
+		before = gitlabCalls(srv)
+		clockAhead.Add(int64(2 * time.Hour))
+		nudgeAll(200)
+		time.Sleep(3 * time.Second)
+		hourly := gitlabCalls(srv) - before
+		clockAhead.Add(-int64(2*time.Hour + 10*time.Minute))
+
+		b.ReportMetric(float64(created)/n, "gitlab-calls/runnerset-creating")
+		b.ReportMetric(float64(steady)/n, "gitlab-calls/runnerset-10min-steady")
+		b.ReportMetric(float64(restart)/n, "gitlab-calls/runnerset-restart")
+		b.ReportMetric(float64(hourly)/n, "gitlab-calls/runnerset-hourly-check")
+		b.ReportMetric(float64(convergeWrites)/n, "writes/runnerset")
+		b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
+		if steady != 0 || restart != 0 {
+			b.Errorf("GitLab calls in steady state: %d over 10 simulated minutes, %d after a restart", steady, restart)
+		}
+		srv.Close()
+	}
+}
+
+// waitAllReady waits until the n RunnerSets of namespace ns are Ready.
+func waitAllReady(b *testing.B, ns string, n int) {
+	start := time.Now()
+	for {
+		list := &v1alpha1.RunnerSetList{}
+		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		ready := 0
+		for i := range list.Items {
+			if list.Items[i].IsReady() {
+				ready++
+			}
+		}
+		if ready == n {
+			return
+		}
+		if time.Since(start) > 30*time.Minute {
+			b.Fatalf("%d of %d Ready after 30 minutes", ready, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +22,12 @@ import (
 )
 
 // reconcileCapacity writes the tag's own NodePool and node class (or
-// ComputeClass). Every object is first sent as a dry run, so that the API
-// server — with Karpenter's own schema — judges all of them before any is
-// written: a rejected tag is never half created.
+// ComputeClass). All of them are judged before any is written, so a
+// rejected tag is never half created: by the schema and CEL rules of the
+// CRDs their owners ship (capacity.Validate, no request), and, for an
+// object that exists and is about to change, by a server-side dry run of
+// the update (the API server's own view, webhooks included). A new tag
+// costs one create per object; one that is as built, nothing.
 func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	c, err := capacity.For(s.rs, s.class)
 	var invalid *v1alpha1.Failure
@@ -33,6 +37,21 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 	}
 	if err != nil {
 		return false, 0, err
+	}
+	for _, obj := range c.Objects {
+		errs, err := capacity.Validate(obj, r.Client.Scheme())
+		if err != nil {
+			return false, 0, err
+		}
+		if len(errs) > 0 {
+			var fields []string
+			for _, e := range errs {
+				fields = append(fields, e.Field)
+			}
+			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected,
+				fmt.Sprintf("%s %s was rejected: %s; %s", r.kindOf(obj), obj.GetName(), errs.ToAggregate(), blame(r.kindOf(obj), s.class.Name, fields)))
+			return false, 0, nil
+		}
 	}
 	for _, obj := range c.Objects {
 		err := r.dryRun(ctx, s.rs, obj)
@@ -45,7 +64,24 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 		}
 	}
 	for _, obj := range c.Objects {
-		if err := r.apply(ctx, s.rs, obj); err != nil {
+		err := r.apply(ctx, s.rs, obj)
+		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
+			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
+			return false, 0, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+	}
+	// On GKE, capacity.limits is a ResourceQuota in the jobs namespace.
+	if s.class.Spec.Provider == v1alpha1.CapacityProviderComputeClass {
+		q := capacity.Quota(s.rs, s.settings.JobsNamespace)
+		if q != nil {
+			if err := r.apply(ctx, s.rs, q); err != nil {
+				return false, 0, err
+			}
+		} else if err := r.deleteOwned(ctx, s.rs, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.settings.JobsNamespace, Name: c.Name}}); err != nil {
 			return false, 0, err
 		}
 	}

@@ -171,3 +171,33 @@ func TestAClassWithoutItsProviderSettingsIsRefusedAtAdmission(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+func TestGKELimitsAreAResourceQuotaInTheJobsNamespace(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) {
+		c.Spec.Provider = v1alpha1.CapacityProviderComputeClass
+		c.Spec.ComputeClass = &v1alpha1.ComputeClassSettings{MachineFamilies: []string{"n2d"}}
+		c.Spec.Policy.Identity = v1alpha1.IdentityPolicy{}
+	})
+	newSecret(t, ns, "quota-token", token)
+	rs := runnerSet(ns, "quota", class.Name)
+	rs.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("128")}
+	one := resource.MustParse("1")
+	rs.Spec.Jobs.Resources.Build.CPURequest = &one
+	rs.Spec.Jobs.Resources.Helper.CPURequest = &one
+	rs.Spec.Jobs.Resources.Service.CPURequest = &one
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	jobs := cur.Status.JobsNamespace
+	q := get(t, jobs, naming.For(ns, "quota").Capacity(), &corev1.ResourceQuota{})
+	if got := q.Spec.Hard[corev1.ResourceRequestsCPU]; !got.Equal(resource.MustParse("128")) || len(q.Spec.Hard) != 1 {
+		t.Errorf("quota %v, want requests.cpu 128", q.Spec.Hard)
+	}
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.Capacity.Limits = nil })
+	eventually(t, "the quota gone with the limits", func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: q.Name}, &corev1.ResourceQuota{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}

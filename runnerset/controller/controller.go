@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -83,8 +85,30 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Tokens    TokenSource
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	created createdObjects
 
 	steps []step
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// WithClock makes the Reconciler read the time from now, for example a
+// test's clock that jumps ahead.
+func WithClock(now func() time.Time) Option {
+	return func(r *Reconciler) {
+		r.Now = now
+		if t, ok := r.Tokens.(Tokens); ok {
+			t.GitLab.Now = now
+		}
+	}
 }
 
 // Option changes a Reconciler built by New.
@@ -149,6 +173,8 @@ type state struct {
 	placement  runnerconfig.JobPlacement
 	configTOML []byte
 	configHash string
+	// managersSince is when the managers' Deployment was created.
+	managersSince time.Time
 }
 
 // step owns one condition. It returns done=false to stop the pass (its
@@ -208,7 +234,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		case err != nil:
 			// A step that failed without saying why in its condition
 			// gets the cause there: the user reads status, not logs.
-			if now := meta.FindStatusCondition(rs.Status.Conditions, st.condition); !apierrors.IsConflict(err) && (now == nil || equality.Semantic.DeepEqual(now, was)) {
+			var rep *reportedError
+			if now := meta.FindStatusCondition(rs.Status.Conditions, st.condition); !apierrors.IsConflict(err) && !errors.As(err, &rep) && (now == nil || equality.Semantic.DeepEqual(now, was)) {
 				rs.SetCondition(st.condition, metav1.ConditionFalse, v1alpha1.ReasonWriteFailed,
 					fmt.Sprintf("%v; runnerfleet retries with backoff. If it persists, check the controller's permissions and the object named here", err))
 			}
@@ -224,6 +251,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation
+	if len(errs) == 0 && r.startingUp(before, rs, s) {
+		// A new RunnerSet whose only wait is its first managers' rollout:
+		// the Deployment's progress brings the next pass, which writes
+		// the status once, Ready or not, instead of once per pass.
+		return reconcile.Result{RequeueAfter: firstStatusWithin}, nil
+	}
 	r.recordTransitions(before, rs)
 	if err := r.patchStatus(ctx, before, rs); err != nil {
 		errs = append(errs, err)
@@ -232,6 +265,77 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return conflictIsRequeue(err)
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// createdObjects remembers the objects this controller created in the
+// last seconds: a pass right after the one that created them may run
+// before the cache has seen them, and reads them from the API server
+// rather than trying to create them again. Any other object the cache
+// does not hold is created without a read first.
+type createdObjects struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// createdRecently is how long a created object may stay unseen by the cache.
+const createdRecently = 30 * time.Second
+
+func (c *createdObjects) add(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]time.Time{}
+	}
+	for k, at := range c.m {
+		if now.Sub(at) > createdRecently {
+			delete(c.m, k)
+		}
+	}
+	c.m[key] = now
+}
+
+func (c *createdObjects) recent(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.m[key]
+	return ok && now.Sub(at) <= createdRecently
+}
+
+func (c *createdObjects) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+// reportedError is a step's error whose cause the step already wrote into
+// its condition: a condition unchanged since the last pass is then no sign
+// that the step said nothing, and must not be overwritten (which would
+// flip it back and forth, a status write and a new pass each time).
+type reportedError struct{ error }
+
+func (e *reportedError) Unwrap() error { return e.error }
+
+// firstStatusWithin bounds how long a new RunnerSet whose managers are
+// starting may go without a status.
+const firstStatusWithin = 10 * time.Second
+
+// startingUp reports whether rs has never had a status, its managers'
+// Deployment was created less than firstStatusWithin ago, and it waits for
+// nothing but that first rollout: then its first status can wait for it.
+func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet, s *state) bool {
+	if len(before.Status.Conditions) > 0 || s.managersSince.IsZero() || r.now().Sub(s.managersSince) >= firstStatusWithin {
+		return false
+	}
+	for _, c := range rs.Status.Conditions {
+		switch {
+		case c.Type == v1alpha1.ConditionReady:
+		case c.Status == metav1.ConditionTrue:
+		case c.Type == v1alpha1.ConditionManagersAvailable && c.Reason == v1alpha1.ReasonRollingOut:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // patchStatus writes status once, and only when it changed.
@@ -247,8 +351,14 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ru
 }
 
 // recordTransitions emits an Event for every condition that changed status.
+// A RunnerSet's first status that is all True is no transition: it gets no
+// Event (a thousand new RunnerSets would write a thousand), failures do.
 func (r *Reconciler) recordTransitions(before, after *v1alpha1.RunnerSet) {
+	first := len(before.Status.Conditions) == 0
 	for _, c := range after.Status.Conditions {
+		if first && c.Status == metav1.ConditionTrue {
+			continue
+		}
 		old := meta.FindStatusCondition(before.Status.Conditions, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
@@ -290,7 +400,9 @@ func (r *Reconciler) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet,
 	return r.write(ctx, owner, desired, false)
 }
 
-// dryRun sends what apply would write as a server-side dry run.
+// dryRun sends what apply would write as a server-side dry run, when it
+// would update an object; a create is not dry run (the caller judged the
+// new object offline).
 func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
 	_, err := r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
 	return err
@@ -308,41 +420,49 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 	kind := r.kindOf(desired)
 	live := desired.DeepCopyObject().(client.Object)
 	// The cache holds only objects labelled as runnerfleet's, and no
-	// Secrets at all: Secrets are read from the API server, and anything
-	// the cache does not see is looked up there before it is created, so
-	// that an object someone else made is found, not overwritten.
+	// Secrets at all: Secrets are read from the API server. An object
+	// someone else made under the name is found by the create that fails
+	// (AlreadyExists) and judged, never overwritten.
 	var reader client.Reader = r.Client
 	if _, ok := desired.(*corev1.Secret); ok {
 		reader = r.APIReader
 	}
+	key := kind + "/" + desired.GetNamespace() + "/" + desired.GetName()
 	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) && reader != r.APIReader {
+	if err == nil {
+		r.created.forget(key)
+	}
+	if apierrors.IsNotFound(err) && reader != r.APIReader && r.created.recent(key, r.now()) {
+		// Created moments ago and not in the cache yet: ask the API server.
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	}
 	switch {
+	case apierrors.IsNotFound(err) && dryRun:
+		return desired, nil
 	case apierrors.IsNotFound(err):
+		// Not in the cache (or, for a Secret, not there at all): create it.
+		// An object of that name the cache does not see (someone else's,
+		// or one without runnerfleet's label) makes the create fail with
+		// AlreadyExists and is then read from the API server and judged:
+		// one write for a new object, no read before it.
 		var createOpts []client.CreateOption
 		if dryRun {
 			createOpts = append(createOpts, client.DryRunAll)
 		}
 		err := r.Client.Create(ctx, desired, createOpts...)
-		if apierrors.IsAlreadyExists(err) {
-			// Made by someone else since we looked: judge it as below.
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-				return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
+		if err == nil {
+			if !dryRun {
+				r.created.add(key, r.now())
+				log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
 			}
-			if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
-				return nil, itw
-			}
+			return desired, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("creating %s %s: %w", kind, desired.GetName(), err)
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+			return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 		}
-		if !dryRun {
-			log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
-		}
-		return desired, nil
 	case err != nil:
 		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
@@ -366,6 +486,24 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
 	}
 	return desired, nil
+}
+
+// deleteOwned deletes obj (by its kind, namespace and name) when the cache
+// holds it and it is owner's (by controller reference, or by owner labels
+// outside owner's namespace); anything else is left alone.
+func (r *Reconciler) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet, obj client.Object) error {
+	live := obj.DeepCopyObject().(client.Object)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if r.inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: ptr.To(live.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s %s: %w", r.kindOf(obj), obj.GetName(), err)
+	}
+	log.FromContext(ctx).Info("Deleted object", "kind", r.kindOf(obj), "name", obj.GetName())
+	return nil
 }
 
 // sameData reports whether a Secret's data is what was built: the spec hash
@@ -606,6 +744,7 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&policyv1.PodDisruptionBudget{}: managed,
 		&corev1.Namespace{}:             managed,
 		&networkingv1.NetworkPolicy{}:   managed,
+		&corev1.ResourceQuota{}:         managed,
 	}
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
@@ -661,7 +800,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
 	// owner labels.
-	for _, obj := range []client.Object{&corev1.Namespace{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ResourceQuota{}} {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity))
 	}
 	// Cluster-scoped capacity cannot carry an ownerReference to a namespaced

@@ -162,10 +162,32 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if !metav1.IsControlledBy(d, cur) {
 		t.Error("Deployment is not controlled by the RunnerSet")
 	}
-	pdb := get(t, ns, n.Managers(), &policyv1.PodDisruptionBudget{})
-	if pdb.Spec.MaxUnavailable.IntValue() != 1 {
-		t.Errorf("PDB maxUnavailable = %v", pdb.Spec.MaxUnavailable)
+	// One manager: a budget of one unavailable would protect nothing.
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Managers()}, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a PodDisruptionBudget for a single manager: %v", err)
 	}
+}
+
+func TestManagersHaveADisruptionBudgetFromTwoReplicasOn(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "pdb-token", token)
+	rs := runnerSet(ns, "pdb", class.Name)
+	rs.Spec.Managers.Replicas = ptr.To[int32](2)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "pdb")
+	pdb := get(t, ns, n.Managers(), &policyv1.PodDisruptionBudget{})
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 || !metav1.IsControlledBy(pdb, cur) {
+		t.Errorf("PDB maxUnavailable = %v, controlled by the RunnerSet: %v", pdb.Spec.MaxUnavailable, metav1.IsControlledBy(pdb, cur))
+	}
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.Managers.Replicas = ptr.To[int32](1) })
+	eventually(t, "the budget gone with the second manager", func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Managers()}, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 }
 
 func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {

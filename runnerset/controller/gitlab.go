@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +36,12 @@ const (
 	keyObtained  = "token-obtained-at"
 	keyURL       = "gitlab-url"
 	keySettings  = "settings-hash"
+	// keyTokenSum is the SHA-256 of the token the controller stored or
+	// last verified: a token edited by hand no longer matches it.
+	keyTokenSum = "token-sha256"
+	// keyRetired lists runners replaced by this one, deleted from GitLab
+	// once the managers run on the new token.
+	keyRetired = "retired-runner-ids"
 )
 
 // GitLabTokens creates the runner of a RunnerSet in GitLab, keeps its token
@@ -56,6 +64,8 @@ type GitLabTokens struct {
 	// NewGitLab returns a client for the GitLab at url acting with token pat.
 	NewGitLab func(url, pat string) (gitlab.Client, error)
 	Now       func() time.Time
+
+	checks tokenChecks
 }
 
 // Marker ties a GitLab runner to the RunnerSet with uid.
@@ -146,7 +156,6 @@ func (g *GitLabTokens) letGoOfAPITokens(ctx context.Context, rs *v1alpha1.Runner
 
 // Token implements TokenSource.
 func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (*RunnerToken, error) {
-	reg := rs.Spec.GitLab.Runner
 	names := naming.For(rs.Namespace, rs.Name)
 	ref := v1alpha1.SecretKeyRef{Name: names.RunnerToken(), Key: keyToken}
 	api, err := g.api(ctx, rs, url)
@@ -164,86 +173,222 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		return nil, tokenSecretInTheWay(rs, sec)
 	}
 	if err == nil && len(sec.Data[keyToken]) > 0 {
-		id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64)
-		obtained, _ := time.Parse(time.RFC3339, string(sec.Data[keyObtained]))
-		expires, _ := time.Parse(time.RFC3339, string(sec.Data[keyExpiresAt]))
-		renewAt := renewTime(obtained, expires)
-		valid := true
-		if id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
-			// A token GitLab no longer accepts (the runner was deleted or its
-			// token reset outside runnerfleet) is replaced below.
-			ok, err := api.VerifyToken(ctx, string(sec.Data[keyToken]))
-			if err != nil {
-				return nil, g.explain(rs, err)
-			}
-			valid = ok
-			if !ok {
-				log.FromContext(ctx).Info("GitLab no longer accepts the stored runner token; replacing it", "runnerID", id)
-				g.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "TokenRejected", "VerifyToken",
-					"GitLab no longer accepts the token of runner %d; runnerfleet replaces it", id)
-			}
+		return g.keep(ctx, rs, url, api, sec, ref)
+	}
+	// No usable token: adopt what an earlier attempt left, or create.
+	tok, err := g.adoptOrCreate(ctx, rs, api, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.store(ctx, rs, url, tok, nil)
+}
+
+// keep checks the stored token only when there is a reason to, and renews
+// or replaces it when it must:
+//
+//   - when it changed: a token that is not the one the controller stored
+//     (edited by hand), or a spec that changed, is verified once;
+//   - when it is due for renewal (two thirds into its life);
+//   - at most once an hour per runner, with jitter so that a fleet's checks
+//     spread over time and a restart makes none, through GET /runners/:id,
+//     which tells a runner deleted in GitLab without posing as a manager.
+//
+// A converged RunnerSet therefore makes no GitLab call at all.
+func (g *GitLabTokens) keep(ctx context.Context, rs *v1alpha1.RunnerSet, url string, api gitlab.Client, sec *corev1.Secret, ref v1alpha1.SecretKeyRef) (*RunnerToken, error) {
+	id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64)
+	value := string(sec.Data[keyToken])
+	obtained, _ := time.Parse(time.RFC3339, string(sec.Data[keyObtained]))
+	expires, _ := time.Parse(time.RFC3339, string(sec.Data[keyExpiresAt]))
+	retired := parseIDs(string(sec.Data[keyRetired]))
+	renewAt := renewTime(obtained, expires)
+	now := g.now()
+	if id == 0 {
+		tok, err := g.adoptOrCreate(ctx, rs, api, retired)
+		if err != nil {
+			return nil, err
 		}
-		if valid && id != 0 && (renewAt.IsZero() || g.now().Before(renewAt)) {
-			// Tags and settings changed in the spec reach GitLab.
-			if want := settingsHash(rs); string(sec.Data[keySettings]) != want {
+		return g.store(ctx, rs, url, tok, retired)
+	}
+	valid, gone, asked := true, false, false
+	switch {
+	case !renewAt.IsZero() && !now.Before(renewAt):
+		valid = false // rotate
+	case !gitlabrunner.TokenFormat.MatchString(value):
+		// Edited by hand into something that is no token: no need to ask.
+		log.FromContext(ctx).Info("The stored runner token is not a runner token; replacing it", "runnerID", id)
+		valid = false
+	case string(sec.Data[keyTokenSum]) != tokenSum(value) || string(sec.Data[keySettings]) != settingsHash(rs):
+		// The token is not the one recorded (edited by hand), or the
+		// runner's settings changed. Both keys are recorded only once the
+		// token is known good, so a pass cut short checks again.
+		ok, err := api.VerifyToken(ctx, value, gitlab.SystemID)
+		if err != nil {
+			return nil, g.explain(rs, err)
+		}
+		valid, asked = ok, true
+	case g.checks.due(rs.UID, now):
+		exists, err := api.RunnerExists(ctx, id)
+		if err != nil {
+			return nil, g.explain(rs, err)
+		}
+		gone, asked = !exists, true
+	}
+	if asked && valid && !gone {
+		g.checks.checked(rs.UID, now) // a failed check stays due until replaced
+	}
+	if !valid {
+		log.FromContext(ctx).Info("GitLab no longer accepts the stored runner token, or it is due for renewal; replacing it", "runnerID", id)
+	}
+	if valid && !gone {
+		// Tags and settings changed in the spec reach GitLab; a token
+		// verified after a hand edit is remembered as checked.
+		want := settingsHash(rs)
+		if string(sec.Data[keySettings]) != want || string(sec.Data[keyTokenSum]) != tokenSum(value) {
+			if string(sec.Data[keySettings]) != want {
 				if err := api.UpdateRunner(ctx, id, settings(rs)); err != nil && gitlab.StatusOf(err) != http.StatusNotFound {
 					return nil, g.explain(rs, err)
 				}
-				patch := client.MergeFrom(sec.DeepCopy())
-				sec.Data[keySettings] = []byte(want)
-				if err := g.Client.Patch(ctx, sec, patch); err != nil {
-					return nil, fmt.Errorf("recording the settings of runner %d: %w", id, err)
-				}
 				log.FromContext(ctx).Info("Updated runner settings in GitLab", "runnerID", id)
 			}
-			return &RunnerToken{Value: string(sec.Data[keyToken]), SecretRef: ref, RunnerID: id, RenewAt: renewAt}, nil
-		}
-		if id != 0 {
-			tok, err := api.ResetToken(ctx, id)
-			switch {
-			case err == nil:
-				log.FromContext(ctx).Info("Rotated runner token", "runnerID", id, "expiresAt", expires)
-				g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "TokenRotated", "RotateToken",
-					"rotated the token of runner %d; managers roll to the new one", id)
-				return g.store(ctx, rs, url, tok)
-			case gitlab.StatusOf(err) == http.StatusNotFound:
-				// Deleted in GitLab behind our back: make a new one below.
-				log.FromContext(ctx).Info("Runner is gone from GitLab; creating a new one", "runnerID", id)
-			default:
-				return nil, g.explain(rs, err)
+			patch := client.MergeFrom(sec.DeepCopy())
+			sec.Data[keySettings] = []byte(want)
+			sec.Data[keyTokenSum] = []byte(tokenSum(value))
+			if err := g.Client.Patch(ctx, sec, patch); err != nil {
+				return nil, fmt.Errorf("recording the settings of runner %d: %w", id, err)
 			}
 		}
+		return &RunnerToken{Value: value, SecretRef: ref, RunnerID: id, RenewAt: renewAt,
+			CheckAt: g.checks.next(rs.UID, now), Retire: g.retire(api, rs, sec, retired)}, nil
 	}
+	if !gone {
+		tok, err := api.ResetToken(ctx, id)
+		switch {
+		case err == nil:
+			log.FromContext(ctx).Info("Rotated runner token", "runnerID", id, "expiresAt", expires)
+			g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "TokenRotated", "RotateToken",
+				"rotated the token of runner %d; managers roll to the new one", id)
+			return g.store(ctx, rs, url, tok, retired)
+		case refusedRunner(err):
+			// Deleted in GitLab, or a runner GitLab will not renew (its
+			// token expired or was revoked): replace the runner below.
+		default:
+			return nil, g.explain(rs, err)
+		}
+	}
+	log.FromContext(ctx).Info("Runner is gone from GitLab or refuses renewal; replacing the runner", "runnerID", id)
+	g.Recorder.Eventf(rs, nil, corev1.EventTypeWarning, "RunnerReplaced", "ReplaceRunner",
+		"GitLab no longer accepts runner %d or its token; runnerfleet creates a new runner, rolls the managers to it and deletes the old one once they drained", id)
+	retired = appendID(retired, id)
+	tok, err := g.adoptOrCreate(ctx, rs, api, retired)
+	if err != nil {
+		return nil, err
+	}
+	return g.store(ctx, rs, url, tok, retired)
+}
 
-	// No usable token: adopt what an earlier attempt left, or create.
-	marker := Marker(string(rs.UID))
-	ids, err := api.FindRunners(ctx, scopeOf(reg), marker)
+// refusedRunner reports whether GitLab refused to renew a runner's token
+// for a reason no retry fixes: the runner is gone (404) or GitLab forbids
+// it (403) although the access token has its scopes.
+func refusedRunner(err error) bool {
+	var ge *gitlab.Error
+	if !errors.As(err, &ge) {
+		return false
+	}
+	return ge.Status == http.StatusNotFound || (ge.Status == http.StatusForbidden && !ge.InsufficientScope())
+}
+
+// adoptOrCreate returns a runner for rs: the oldest one an earlier attempt
+// left (found by the marker in its description; runners in skip, which are
+// being retired, never count), with any others deleted, or a new one.
+func (g *GitLabTokens) adoptOrCreate(ctx context.Context, rs *v1alpha1.RunnerSet, api gitlab.Client, skip []int64) (*gitlab.Token, error) {
+	reg := rs.Spec.GitLab.Runner
+	found, err := api.FindRunners(ctx, scopeOf(reg), Marker(string(rs.UID)))
 	if err != nil {
 		return nil, g.explain(rs, err)
 	}
-	var tok *gitlab.Token
-	if len(ids) > 0 {
-		for _, extra := range ids[1:] {
-			if err := api.DeleteRunner(ctx, extra); err != nil {
-				return nil, g.explain(rs, err)
-			}
-			log.FromContext(ctx).Info("Deleted a duplicate runner an earlier attempt left", "runnerID", extra)
+	var ids []int64
+	for _, id := range found {
+		if !slices.Contains(skip, id) {
+			ids = append(ids, id)
 		}
-		if tok, err = api.ResetToken(ctx, ids[0]); err != nil {
-			return nil, g.explain(rs, err)
-		}
-		if err := api.UpdateRunner(ctx, ids[0], settings(rs)); err != nil {
-			return nil, g.explain(rs, err)
-		}
-		log.FromContext(ctx).Info("Adopted the runner an earlier attempt created", "runnerID", ids[0])
-	} else {
-		if tok, err = api.CreateRunner(ctx, settings(rs)); err != nil {
+	}
+	if len(ids) == 0 {
+		tok, err := api.CreateRunner(ctx, settings(rs))
+		if err != nil {
 			return nil, g.explain(rs, err)
 		}
 		log.FromContext(ctx).Info("Created runner in GitLab", "runnerID", tok.RunnerID, "type", reg.Type)
 		g.Recorder.Eventf(rs, nil, corev1.EventTypeNormal, "RunnerCreated", "CreateRunner", "created %s runner %d in GitLab", reg.Type, tok.RunnerID)
+		return tok, nil
 	}
-	return g.store(ctx, rs, url, tok)
+	for _, extra := range ids[1:] {
+		if err := api.DeleteRunner(ctx, extra); err != nil {
+			return nil, g.explain(rs, err)
+		}
+		log.FromContext(ctx).Info("Deleted a duplicate runner an earlier attempt left", "runnerID", extra)
+	}
+	tok, err := api.ResetToken(ctx, ids[0])
+	if err != nil {
+		return nil, g.explain(rs, err)
+	}
+	if err := api.UpdateRunner(ctx, ids[0], settings(rs)); err != nil {
+		return nil, g.explain(rs, err)
+	}
+	log.FromContext(ctx).Info("Adopted the runner an earlier attempt created", "runnerID", ids[0])
+	return tok, nil
+}
+
+// retire returns the function that deletes the runners rs replaced, once
+// its managers run on the new token (nil when there are none): the old
+// managers drain on the old runner first.
+func (g *GitLabTokens) retire(api gitlab.Client, rs *v1alpha1.RunnerSet, sec *corev1.Secret, ids []int64) func(context.Context) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		for _, id := range ids {
+			if err := api.DeleteRunner(ctx, id); err != nil { // 404 counts as deleted
+				return g.explain(rs, err)
+			}
+			log.FromContext(ctx).Info("Deleted the replaced runner from GitLab", "runnerID", id)
+		}
+		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		delete(sec.Data, keyRetired)
+		if err := g.Client.Patch(ctx, sec, patch); err != nil {
+			return fmt.Errorf("recording that the replaced runners are deleted: %w", err)
+		}
+		return nil
+	}
+}
+
+func tokenSum(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:])
+}
+
+func parseIDs(s string) []int64 {
+	var out []int64
+	for f := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == ',' }) {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil && id > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func appendID(ids []int64, id int64) []int64 {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(slices.Clone(ids), id)
+}
+
+func formatIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 // tokenSecretInTheWay is the condition of a RunnerSet whose runner token
@@ -297,7 +442,7 @@ func renewTime(obtained, expires time.Time) time.Time {
 }
 
 // store writes the token Secret, owned by the RunnerSet.
-func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token) (*RunnerToken, error) {
+func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url string, tok *gitlab.Token, retired []int64) (*RunnerToken, error) {
 	if !gitlabrunner.TokenFormat.MatchString(tok.Value) {
 		// Nothing else can be a runner token; refuse before a manager sees it.
 		return nil, fmt.Errorf("GitLab returned a token for runner %d that is not 8 to 512 letters, digits, '.', '_' or '-'; refusing to pass it to the managers", tok.RunnerID)
@@ -313,6 +458,10 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 			keyObtained: []byte(now.Format(time.RFC3339)),
 			keyURL:      []byte(url),
 			keySettings: []byte(settingsHash(rs)),
+			keyTokenSum: []byte(tokenSum(tok.Value)),
+		}
+		if len(retired) > 0 {
+			sec.Data[keyRetired] = []byte(formatIDs(retired))
 		}
 		if !tok.ExpiresAt.IsZero() {
 			sec.Data[keyExpiresAt] = []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))
@@ -343,11 +492,14 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		// The runner exists; the next pass finds it by its marker.
 		return nil, fmt.Errorf("storing the token of runner %d: %w", tok.RunnerID, err)
 	}
+	g.checks.checked(rs.UID, now)
 	return &RunnerToken{
 		Value:     tok.Value,
 		SecretRef: v1alpha1.SecretKeyRef{Name: sec.Name, Key: keyToken},
 		RunnerID:  tok.RunnerID,
 		RenewAt:   renewTime(now, tok.ExpiresAt),
+		CheckAt:   g.checks.next(rs.UID, now),
+		// The next pass retires them, once the managers rolled.
 	}, nil
 }
 
@@ -380,6 +532,8 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 	if id, _ := strconv.ParseInt(string(sec.Data[keyRunnerID]), 10, 64); id != 0 {
 		ids = append(ids, id)
 	}
+	ids = append(ids, parseIDs(string(sec.Data[keyRetired]))...)
+	g.checks.forget(rs.UID)
 	for _, id := range ids {
 		if err := api.DeleteRunner(ctx, id); err != nil { // 404 counts as deleted
 			return g.explain(rs, err)
@@ -403,6 +557,18 @@ func (g *GitLabTokens) explain(rs *v1alpha1.RunnerSet, err error) error {
 	}
 	reg := rs.Spec.GitLab.Runner
 	secret := fmt.Sprintf("Secret %s/%s key %q (spec.gitlab.runner.apiTokenSecretRef)", rs.Namespace, reg.APITokenSecretRef.Name, reg.APITokenSecretRef.KeyOrDefault())
+	switch {
+	case ge.InsufficientScope() && reg.Type == v1alpha1.RunnerTypeInstance && strings.HasPrefix(ge.Op, "listing runners"):
+		// GitLab lists instance runners only through GET /runners/all,
+		// which create_runner and manage_runner do not open.
+		return v1alpha1.Failf(v1alpha1.ReasonGitLabForbidden,
+			"%s: GitLab refused it for want of a scope (insufficient_scope); an instance runner is found again after an interrupted attempt only through GET /runners/all, which needs an administrator's token with the read_api (or api) scope besides create_runner and manage_runner: add read_api to the token in %s",
+			ge.Op, secret)
+	case ge.InsufficientScope():
+		return v1alpha1.Failf(v1alpha1.ReasonGitLabForbidden,
+			"%s: GitLab refused it for want of a scope (insufficient_scope); the token in %s needs the create_runner and manage_runner scopes",
+			ge.Op, secret)
+	}
 	switch ge.Status {
 	case http.StatusUnauthorized:
 		return v1alpha1.Failf(v1alpha1.ReasonGitLabUnauthorized,

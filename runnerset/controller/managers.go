@@ -25,13 +25,21 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if err != nil {
 		return false, 0, err
 	}
-	if err := r.apply(ctx, s.rs, resources.PodDisruptionBudget(s.rs)); err != nil {
+	// A budget of one unavailable manager protects nothing when there is
+	// only one (it would only keep an unready one from being evicted): it
+	// exists only for two managers or more.
+	if pdb := resources.PodDisruptionBudget(s.rs); s.rs.Spec.Managers.ReplicasOrDefault() > 1 {
+		if err := r.apply(ctx, s.rs, pdb); err != nil {
+			return false, 0, err
+		}
+	} else if err := r.deleteOwned(ctx, s.rs, pdb); err != nil {
 		return false, 0, err
 	}
 	// Judge the rollout by what the API server returned for the write: a
 	// cached read right after an update may still show the old template
 	// fully available.
 	live := written.(*appsv1.Deployment)
+	s.managersSince = live.CreationTimestamp.Time
 	want := s.rs.Spec.Managers.ReplicasOrDefault()
 	ready := live.Status.UpdatedReplicas
 	if live.Status.AvailableReplicas < ready {
@@ -44,6 +52,12 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	s.rs.Status.ReadyManagers = ready
 	s.rs.Status.Managers = fmt.Sprintf("%d/%d", ready, want)
 
+	if s.token.Retire != nil && (want == 0 || ready >= want && live.Status.Replicas == live.Status.UpdatedReplicas) {
+		// Every manager runs on the new token: the replaced runner goes.
+		if err := s.token.Retire(ctx); err != nil {
+			return false, 0, err
+		}
+	}
 	switch {
 	case want == 0:
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonScaledToZero,

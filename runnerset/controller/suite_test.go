@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -123,7 +124,8 @@ func startManager() error {
 	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
-		}))
+		}),
+		controller.WithClock(func() time.Time { return time.Now().Add(time.Duration(clockAhead.Load())) }))
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		return err
@@ -150,6 +152,10 @@ func stopManager() {
 	}
 }
 
+// clockAhead is how far the controller's clock runs ahead of the wall
+// clock: tests move it to simulate hours passing.
+var clockAhead atomic.Int64
+
 // writes counts the controller's mutating API requests.
 var writes atomic.Int64
 
@@ -159,8 +165,51 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		writes.Add(1)
+		writeKinds.add(req)
 	}
 	return c.next.RoundTrip(req)
+}
+
+// writeKinds counts writes by verb and resource ("POST serviceaccounts",
+// "PATCH runnersets/status", "POST nodepools (dry run)").
+var writeKinds = &writeCounter{m: map[string]int{}}
+
+type writeCounter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (w *writeCounter) add(req *http.Request) {
+	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/group/version/..., then namespaces/ns/, then resource[/name[/sub]]
+	i := 2
+	if seg[0] == "apis" {
+		i = 3
+	}
+	if i+1 < len(seg) && seg[i] == "namespaces" && i+2 < len(seg) {
+		i += 2
+	}
+	res := ""
+	if i < len(seg) {
+		res = seg[i]
+		if i+2 < len(seg) {
+			res += "/" + seg[i+2]
+		}
+	}
+	key := req.Method + " " + res
+	if req.URL.Query().Has("dryRun") {
+		key += " (dry run)"
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[key]++
+}
+
+// snapshot returns the counts so far.
+func (w *writeCounter) snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.m)
 }
 
 // Token is a well-formed runner token; tests check it never leaks.

@@ -38,6 +38,12 @@ type RunnerToken struct {
 	RunnerID int64
 	// RenewAt is when the controller rotates the token; zero for never.
 	RenewAt time.Time
+	// CheckAt is when the controller next checks the token with GitLab;
+	// zero for never.
+	CheckAt time.Time
+	// Retire, when set, deletes the runners this one replaced; it is called
+	// once every manager runs on this token.
+	Retire func(context.Context) error
 }
 
 // registrationTokenPrefix starts the runner registration tokens GitLab no
@@ -145,7 +151,7 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 	case err != nil:
 		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonGitLabUnavailable,
 			fmt.Sprintf("%v; retrying with backoff", err))
-		return false, 0, err
+		return false, 0, &reportedError{err}
 	}
 	s.token = tok
 	if tok.RunnerID != 0 {
@@ -156,9 +162,14 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 		msg = fmt.Sprintf("runner %d exists in GitLab and its token is in Secret %s", tok.RunnerID, tok.SecretRef.Name)
 	}
 	s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionTrue, v1alpha1.ReasonReconciled, msg)
-	var renew time.Duration
-	if !tok.RenewAt.IsZero() {
-		renew = max(time.Until(tok.RenewAt), time.Second)
+	var requeue time.Duration
+	for _, at := range []time.Time{tok.RenewAt, tok.CheckAt} {
+		if at.IsZero() {
+			continue
+		}
+		if d := max(at.Sub(r.now()), time.Second); requeue == 0 || d < requeue {
+			requeue = d
+		}
 	}
-	return true, renew, nil
+	return true, requeue, nil
 }

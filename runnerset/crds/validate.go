@@ -2,6 +2,7 @@ package crds
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -11,8 +12,10 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 )
@@ -45,7 +48,7 @@ func ValidatorFor(name string) (*Validator, error) {
 		}
 		validators = map[string]*Validator{}
 		for _, crd := range all {
-			v, err := newValidator(crd)
+			v, err := NewValidator(crd)
 			if err != nil {
 				validatorsErr = fmt.Errorf("CRD %s: %w", crd.Name, err)
 				return
@@ -63,7 +66,9 @@ func ValidatorFor(name string) (*Validator, error) {
 	return v, nil
 }
 
-func newValidator(crd *apiextensionsv1.CustomResourceDefinition) (*Validator, error) {
+// NewValidator returns the Validator of crd's storage version, for CRDs
+// that are not runnerfleet's own (GKE's ComputeClass in runnerset/crds/gke).
+func NewValidator(crd *apiextensionsv1.CustomResourceDefinition) (*Validator, error) {
 	for _, ver := range crd.Spec.Versions {
 		if !ver.Storage || ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil {
 			continue
@@ -89,12 +94,31 @@ func newValidator(crd *apiextensionsv1.CustomResourceDefinition) (*Validator, er
 // object of the CRD's kind, with apiVersion and kind set) on create. Paths
 // are the object's own (spec.tags[0], metadata.name).
 func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	// The object as the API server receives it: its JSON, decoded as the
+	// server decodes it (whole numbers as int64).
+	b, err := json.Marshal(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
+	u := map[string]any{}
+	if err := utiljson.Unmarshal(b, &u); err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	pruneCopy := map[string]any{}
+	_ = utiljson.Unmarshal(b, &pruneCopy)
 	structuraldefaulting.Default(u, v.structural)
-	errs := apiservervalidation.ValidateCustomResource(nil, u, v.schema)
+	// The API server drops a null it may not keep (what a Go client sends
+	// for a nil slice) before it validates.
+	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u, v.structural)
+	var errs field.ErrorList
+	// A field the schema does not know is dropped by the API server, so a
+	// wish written there would silently not take effect: report it as
+	// kubectl's strict field validation does.
+	pruned := structuralpruning.PruneWithOptions(pruneCopy, v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	for _, p := range pruned {
+		errs = append(errs, field.Invalid(field.NewPath(p), "", "unknown field: the API server drops it"))
+	}
+	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u, v.schema)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structural, u)...)
 	if v.cel != nil {
 		celErrs, _ := v.cel.Validate(context.Background(), nil, v.structural, u, nil, celconfig.RuntimeCELCostBudget)

@@ -55,3 +55,48 @@ func TestTheOfflineValidatorAppliesTheCRDsSchemaAndCELRules(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionRefusesMachineFamiliesGKERefuses: RunnerSets and
+// RunnerClasses are admitted only with machine families and types GKE's
+// ComputeClass accepts (at most 10 characters, not ek or e4a).
+func TestAdmissionRefusesMachineFamiliesGKERefuses(t *testing.T) {
+	rsv, err := ValidatorFor("runnersets.runnerfleet.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []string{"n2d-highmem", "ek", "e4a"} {
+		errs := rsv.Validate(runnerSet(func(rs *v1alpha1.RunnerSet) { rs.Spec.Capacity.InstanceFamilies = []string{fam} }))
+		if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.capacity.instanceFamilies") {
+			t.Errorf("RunnerSet family %q admitted: %v", fam, errs)
+		}
+	}
+	if errs := rsv.Validate(runnerSet(func(rs *v1alpha1.RunnerSet) { rs.Spec.Capacity.InstanceTypes = []string{"e4a-standard-4"} })); len(errs) == 0 {
+		t.Error("RunnerSet machine type e4a-standard-4 admitted")
+	}
+	if errs := rsv.Validate(runnerSet(func(rs *v1alpha1.RunnerSet) {
+		rs.Spec.Capacity.InstanceFamilies = []string{"c7i-flex", "n2d", "c4a", "u7in-16tb"}
+		rs.Spec.Capacity.InstanceTypes = []string{"c7i.2xlarge", "n2d-standard-8"}
+	})); len(errs) > 0 {
+		t.Errorf("families and types of EC2 and GCE refused: %v", errs)
+	}
+	rcv, err := ValidatorFor("runnerclasses.runnerfleet.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := func(fams ...string) *v1alpha1.RunnerClass {
+		return &v1alpha1.RunnerClass{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RunnerClass"},
+			ObjectMeta: metav1.ObjectMeta{Name: "gke"},
+			Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderComputeClass,
+				ComputeClass: &v1alpha1.ComputeClassSettings{MachineFamilies: fams}},
+		}
+	}
+	if errs := rcv.Validate(class("n2d", "c4a")); len(errs) > 0 {
+		t.Fatalf("a good class is refused: %v", errs)
+	}
+	for _, fam := range []string{"n2dhighmem1", "ek", "e4a"} {
+		if errs := rcv.Validate(class(fam)); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.computeClass.machineFamilies") {
+			t.Errorf("RunnerClass family %q admitted: %v", fam, errs)
+		}
+	}
+}

@@ -24,8 +24,15 @@ type Client interface {
 	// stops working (POST /runners/:id/reset_authentication_token).
 	ResetToken(ctx context.Context, id int64) (*Token, error)
 	// VerifyToken reports whether GitLab accepts a runner authentication
-	// token (POST /runners/verify): false when it answers 403.
-	VerifyToken(ctx context.Context, token string) (bool, error)
+	// token (POST /runners/verify): false when it answers 403. Verify is
+	// the runner's own call: GitLab records a runner manager under
+	// systemID, so callers pass one stable ID of their own (SystemID),
+	// never a manager's, and call it only when the token changed.
+	VerifyToken(ctx context.Context, token, systemID string) (bool, error)
+	// RunnerExists reports whether the runner is still there (GET
+	// /runners/:id, which an access token with manage_runner may call and
+	// which, unlike verify, does not pose as a runner manager).
+	RunnerExists(ctx context.Context, id int64) (bool, error)
 	// UpdateRunner sets a runner's settings to o (its scope is not changed).
 	UpdateRunner(ctx context.Context, id int64, o CreateOptions) error
 	// DeleteRunner deletes a runner; one that is already gone counts as deleted.
@@ -79,6 +86,12 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// InsufficientScope reports whether GitLab refused the call because the
+// access token lacks a scope the endpoint needs (403 insufficient_scope).
+func (e *Error) InsufficientScope() bool {
+	return e.Status == http.StatusForbidden && strings.Contains(e.Message, "insufficient_scope")
+}
 
 // Retryable reports whether trying again later may succeed: no answer, 429
 // or a server error.
@@ -180,10 +193,36 @@ func (c *client) CreateRunner(ctx context.Context, o CreateOptions) (*Token, err
 	return &Token{RunnerID: r.ID, Value: r.Token, ExpiresAt: deref(r.TokenExpiresAt)}, nil
 }
 
-func (c *client) VerifyToken(ctx context.Context, token string) (bool, error) {
-	resp, err := c.c.Runners.VerifyRegisteredRunner(&gl.VerifyRegisteredRunnerOptions{Token: gl.Ptr(token)}, gl.WithContext(ctx))
+// SystemID is the system_id runnerfleet's controller sends with every
+// verify: one stable ID of its own, so that GitLab keeps one runner manager
+// record for the controller's checks and never stamps a manager's record.
+// gitlab-runner's own IDs start with r_ or s_; this one cannot collide.
+const SystemID = "runnerfleet-controller"
+
+// verifyOptions is POST /runners/verify with the system_id client-go's
+// VerifyRegisteredRunnerOptions does not carry.
+type verifyOptions struct {
+	Token    string `url:"token" json:"token"`
+	SystemID string `url:"system_id,omitempty" json:"system_id,omitempty"`
+}
+
+func (c *client) VerifyToken(ctx context.Context, token, systemID string) (bool, error) {
+	req, err := c.c.NewRequest(http.MethodPost, "runners/verify", &verifyOptions{Token: token, SystemID: systemID}, []gl.RequestOptionFunc{gl.WithContext(ctx)})
+	if err != nil {
+		return false, fmt.Errorf("verifying a runner token: %w", err)
+	}
+	resp, err := c.c.Do(req, nil)
 	err = wrap("verifying a runner token", resp, err)
 	if StatusOf(err) == http.StatusForbidden {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (c *client) RunnerExists(ctx context.Context, id int64) (bool, error) {
+	_, resp, err := c.c.Runners.GetRunnerDetails(id, gl.WithContext(ctx))
+	err = wrap(fmt.Sprintf("getting runner %d", id), resp, err)
+	if StatusOf(err) == http.StatusNotFound {
 		return false, nil
 	}
 	return err == nil, err

@@ -17,13 +17,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -35,6 +33,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+	"github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
 )
 
 // Env is a running control plane.
@@ -85,7 +84,12 @@ func Start(opts ...Option) (*Env, error) {
 	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, awsapis.CRDs...), kwokapis.CRDs...) {
 		own = append(own, c.DeepCopy())
 	}
-	own = append(own, ComputeClassCRD())
+	// GKE's ComputeClass, with the schema GKE serves (runnerset/crds/gke).
+	cc, err := gke.ComputeClassCRD()
+	if err != nil {
+		return nil, err
+	}
+	own = append(own, cc)
 	e := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDs:                     own,
@@ -231,28 +235,6 @@ func MarkAvailable(ctx context.Context, c client.Client, d *appsv1.Deployment) e
 	d.Status.ObservedGeneration = d.Generation
 	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = want, want, want, want
 	return client.IgnoreNotFound(c.Status().Patch(ctx, d, patch))
-}
-
-// ComputeClassCRD is a stand-in for GKE's ComputeClass CRD, which no Go
-// module ships and which exists only inside GKE: it accepts any spec, so tests
-// can see the objects the controller writes but not GKE's validation of them.
-func ComputeClassCRD() *apiextensionsv1.CustomResourceDefinition {
-	g := capacity.ComputeClassGVK
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "computeclasses." + g.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: g.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: g.Kind, ListKind: g.Kind + "List", Plural: "computeclasses", Singular: "computeclass"},
-			Scope: apiextensionsv1.ClusterScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: g.Version, Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type:                   "object",
-					XPreserveUnknownFields: ptr.To(true),
-				}},
-			}},
-		},
-	}
 }
 
 // StartControllers runs the real kube-controller-manager beside the API

@@ -94,6 +94,8 @@ type ComputeClassSettings struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9]*$`
+	// +kubebuilder:validation:items:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self.all(f, f != 'ek' && f != 'e4a')",message="computeClass.machineFamilies: GKE refuses the machine families ek and e4a in a ComputeClass"
 	// +kubebuilder:default={"n2d"}
 	// +optional
 	MachineFamilies []string `json:"machineFamilies,omitempty"`

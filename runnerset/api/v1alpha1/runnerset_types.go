@@ -278,6 +278,12 @@ type JobIdentity struct {
 // +kubebuilder:validation:Enum=amd64;arm64
 type Architecture string
 
+// Architectures.
+const (
+	ArchitectureAMD64 Architecture = "amd64"
+	ArchitectureARM64 Architecture = "arm64"
+)
+
 // CapacitySpec is what the nodes that run this runner's jobs may be.
 type CapacitySpec struct {
 	// CapacityTypes the runner's nodes may use; spot is tried first.
@@ -287,9 +293,13 @@ type CapacitySpec struct {
 	// +optional
 	CapacityTypes []CapacityType `json:"capacityTypes,omitempty"`
 
-	// InstanceFamilies the runner's nodes may come from, for example c7i or n2d.
+	// InstanceFamilies the runner's nodes may come from, for example c7i or
+	// n2d. At most 10 characters, and not ek or e4a, which GKE's
+	// ComputeClass refuses (no EC2 family is longer or named so).
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9-]*$`
+	// +kubebuilder:validation:items:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self.all(f, f != 'ek' && f != 'e4a')",message="capacity.instanceFamilies: GKE refuses the machine families ek and e4a in a ComputeClass"
 	// +listType=set
 	// +optional
 	InstanceFamilies []string `json:"instanceFamilies,omitempty"`
@@ -297,6 +307,8 @@ type CapacitySpec struct {
 	// InstanceTypes the runner's nodes may be, for example c7i.2xlarge.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][a-z0-9.-]*$`
+	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.startsWith('ek') && !t.startsWith('e4a'))",message="capacity.instanceTypes: GKE refuses machine types starting with ek or e4a in a ComputeClass"
 	// +listType=set
 	// +optional
 	InstanceTypes []string `json:"instanceTypes,omitempty"`

@@ -24,7 +24,7 @@
 //	GET    /runners/:id                           details (PAT: api, read_api or manage_runner)
 //	DELETE /runners/:id                           delete (PAT: api or manage_runner)
 //	POST   /runners/:id/reset_authentication_token new token (PAT: api or manage_runner)
-//	POST   /runners/verify                        check a runner authentication token
+//	POST   /runners/verify                        check a runner authentication token (records the system_id's manager)
 //	DELETE /runners                               delete the runner owning an authentication token
 //	POST   /runners                               registration-token registration: always 410 Gone
 //	POST   /jobs/request, PUT /jobs/:id, PATCH /jobs/:id/trace
@@ -1063,6 +1063,14 @@ func (s *Server) verifyRunner(q *params) reply {
 	if bad != nil {
 		return *bad
 	}
+	v := &validation{}
+	systemID, _ := v.str(q, "system_id")
+	if bad := v.reply(); bad != nil {
+		return *bad
+	}
+	// Verify is a runner's call: GitLab records (or stamps) the runner
+	// manager of its system_id, as for a job request.
+	s.contactedLocked(r.ID, systemID)
 	return reply{status: http.StatusOK, runner: r.ID, body: map[string]any{
 		"id":               r.ID,
 		"token":            r.Token,

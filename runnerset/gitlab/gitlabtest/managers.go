@@ -41,6 +41,19 @@ func (s *Server) contactedLocked(id int64, systemID string) {
 	m.ContactedAt = now
 }
 
+// Managers are the system_ids of runner id's managers GitLab recorded,
+// sorted.
+func (s *Server) Managers(id int64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for sid := range s.managers[id] {
+		out = append(out, sid)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // listManagers is GET /runners/:id/managers.
 func (s *Server) listManagers(q *params, id int64) reply {
 	u, bad := s.authLocked(q, ScopeAPI, ScopeReadAPI, ScopeManageRunner)
