@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/charts"
-	"github.com/runnerfleet/runnerfleet/internal/gomod"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
@@ -94,9 +93,6 @@ func valuesMap(t testing.TB, v any) map[string]any {
 func typed(t *testing.T, doc map[string]any) map[string]any {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: doc}
-	if u.GroupVersionKind() == install.ServiceMonitorGVK {
-		return canon(t, u) // no Go type: the API server's dry run judges it by its CRD
-	}
 	s := testenv.Scheme()
 	obj, err := s.New(u.GroupVersionKind())
 	if err != nil {
@@ -374,20 +370,12 @@ func BenchmarkRender(b *testing.B) {
 
 func metaName(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n} }
 
-// prometheusOperatorVersion's CRDs judge the chart's ServiceMonitor.
-const prometheusOperatorVersion = "v0.85.0"
-
 // serviceMonitorCRD is the Prometheus operator's ServiceMonitor CRD, from
 // its module source, as it ships it.
 func serviceMonitorCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := gomod.Download(ctx, "github.com/prometheus-operator/prometheus-operator", prometheusOperatorVersion)
+	crds, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors")
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	return crd, yaml.Unmarshal(b, crd)
+	return crds[0], nil
 }

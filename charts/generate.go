@@ -187,7 +187,12 @@ func templates() (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
+		// One file per kind, and per name where a kind has more than one
+		// object (the controller's ClusterRole and its metrics reader's).
 		name := strings.ToLower(kind) + ".yaml"
+		if suffix := strings.TrimPrefix(strings.TrimPrefix(obj.GetName(), install.Name), "-"); suffix != "" && obj.GetName() != suffix {
+			name = strings.ToLower(kind) + "-" + suffix + ".yaml"
+		}
 		switch kind {
 		case "PodDisruptionBudget":
 			t = "{{- if .Values.podDisruptionBudget.enabled }}\n" + t + "{{- end }}\n"

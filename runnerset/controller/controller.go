@@ -43,6 +43,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -102,7 +103,9 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 		Secret: SecretTokens{Reader: apiReader},
 		GitLab: &GitLabTokens{
 			Client: c, APIReader: apiReader, Recorder: rec,
-			NewGitLab: func(url, pat string) (gitlab.Client, error) { return gitlab.New(url, pat, gitlab.Options{}) },
+			NewGitLab: func(url, pat string) (gitlab.Client, error) {
+				return gitlab.New(url, pat, gitlab.Options{Transport: metrics.GitLabTransport(nil)})
+			},
 		},
 	}}
 	for _, o := range opts {
@@ -179,7 +182,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, rs)
+		res, err := r.finalize(ctx, rs)
+		if err != nil {
+			metrics.ReconcileErrors.WithLabelValues(metrics.StepFinalize).Inc()
+		}
+		return res, err
 	}
 	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
 		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -211,6 +218,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 					fmt.Sprintf("%v; runnerfleet retries with backoff. If it persists, check the controller's permissions and the object named here", err))
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", st.condition, err))
+			metrics.ReconcileErrors.WithLabelValues(st.condition).Inc()
 		}
 		if after > 0 && (requeue == 0 || after < requeue) {
 			requeue = after
@@ -220,11 +228,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			break
 		}
 	}
+	if s.token != nil {
+		metrics.TokenExpiries.Set(req.NamespacedName, s.token.ExpiresAt)
+	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation
 	r.recordTransitions(before, rs)
 	if err := r.patchStatus(ctx, before, rs); err != nil {
 		errs = append(errs, err)
+		if !apierrors.IsConflict(err) {
+			metrics.ReconcileErrors.WithLabelValues(metrics.StepStatus).Inc()
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return conflictIsRequeue(err)
@@ -547,6 +561,11 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
 	}
+	// Manager pods, by metadata only, for the drain metrics: the selector
+	// keeps every other pod of the cluster out of memory.
+	managerPods := &metav1.PartialObjectMetadata{}
+	managerPods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	byObject[managerPods] = cache.ByObject{Label: labels.SelectorFromSet(resources.ManagerPods())}
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
 	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &kwokv1alpha1.KWOKNodeClass{}} {

@@ -196,7 +196,7 @@ func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 				}
 				log.FromContext(ctx).Info("Updated runner settings in GitLab", "runnerID", id)
 			}
-			return &RunnerToken{Value: string(sec.Data[keyToken]), SecretRef: ref, RunnerID: id, RenewAt: renewAt}, nil
+			return &RunnerToken{Value: string(sec.Data[keyToken]), SecretRef: ref, RunnerID: id, RenewAt: renewAt, ExpiresAt: expires}, nil
 		}
 		if id != 0 {
 			tok, err := api.ResetToken(ctx, id)
@@ -348,6 +348,7 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		SecretRef: v1alpha1.SecretKeyRef{Name: sec.Name, Key: keyToken},
 		RunnerID:  tok.RunnerID,
 		RenewAt:   renewTime(now, tok.ExpiresAt),
+		ExpiresAt: tok.ExpiresAt,
 	}, nil
 }
 

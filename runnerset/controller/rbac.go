@@ -35,8 +35,16 @@ package controller
 // missing API token can still be restored.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
-// Pods: finalize lists a RunnerSet's manager and job pods by metadata.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// Pods: finalize lists a RunnerSet's manager and job pods by metadata; the
+// cache watches manager pods by metadata for the drain metrics.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+
+// Metrics: the metrics endpoint (runnerset/metrics.Serving) asks the API
+// server who a scraper is (TokenReview) and whether it may get /metrics
+// (SubjectAccessReview), as controller-runtime's
+// filters.WithAuthenticationAndAuthorization does.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Capacity: apply (dry run first) creates and updates it, deleteCapacity
 // reads and deletes it, and each kind the cluster has is watched by metadata

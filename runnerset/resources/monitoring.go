@@ -1,0 +1,18 @@
+package resources
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// LabelComponent tells a RunnerSet's managers from its job pods and the rest.
+const LabelComponent = "app.kubernetes.io/component"
+
+// ComponentManager is LabelComponent's value on manager pods and what
+// serves them.
+const ComponentManager = "manager"
+
+// ManagerPods selects the manager pods of every RunnerSet: what the
+// controller caches to see drains, and what scrapes select.
+func ManagerPods() labels.Set {
+	return labels.Set{LabelManagedBy: ManagedBy, LabelComponent: ComponentManager}
+}
