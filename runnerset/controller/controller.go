@@ -628,7 +628,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		obj.SetGroupVersionKind(gvk)
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity), builder.OnlyMetadata)
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return err
+	}
+	// The RunnerClass controller counts a class's RunnerSets through the
+	// className index registered above.
+	return (&ClassReconciler{Client: r.Client}).setupWithManager(mgr)
 }
 
 // ownerOfCapacity maps a capacity object to the RunnerSet its labels name.

@@ -13,8 +13,10 @@ package controller
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/status,verbs=patch
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/finalizers,verbs=update
 
-// RunnerClasses: the class step's Get and the watch that requeues RunnerSets.
+// RunnerClasses: the class step's Get and the watch that requeues RunnerSets;
+// the RunnerClass controller (ClassReconciler) patches their status.
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses/status,verbs=patch
 
 // Owned objects: watched (Owns), read from the cache and written by apply,
 // dry runs included; finalize scales the manager Deployment with a Patch.
