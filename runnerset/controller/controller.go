@@ -557,6 +557,7 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&appsv1.Deployment{}:            managed,
 		&corev1.ConfigMap{}:             managed,
 		&corev1.ServiceAccount{}:        managed,
+		&corev1.Service{}:               managed,
 		&rbacv1.Role{}:                  managed,
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
@@ -607,6 +608,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.ServiceAccount{}).
+		Owns(&corev1.Service{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).

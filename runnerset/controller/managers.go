@@ -28,6 +28,9 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	if err := r.apply(ctx, s.rs, resources.PodDisruptionBudget(s.rs)); err != nil {
 		return false, 0, err
 	}
+	if err := r.apply(ctx, s.rs, resources.ManagerService(s.rs)); err != nil {
+		return false, 0, err
+	}
 	// Judge the rollout by what the API server returned for the write: a
 	// cached read right after an update may still show the old template
 	// fully available.
