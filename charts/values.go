@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // ChartName is the chart's name and its directory under charts/.
@@ -97,9 +98,9 @@ func DefaultValues() Values {
 // Labels are the labels the chart adds to every object of a release.
 func Labels(release, service string) map[string]string {
 	return map[string]string{
-		"app.kubernetes.io/managed-by": service,
-		"app.kubernetes.io/instance":   release,
-		"helm.sh/chart":                ChartName + "-" + version.Release,
+		resources.LabelManagedBy:     service,
+		"app.kubernetes.io/instance": release,
+		"helm.sh/chart":              ChartName + "-" + version.Release,
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -88,6 +89,33 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if !jobRow.MatchString(out) {
 		t.Errorf("fleet status does not show a demo job of team-a run by manager %s:\n%s", first.Name, out)
 	}
+	// Each demo job is a pod the manager created (as the kubernetes
+	// executor does, through the API server it reaches from the real node),
+	// on capacity Karpenter brought up from zero for the tag, and the
+	// capacity goes back to zero once the jobs are done.
+	pool := naming.For(example.Namespace, example.Name).Capacity()
+	waitFor(t, 2*time.Minute, "a NodeClaim of NodePool "+pool+" for the demo jobs' pods", func() error {
+		if n := nodeClaims(ctx, c, pool); n <= 0 {
+			return fmt.Errorf("no NodeClaim of NodePool %s (%d)", pool, n)
+		}
+		return nil
+	})
+	waitFor(t, 3*time.Minute, "both demo jobs succeeded", func() error {
+		out := fleet(time.Minute, "status")
+		if n := len(regexp.MustCompile(`(?m)^\d+\s+team-a\s+5s\s+success\s`).FindAllString(out, -1)); n != 2 {
+			return fmt.Errorf("%d demo jobs succeeded:\n%s", n, out)
+		}
+		return nil
+	})
+	start = time.Now()
+	waitFor(t, 3*time.Minute, "NodePool "+pool+" back to zero NodeClaims", func() error {
+		if n := nodeClaims(ctx, c, pool); n != 0 {
+			return fmt.Errorf("%d NodeClaim(s) of NodePool %s", n, pool)
+		}
+		return nil
+	})
+	t.Logf("job capacity back to zero %s after the demo jobs ended", time.Since(start).Round(time.Second))
+
 	if want := "export KUBECONFIG=" + filepath.Join(state, "kubeconfig"); !strings.Contains(out, want) {
 		t.Errorf("fleet status does not say %q:\n%s", want, out)
 	}
@@ -134,9 +162,9 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
 	// Besides the control plane: Karpenter, the controller, the real node's
-	// containerd and kubelet, and the loopback GitLab.
-	if len(pids) != len(localcluster.StartOrder)+5 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet and the loopback GitLab", pids)
+	// containerd, kubelet and kubernetes Service proxy, and the loopback GitLab.
+	if len(pids) != len(localcluster.StartOrder)+6 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy and the loopback GitLab", pids)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)

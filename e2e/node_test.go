@@ -85,7 +85,7 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 	ctx := context.Background()
 	start := time.Now()
 	cl, err := localcluster.Up(ctx, localcluster.Options{
-		Dir: e.state, Name: "e2enode", RepoRoot: root, CRDs: cs, Node: true,
+		Dir: e.state, Name: "e2enode", RepoRoot: root, CRDs: cs, Node: true, Karpenter: true,
 		Log: &logWriter{t: t, prefix: "localcluster: "},
 	})
 	t.Cleanup(func() { e.down() })

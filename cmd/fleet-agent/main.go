@@ -8,7 +8,7 @@
 //
 //	fleet-agent --provider gce|ec2 [--runner-pid-file FILE] [--runner-pid PID]
 //	            [--runner-process-name gitlab-runner] [--service-name gitlab-runner]
-//	            [--metrics-url http://127.0.0.1:9252/metrics] [--interval 10s]
+//	            [--metrics-url <drainagent.DefaultMetricsURL>] [--interval 10s]
 //	fleet-agent --provider gce|ec2 --report-jobs [--docker-host unix:///var/run/docker.sock]
 //
 // With --report-jobs it runs on an autoscaled (job) VM instead and reports,

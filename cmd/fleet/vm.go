@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // cloudFlags select the cloud of VM fleet commands.
@@ -122,7 +124,7 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(labelFlag(r.Template.Labels), "label", "key=value label of the new VMs (repeatable)")
 	fs.Var(labelFlag(r.Template.Metadata), "metadata", "key=value metadata of the new VMs, e.g. startup-script or user-data (repeatable)")
 	fs.IntVar(&r.Count, "count", 0, "number of new managers (default: as many as the old color has)")
-	fs.StringVar(&health, "health", "runner", "what makes a new VM healthy: runner (its runner's metrics on :9252 export "+vmfleet.MetricVersionInfo+" and count a job request GitLab answered) or running (the cloud says RUNNING; only for images without a runner)")
+	fs.StringVar(&health, "health", "runner", "what makes a new VM healthy: runner (its runner's metrics on :"+strconv.Itoa(gitlabrunner.MetricsPort)+" export "+vmfleet.MetricVersionInfo+" and count a job request GitLab answered) or running (the cloud says RUNNING; only for images without a runner)")
 	fs.DurationVar(&r.Settle, "settle", 2*time.Minute, "how long every new VM must stay healthy before the old color drains")
 	fs.DurationVar(&r.HealthTimeout, "health-timeout", 15*time.Minute, "how long the new color may take to become healthy; a new VM that never does is deleted")
 	fs.DurationVar(&jobTimeout, "job-timeout", 3*time.Hour, "the longest job timeout of the group's runners")

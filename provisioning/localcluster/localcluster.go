@@ -53,7 +53,7 @@ var StartOrder = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
 // StopOrder is the order Down stops processes in: whatever writes to the API
 // first, then the API server, then its storage. Processes Down does not know
 // (add-ons started with StartProcess) stop before all of these.
-var StopOrder = []string{Controller, Karpenter, Kubelet, Containerd, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+var StopOrder = []string{Controller, Karpenter, Kubelet, Containerd, ServiceProxy, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 
 // Kwok selects the nodes it manages by this annotation; the nodes Up creates
 // carry it and NodeLabel.

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,12 +42,18 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	criv1 "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/runnerfleet/runnerfleet/internal/ociimage"
 )
 
 // The real node's processes, its name, and how pods reach this machine.
 const (
 	Containerd = "containerd"
 	Kubelet    = "kubelet"
+	// ServiceProxy carries the kubernetes Service's address to the API
+	// server, so that pods on the real node (managers creating job pods,
+	// a controller in a pod) reach it as in any cluster.
+	ServiceProxy = "kubernetes-service-proxy"
 	// NodeName is the real node's name.
 	NodeName = "runnerfleet-node"
 	// NodeRoleLabel marks the real node: managers and system pods run there.
@@ -150,6 +157,46 @@ func ensureBridge() error {
 	if out, err := exec.Command("ip", "link", "set", Bridge, "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("bringing bridge %s up: %v: %s", Bridge, err, out)
 	}
+	return nil
+}
+
+// startServiceProxy gives the bridge the kubernetes Service's address (pods
+// route to it through their gateway, this machine) and starts ServiceProxy
+// there, carrying the Service's port to the API server. No kube-proxy runs
+// here; this is the one Service a pod of the real node needs.
+func (c *Cluster) startServiceProxy(ctx context.Context, opts Options) error {
+	ifc, err := net.InterfaceByName(Bridge)
+	if err != nil {
+		return err
+	}
+	addrs, _ := ifc.Addrs()
+	if !slices.ContainsFunc(addrs, func(a net.Addr) bool { return a.String() == kubernetesService+"/32" }) {
+		if out, err := exec.Command("ip", "addr", "add", kubernetesService+"/32", "dev", Bridge).CombinedOutput(); err != nil {
+			return fmt.Errorf("giving bridge %s the kubernetes Service's address %s: %v: %s", Bridge, kubernetesService, err, out)
+		}
+	}
+	bin := filepath.Join(nodeDir(c.Dir), "bin", ServiceProxy)
+	if err := ociimage.GoBuild(ctx, opts.RepoRoot, "./provisioning/localcluster/internal/serviceproxy", bin, "", ""); err != nil {
+		return fmt.Errorf("building %s: %w", ServiceProxy, err)
+	}
+	listen := net.JoinHostPort(kubernetesService, strconv.Itoa(kubernetesServicePort))
+	t := time.Now()
+	pid, err := c.StartProcess(ctx, Process{
+		Name: ServiceProxy, Path: bin,
+		Args:     []string{"--listen=" + listen, "--to=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.State.Ports.APIServer))},
+		Endpoint: "tcp://" + listen,
+		Ready: func(ctx context.Context) error {
+			conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", listen)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		},
+	}, opts.StartTimeout)
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", ServiceProxy, err)
+	}
+	fmt.Fprintf(opts.Log, "Started %-23s pid %-7d %-28s %.1fs\n", ServiceProxy, pid, "tcp://"+listen, time.Since(t).Seconds())
 	return nil
 }
 
@@ -400,6 +447,9 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 	}
 	imgs = NodeImages{Pause: pause.Ref, Standin: standin.Ref}
 	if err := ensureBridge(); err != nil {
+		return imgs, err
+	}
+	if err := c.startServiceProxy(ctx, opts); err != nil {
 		return imgs, err
 	}
 	if err := ensureCgroupRoot(c.Name); err != nil {

@@ -38,7 +38,10 @@ const (
 	adminUser          = "runnerfleet-admin"
 	serviceClusterCIDR = "10.96.0.0/16" // --service-cluster-ip-range
 	kubernetesService  = "10.96.0.1"    // the first address of it: the kubernetes Service
-	certValidity       = 5 * 365 * 24 * time.Hour
+	// kubernetesServicePort is the kubernetes Service's port, which the
+	// kubelet tells pods as KUBERNETES_SERVICE_PORT.
+	kubernetesServicePort = 443
+	certValidity          = 5 * 365 * 24 * time.Hour
 )
 
 var pkiFiles = []string{caCertFile, caKeyFile, apiserverCertFile, apiserverKeyFile, adminCertFile, adminKeyFile,

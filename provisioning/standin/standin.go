@@ -55,10 +55,19 @@ type Config struct {
 
 // Runner is one [[runners]] entry.
 type Runner struct {
-	Name  string `toml:"name"`
-	URL   string `toml:"url"`
-	Token string `toml:"token"`
-	Limit int    `toml:"limit"`
+	Name     string `toml:"name"`
+	URL      string `toml:"url"`
+	Token    string `toml:"token"`
+	Limit    int    `toml:"limit"`
+	Executor string `toml:"executor"`
+	// Kubernetes, with a namespace, makes every job a pod there
+	// (kubernetes.go).
+	Kubernetes *Kubernetes `toml:"kubernetes"`
+}
+
+// jobPods reports whether r's jobs run in pods.
+func (r Runner) jobPods() bool {
+	return r.Executor == "kubernetes" && r.Kubernetes != nil && r.Kubernetes.Namespace != ""
 }
 
 // ReadConfig reads and checks config.toml.
@@ -97,6 +106,8 @@ type Options struct {
 	HTTP *http.Client
 	// Listener, when set, serves the metrics instead of Config.ListenAddress.
 	Listener net.Listener
+	// Kube creates the job pods of kubernetes runners; default InCluster().
+	Kube *Kube
 }
 
 // Exit codes of Run.
@@ -114,6 +125,7 @@ type manager struct {
 	total   int
 	wg      sync.WaitGroup
 	abort   chan struct{} // closed on SIGTERM
+	kube    *Kube
 }
 
 // Run runs the stand-in until a signal stops it, and returns its exit code.
@@ -128,9 +140,19 @@ func Run(ctx context.Context, o Options) int {
 		host, _ := os.Hostname()
 		o.SystemID = "s_" + host
 	}
-	m := &manager{o: o, running: map[string]int{}, abort: make(chan struct{})}
+	m := &manager{o: o, running: map[string]int{}, abort: make(chan struct{}), kube: o.Kube}
 	m.log = func(format string, args ...any) {
 		fmt.Fprintf(o.Log, "%s standin: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	}
+	for _, r := range o.Config.Runners {
+		if r.jobPods() && m.kube == nil {
+			k, err := InCluster()
+			if err != nil {
+				m.log("runner %s runs jobs in pods of namespace %s, but there is no Kubernetes API: %v", r.Name, r.Kubernetes.Namespace, err)
+				return ExitError
+			}
+			m.kube = k
+		}
 	}
 	ln := o.Listener
 	if ln == nil {
@@ -351,14 +373,60 @@ func (m *manager) run(r Runner, j *jobPayload) {
 		}
 		sent += len(b)
 	}
-	trace(fmt.Sprintf("Running with gitlab-runner %s on %s\n$ sleep %s\n", Version, m.o.SystemID, d))
+	trace(fmt.Sprintf("Running with gitlab-runner %s on %s\n", Version, m.o.SystemID))
 	state, reason := gitlabtest.JobSuccess, ""
-	select {
-	case <-time.After(d):
-		trace("Job succeeded\n")
-	case <-m.abort:
-		state, reason = gitlabtest.JobFailed, "runner_system_failure"
-		trace("ERROR: Job failed: aborted: the runner was stopped (SIGTERM)\n")
+	var pod string
+	if r.jobPods() {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-m.abort:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		name, err := m.startPod(ctx, r, j.ID, trace)
+		cancel()
+		pod = name
+		if pod != "" {
+			defer m.deletePod(r.Kubernetes.Namespace, pod)
+		}
+		if err != nil {
+			m.log("job %d: %v", j.ID, err)
+			state, reason = gitlabtest.JobFailed, "runner_system_failure"
+			trace("ERROR: Job failed (system failure): " + err.Error() + "\n")
+		}
+	}
+	if state == gitlabtest.JobSuccess {
+		trace(fmt.Sprintf("$ sleep %s\n", d))
+		end := time.After(d)
+		// A pod is looked at every second: a job whose pod was deleted
+		// or evicted fails, as on a real runner.
+		var tick <-chan time.Time
+		if pod != "" {
+			tk := time.NewTicker(time.Second)
+			defer tk.Stop()
+			tick = tk.C
+		}
+	wait:
+		for {
+			select {
+			case <-end:
+				trace("Job succeeded\n")
+				break wait
+			case <-m.abort:
+				state, reason = gitlabtest.JobFailed, "runner_system_failure"
+				trace("ERROR: Job failed: aborted: the runner was stopped (SIGTERM)\n")
+				break wait
+			case <-tick:
+				if why := m.podGone(context.Background(), r.Kubernetes.Namespace, pod); why != "" {
+					m.log("job %d: %s", j.ID, why)
+					state, reason = gitlabtest.JobFailed, "runner_system_failure"
+					trace("ERROR: Job failed (system failure): " + why + "\n")
+					break wait
+				}
+			}
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		err := m.update(r, j, state, reason)

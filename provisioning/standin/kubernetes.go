@@ -1,0 +1,323 @@
+package standin
+
+// The kubernetes executor, as far as capacity sees it: for every job the
+// real gitlab-runner creates a pod in [runners.kubernetes] namespace, with
+// the section's node_selector, node_tolerations, pod labels, annotations and
+// requests, waits up to poll_timeout for it to run, runs the job in it and
+// deletes it. The stand-in does the same with a pod whose containers do
+// nothing, so that Karpenter sees the pod a real job would make: capacity
+// comes up from zero for a queued job and goes back when it ends, and the
+// manager's own RBAC (create, watch and delete pods in the jobs namespace) is
+// exercised by the API server rather than assumed.
+//
+// A job fails, as on a real runner, when its pod cannot be created, does not
+// run within poll_timeout, or disappears or fails while the job runs.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kubernetes is the part of [runners.kubernetes] the stand-in reads.
+type Kubernetes struct {
+	Namespace       string            `toml:"namespace"`
+	Image           string            `toml:"image"`
+	ServiceAccount  string            `toml:"service_account"`
+	CPURequest      string            `toml:"cpu_request"`
+	MemoryRequest   string            `toml:"memory_request"`
+	NodeSelector    map[string]string `toml:"node_selector"`
+	NodeTolerations map[string]string `toml:"node_tolerations"`
+	PodLabels       map[string]string `toml:"pod_labels"`
+	PodAnnotations  map[string]string `toml:"pod_annotations"`
+	// PollTimeout is how long a job waits for its pod to run, in seconds
+	// (gitlab-runner's default: 180).
+	PollTimeout int `toml:"poll_timeout"`
+}
+
+// defaultPollTimeout is gitlab-runner's poll_timeout default.
+const defaultPollTimeout = 180 * time.Second
+
+// Kube is a client of the Kubernetes API for job pods.
+type Kube struct {
+	// Server is the API server's URL.
+	Server string
+	// Token is the bearer token; empty when HTTP authenticates otherwise.
+	Token string
+	// HTTP carries the requests (its TLS trusts the API server).
+	HTTP *http.Client
+}
+
+// Paths of a pod's in-cluster credentials, as the kubelet mounts them.
+const (
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+)
+
+// InCluster is the client a pod has: the kubernetes Service from
+// KUBERNETES_SERVICE_HOST and _PORT, and its ServiceAccount's token and CA.
+func InCluster() (*Kube, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: not in a pod")
+	}
+	token, err := os.ReadFile(serviceAccountDir + "/token")
+	if err != nil {
+		return nil, fmt.Errorf("reading the ServiceAccount token (is automountServiceAccountToken off?): %w", err)
+	}
+	ca, err := os.ReadFile(serviceAccountDir + "/ca.crt")
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, errors.New("the ServiceAccount's ca.crt holds no certificate")
+	}
+	return &Kube{
+		Server: "https://" + net.JoinHostPort(host, port),
+		Token:  strings.TrimSpace(string(token)),
+		HTTP:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}},
+	}, nil
+}
+
+func (k *Kube) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(k.Server, "/")+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if k.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.Token)
+	}
+	resp, err := k.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		st := struct {
+			Message string `json:"message"`
+		}{}
+		_ = json.Unmarshal(b, &st)
+		return &kubeError{Code: resp.StatusCode, Message: st.Message}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+type kubeError struct {
+	Code    int
+	Message string
+}
+
+func (e *kubeError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
+}
+
+func isNotFound(err error) bool {
+	var ke *kubeError
+	return errors.As(err, &ke) && ke.Code == http.StatusNotFound
+}
+
+// JobPod is the pod the stand-in creates for job id of runner r: what the
+// kubernetes executor would ask of the scheduler, with containers that only
+// wait.
+func JobPod(r Runner, id int64, image string) map[string]any {
+	k := r.Kubernetes
+	labels := map[string]string{}
+	for key, v := range k.PodLabels {
+		labels[key] = v
+	}
+	// The executor's own label (gitlab-runner labels job pods with the job's ID).
+	labels["job.runner.gitlab.com/id"] = strconv.FormatInt(id, 10)
+	requests := map[string]string{}
+	if k.CPURequest != "" {
+		requests["cpu"] = k.CPURequest
+	}
+	if k.MemoryRequest != "" {
+		requests["memory"] = k.MemoryRequest
+	}
+	spec := map[string]any{
+		"restartPolicy":                 "Never",
+		"terminationGracePeriodSeconds": 0,
+		"automountServiceAccountToken":  false,
+		"containers": []any{map[string]any{
+			"name": "build", "image": image,
+			"command":   []string{"sleep", "infinity"},
+			"resources": map[string]any{"requests": requests},
+		}},
+	}
+	if k.ServiceAccount != "" {
+		spec["serviceAccountName"] = k.ServiceAccount
+	}
+	if len(k.NodeSelector) > 0 {
+		spec["nodeSelector"] = k.NodeSelector
+	}
+	if tol := Tolerations(k.NodeTolerations); len(tol) > 0 {
+		spec["tolerations"] = tol
+	}
+	meta := map[string]any{
+		"generateName": fmt.Sprintf("runner-%s-job-%d-", dnsLabel(r.Name), id),
+		"namespace":    k.Namespace,
+		"labels":       labels,
+	}
+	if len(k.PodAnnotations) > 0 {
+		meta["annotations"] = k.PodAnnotations
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+}
+
+// Tolerations turns gitlab-runner's node_tolerations ("key=value" or "key"
+// → effect, the effect empty for any) into pod tolerations, in key order.
+func Tolerations(m map[string]string) []map[string]string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]map[string]string, 0, len(keys))
+	for _, kv := range keys {
+		t := map[string]string{}
+		if key, val, ok := strings.Cut(kv, "="); ok {
+			t["key"], t["operator"], t["value"] = key, "Equal", val
+		} else {
+			t["key"], t["operator"] = kv, "Exists"
+		}
+		if e := m[kv]; e != "" {
+			t["effect"] = e
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func dnsLabel(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 30 {
+		out = strings.Trim(out[:30], "-")
+	}
+	if out == "" {
+		out = "runner"
+	}
+	return out
+}
+
+type podStatus struct {
+	Metadata struct {
+		Name              string  `json:"name"`
+		DeletionTimestamp *string `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName string `json:"nodeName"`
+	} `json:"spec"`
+	Status struct {
+		Phase string `json:"phase"`
+	} `json:"status"`
+}
+
+func podPath(ns, name string) string {
+	return "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name)
+}
+
+// startPod creates the job's pod and waits until it runs; it returns the
+// pod's name (to delete, also on error when it was created).
+func (m *manager) startPod(ctx context.Context, r Runner, id int64, trace func(string)) (string, error) {
+	k := r.Kubernetes
+	image := k.Image
+	if image == "" {
+		image = "alpine"
+	}
+	created := &podStatus{}
+	if err := m.kube.do(ctx, http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(k.Namespace)+"/pods", JobPod(r, id, image), created); err != nil {
+		return "", fmt.Errorf("creating the job's pod in namespace %s: %w", k.Namespace, err)
+	}
+	name := created.Metadata.Name
+	trace(fmt.Sprintf("Waiting for pod %s/%s to be running, status is Pending\n", k.Namespace, name))
+	timeout := defaultPollTimeout
+	if k.PollTimeout > 0 {
+		timeout = time.Duration(k.PollTimeout) * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		p := &podStatus{}
+		if err := m.kube.do(ctx, http.MethodGet, podPath(k.Namespace, name), nil, p); err != nil {
+			return name, fmt.Errorf("reading pod %s/%s: %w", k.Namespace, name, err)
+		}
+		switch p.Status.Phase {
+		case "Running":
+			trace(fmt.Sprintf("Running on %s via %s...\n", name, p.Spec.NodeName))
+			return name, nil
+		case "Failed", "Succeeded":
+			return name, fmt.Errorf("pod %s/%s is %s before the job started", k.Namespace, name, p.Status.Phase)
+		}
+		if time.Now().After(deadline) {
+			return name, fmt.Errorf("timed out waiting for pod %s/%s to start (poll_timeout %s)", k.Namespace, name, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return name, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// podGone reports why the job's pod no longer runs, "" while it does.
+func (m *manager) podGone(ctx context.Context, ns, name string) string {
+	p := &podStatus{}
+	err := m.kube.do(ctx, http.MethodGet, podPath(ns, name), nil, p)
+	switch {
+	case isNotFound(err):
+		return "the job's pod was deleted"
+	case err != nil:
+		return "" // the API is briefly unreachable; the pod may well run
+	case p.Metadata.DeletionTimestamp != nil:
+		return "the job's pod is being deleted (evicted?)"
+	case p.Status.Phase != "Running":
+		return "the job's pod is " + p.Status.Phase
+	}
+	return ""
+}
+
+// deletePod deletes the job's pod, as the executor's cleanup does.
+func (m *manager) deletePod(ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.kube.do(ctx, http.MethodDelete, podPath(ns, name), map[string]any{"gracePeriodSeconds": 0}, nil); err != nil && !isNotFound(err) {
+		m.log("deleting job pod %s/%s: %v", ns, name, err)
+	}
+}

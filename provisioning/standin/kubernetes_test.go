@@ -1,0 +1,261 @@
+package standin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
+)
+
+// kubeFixture runs the stand-in on a config.toml rendered by the
+// controller's own renderer, against a real kube-apiserver.
+type kubeFixture struct {
+	*fixture
+	c  client.Client
+	ns string
+}
+
+// One API server serves every test of the package, each in a namespace of
+// its own; TestMain stops it.
+var (
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
+	nsSeq   atomic.Int32
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+func startKube(t *testing.T, pollTimeout time.Duration) *kubeFixture {
+	t.Helper()
+	envOnce.Do(func() { env, envErr = testenv.Start() })
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	ctx := context.Background()
+	ns := fmt.Sprintf("team-%d", nsSeq.Add(1))
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := gitlabtest.New()
+	t.Cleanup(srv.Close)
+	rn := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"team"}})
+	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "build"}, Spec: v1alpha1.RunnerSetSpec{
+		Tags: []string{"team"}, Managers: v1alpha1.ManagerSpec{Concurrent: 2},
+	}}
+	class := &v1alpha1.RunnerClass{Spec: v1alpha1.RunnerClassSpec{GitLabURL: srv.URL()}}
+	place := runnerconfig.JobPlacement{
+		NodeSelector:    map[string]string{"runnerfleet.dev/tag": "team"},
+		NodeTolerations: map[string]string{"runnerfleet.dev/tag=team": "NoSchedule", "runnerfleet.dev/jobs": ""},
+		PodLabels:       map[string]string{"runnerfleet.dev/runnerset": "build"},
+		PodAnnotations:  map[string]string{"karpenter.sh/do-not-disrupt": "true"},
+	}
+	cfg := runnerconfig.ForRunnerSet(rs, class, place)
+	if cfg.Runners[0].Kubernetes.ServiceAccount != "" {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cfg.Runners[0].Kubernetes.ServiceAccount}}
+		if err := env.Client.Create(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := runnerconfig.Render(runnerconfig.WithToken(cfg, rn.Token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// poll_timeout is not a RunnerSet setting yet; the test shortens it.
+	text := strings.Replace(string(b), "[runners.kubernetes]\n", "[runners.kubernetes]\n    poll_timeout = "+itoa(int(pollTimeout.Seconds()))+"\n", 1)
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Runners[0].jobPods() {
+		t.Fatalf("the rendered config's runner does not run jobs in pods: %+v\n%s", c.Runners[0], text)
+	}
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: srv, sigs: make(chan os.Signal, 4), log: &syncBuffer{}, metrics: "http://" + ln.Addr().String() + "/metrics", exit: make(chan int, 1), exited: make(chan struct{})}
+	go func() {
+		f.exit <- Run(ctx, Options{Config: c, SystemID: "s_test", Signals: f.sigs, Log: f.log, Listener: ln,
+			Kube: &Kube{Server: env.Config.Host, HTTP: hc}})
+		close(f.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-f.exited:
+		default:
+			f.sigs <- syscall.SIGTERM
+			<-f.exited
+		}
+	})
+	return &kubeFixture{fixture: f, c: env.Client, ns: ns}
+}
+
+// pods lists the job pods, waiting up to 20s for want of them.
+func (f *kubeFixture) pods(t *testing.T, want int) []corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l := &corev1.PodList{}
+		if err := f.c.List(context.Background(), l, client.InNamespace(f.ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == want {
+			return l.Items
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d job pods, want %d\nlog:\n%s", len(l.Items), want, f.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run marks a pod Running, as the kubelet of the node it landed on would.
+func (f *kubeFixture) run(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	p.Status.Phase = corev1.PodRunning
+	if err := f.c.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAJobRunsInAPodPlacedAsItsConfigSaysAndTheJobEndsWithIt(t *testing.T) {
+	f := startKube(t, 60*time.Second)
+	id := f.srv.QueueJob([]string{"team"}, 1500*time.Millisecond)
+	p := f.pods(t, 1)[0]
+
+	// The pod asks for the tag's capacity exactly as config.toml says.
+	if p.Spec.NodeSelector["runnerfleet.dev/tag"] != "team" {
+		t.Errorf("nodeSelector = %v", p.Spec.NodeSelector)
+	}
+	want := map[string]corev1.Toleration{
+		"runnerfleet.dev/tag":  {Key: "runnerfleet.dev/tag", Operator: corev1.TolerationOpEqual, Value: "team", Effect: corev1.TaintEffectNoSchedule},
+		"runnerfleet.dev/jobs": {Key: "runnerfleet.dev/jobs", Operator: corev1.TolerationOpExists},
+	}
+	for _, tol := range p.Spec.Tolerations {
+		if w, ok := want[tol.Key]; ok && w == tol {
+			delete(want, tol.Key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("tolerations %v lack %v", p.Spec.Tolerations, want)
+	}
+	if p.Labels["runnerfleet.dev/runnerset"] != "build" || p.Annotations["karpenter.sh/do-not-disrupt"] != "true" {
+		t.Errorf("labels %v annotations %v", p.Labels, p.Annotations)
+	}
+	if p.Spec.ServiceAccountName == "default" || p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
+		t.Errorf("serviceAccountName %q automount %v: want the job ServiceAccount, no API token", p.Spec.ServiceAccountName, p.Spec.AutomountServiceAccountToken)
+	}
+
+	// Until the pod runs, the job waits.
+	time.Sleep(2 * time.Second)
+	if j := f.srv.Jobs()[0]; j.State != gitlabtest.JobRunning || strings.Contains(string(j.Trace), "$ sleep") {
+		t.Fatalf("before its pod ran the job is %s with log %q", j.State, j.Trace)
+	}
+	f.run(t, &p)
+	f.waitJobs(t, "the job succeeded", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobSuccess) == 1 })
+	f.pods(t, 0) // and its pod is gone: capacity can go back to zero
+	if j := f.srv.Jobs()[0]; j.ID != id || !strings.Contains(string(j.Trace), "Running on "+p.Name) {
+		t.Errorf("job log %q does not name its pod %s", j.Trace, p.Name)
+	}
+}
+
+// A pod deleted (or evicted) under a running job fails the job: the
+// signal the end-to-end tests count as a job lost to a drain or a delete.
+func TestAJobWhosePodIsDeletedFails(t *testing.T) {
+	f := startKube(t, 60*time.Second)
+	f.srv.QueueJob([]string{"team"}, time.Hour)
+	p := f.pods(t, 1)[0]
+	f.run(t, &p)
+	f.waitJobs(t, "the job is in its script", func(j []gitlabtest.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
+	if err := f.c.Delete(context.Background(), &p, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	if jobs[0].FailureReason != "runner_system_failure" || !strings.Contains(string(jobs[0].Trace), "pod was deleted") {
+		t.Errorf("failure %q log %q", jobs[0].FailureReason, jobs[0].Trace)
+	}
+}
+
+func TestAJobWhosePodNeverRunsFailsAfterPollTimeout(t *testing.T) {
+	f := startKube(t, 2*time.Second)
+	f.srv.QueueJob([]string{"team"}, time.Second)
+	f.pods(t, 1)
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	if !strings.Contains(string(jobs[0].Trace), "timed out waiting for pod") {
+		t.Errorf("log %q", jobs[0].Trace)
+	}
+	f.pods(t, 0) // the pod that never ran is cleaned up too
+}
+
+// SIGQUIT lets a job in its pod finish and deletes the pod; SIGTERM aborts
+// it and still deletes the pod, so a stopped manager leaves no job pod.
+func TestStopsLeaveNoJobPod(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			f := startKube(t, 60*time.Second)
+			f.srv.QueueJob([]string{"team"}, 2*time.Second)
+			p := f.pods(t, 1)[0]
+			f.run(t, &p)
+			f.waitJobs(t, "the job is in its script", func(j []gitlabtest.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
+			f.sigs <- sig
+			<-f.exited
+			f.pods(t, 0)
+			want := map[syscall.Signal]string{syscall.SIGQUIT: gitlabtest.JobSuccess, syscall.SIGTERM: gitlabtest.JobFailed}[sig]
+			if j := f.srv.Jobs()[0]; j.State != want {
+				t.Errorf("after %s the job is %s, want %s", sig, j.State, want)
+			}
+		})
+	}
+}
+
+func TestTolerationsFollowGitLabRunnersFormat(t *testing.T) {
+	got := Tolerations(map[string]string{"a=b": "NoSchedule", "c": "", "d": "NoExecute"})
+	want := []map[string]string{
+		{"key": "a", "operator": "Equal", "value": "b", "effect": "NoSchedule"},
+		{"key": "c", "operator": "Exists"},
+		{"key": "d", "operator": "Exists", "effect": "NoExecute"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		for k, v := range want[i] {
+			if got[i][k] != v {
+				t.Errorf("toleration %d: %v, want %v", i, got[i], want[i])
+			}
+		}
+	}
+}
