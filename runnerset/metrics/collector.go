@@ -24,8 +24,8 @@ var (
 		"RunnerSets by condition type, status and reason.",
 		[]string{LabelCondition, LabelStatus, LabelReason}, nil)
 	descReady = prometheus.NewDesc(RunnerSetReady,
-		"1 when the RunnerSet is Ready at its current generation, else 0.",
-		[]string{LabelNamespace, LabelRunnerSet, LabelClass}, nil)
+		"1 when the RunnerSet is Ready at its current generation, else 0; capacity names its NodePool or ComputeClass.",
+		[]string{LabelNamespace, LabelRunnerSet, LabelClass, LabelCapacity}, nil)
 	descTokenExpiry = prometheus.NewDesc(TokenExpiry,
 		"When the RunnerSet's runner authentication token expires, in Unix seconds; absent for a token that does not expire or whose expiry is unknown.",
 		[]string{LabelNamespace, LabelRunnerSet}, nil)
@@ -156,7 +156,7 @@ func (c *Collector) collectRunnerSets(ch chan<- prometheus.Metric, items []v1alp
 		if rs.IsReady() {
 			ready = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, rs.Namespace, rs.Name, rs.Spec.ClassName)
+		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, rs.Namespace, rs.Name, rs.Spec.ClassName, rs.Status.Capacity)
 		if c.Expiries != nil {
 			if at, ok := c.Expiries.Get(types.NamespacedName{Namespace: rs.Namespace, Name: rs.Name}); ok {
 				ch <- prometheus.MustNewConstMetric(descTokenExpiry, prometheus.GaugeValue, float64(at.Unix()), rs.Namespace, rs.Name)

@@ -45,6 +45,7 @@ const (
 	LabelNamespace = "namespace"
 	LabelRunnerSet = "runnerset"
 	LabelClass     = "class"
+	LabelCapacity  = "capacity"
 	LabelCondition = "condition"
 	LabelStatus    = "status"
 	LabelReason    = "reason"

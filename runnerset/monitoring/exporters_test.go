@@ -141,7 +141,8 @@ func runnerMetricNames(t *testing.T) map[string][]string {
 			runnerErr = err
 			return
 		}
-		def := regexp.MustCompile(`(?s)Name:\s+"(gitlab_runner_[a-z_]+)".*?\[\]string\{([^}]*)\}`)
+		def := regexp.MustCompile(`(?s)(?:Name:\s*|NewDesc\(\s*)"(gitlab_runner_[a-z_]+)".{0,600}?\[\]string\{([^}]*)\}`)
+		name := regexp.MustCompile(`"(gitlab_runner_[a-z_]+)"`)
 		runnerMetrics = map[string][]string{}
 		runnerErr = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 			if err != nil || info.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
@@ -151,6 +152,11 @@ func runnerMetricNames(t *testing.T) map[string][]string {
 			if err != nil {
 				return err
 			}
+			for _, m := range name.FindAllStringSubmatch(string(b), -1) {
+				if _, ok := runnerMetrics[m[1]]; !ok {
+					runnerMetrics[m[1]] = nil
+				}
+			}
 			for _, m := range def.FindAllStringSubmatch(string(b), -1) {
 				var labels []string
 				for _, l := range strings.Split(m[2], ",") {
@@ -158,7 +164,7 @@ func runnerMetricNames(t *testing.T) map[string][]string {
 						labels = append(labels, l)
 					}
 				}
-				if _, ok := runnerMetrics[m[1]]; !ok {
+				if runnerMetrics[m[1]] == nil {
 					runnerMetrics[m[1]] = labels
 				}
 			}

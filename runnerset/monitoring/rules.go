@@ -27,7 +27,6 @@ const (
 	RunnerAPIRequests      = "gitlab_runner_api_request_statuses_total"
 	KarpenterNodePoolUsage = "karpenter_nodepools_usage"
 	KarpenterNodePoolLimit = "karpenter_nodepools_limit"
-	KarpenterNodes         = "karpenter_nodes_allocatable"
 )
 
 // Thresholds of the alerts.
