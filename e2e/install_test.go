@@ -8,15 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +29,8 @@ import (
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
 	"github.com/runnerfleet/runnerfleet/charts"
+	"github.com/runnerfleet/runnerfleet/internal/release"
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
@@ -33,14 +38,19 @@ import (
 
 // The three install paths into an existing cluster, each on a local
 // control plane of its own (real kube-apiserver, scheduler,
-// controller-manager, kwok nodes, Karpenter's kwok provider): the chart
-// through the Helm SDK, charts/manifests/install.yaml server-side applied,
-// and fleet up --kubeconfig. kwok's pods run no code, so the installed
-// Deployment's controller cannot run in its pod: the test runs the built
-// controller binary as a process with a token of the installed
-// ServiceAccount (so with the installed ClusterRole only) and the installed
-// Deployment's arguments, and the local example's RunnerSet must become
-// Ready.
+// controller-manager, Karpenter's kwok provider): the chart through the Helm
+// SDK, charts/manifests/install.yaml server-side applied, and fleet up
+// --kubeconfig; the local example's RunnerSet must become Ready.
+//
+// The chart is installed as released, with no values, on a cluster whose
+// one node is the real node: the controller image is built as make image
+// builds it, tagged as the chart's default, imported into the node's
+// containerd, and the controller runs in its pod, with the chart's
+// ServiceAccount, security context and probes, reaching the API server
+// through the kubernetes Service. The other two paths run on kwok nodes,
+// whose pods run no code: there the test runs the built controller binary
+// as a process with a token of the installed ServiceAccount (so with the
+// installed ClusterRole only) and the installed Deployment's arguments.
 func TestInstallPathsOnTheLocalControlPlane(t *testing.T) {
 	root := repoRoot(t)
 	bin := t.TempDir()
@@ -54,11 +64,27 @@ func TestInstallPathsOnTheLocalControlPlane(t *testing.T) {
 			for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpenterapis.CRDs...), kwokapis.CRDs...) {
 				crds = append(crds, c.DeepCopy())
 			}
-			cl, err := localcluster.Up(ctx, localcluster.Options{Dir: state, Name: "install-" + path, RepoRoot: root, CRDs: crds, Karpenter: true, Log: &logWriter{t: t, prefix: "localcluster: "}})
+			realNode := path == "helm"
+			cl, err := localcluster.Up(ctx, localcluster.Options{Dir: state, Name: "install-" + path, RepoRoot: root, CRDs: crds, Karpenter: true, Node: realNode, Log: &logWriter{t: t, prefix: "localcluster: "}})
+			t.Cleanup(func() { _ = localcluster.DownWithTimeout(context.Background(), state, 20*time.Second, io.Discard) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = localcluster.DownWithTimeout(context.Background(), state, 10*time.Second, io.Discard) })
+			if realNode {
+				b := time.Now()
+				rep, err := release.Build(ctx, release.Options{Root: root, Out: t.TempDir(), Version: version.Tag, Only: []string{install.Name}, ImagesOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				img := rep.Images[0]
+				if img.Ref != version.Image(install.Name) {
+					t.Fatalf("built %s, but the chart's default image is %s", img.Ref, version.Image(install.Name))
+				}
+				if err := cl.ImportImage(ctx, img.Ref, img.Archive); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("built the controller image %s (%.1f MB) and imported it into the real node in %.1fs", img.Ref, float64(img.Size)/1e6, time.Since(b).Seconds())
+			}
 			start := time.Now()
 			var sets []client.ObjectKey
 			switch path {
@@ -93,11 +119,21 @@ func TestInstallPathsOnTheLocalControlPlane(t *testing.T) {
 				t.Logf("fleet up --kubeconfig: install to Ready in %.1fs", time.Since(start).Seconds())
 				return
 			}
-			startControllerAsServiceAccount(ctx, t, cl, bin, ns)
+			if realNode {
+				waitControllerPod(ctx, t, cl, ns)
+			} else {
+				startControllerAsServiceAccount(ctx, t, cl, bin, ns)
+			}
 			for _, f := range []string{"runnerclass.yaml", "runnerset.yaml"} {
 				b, err := os.ReadFile(filepath.Join(root, "examples", "local", f))
 				if err != nil {
 					t.Fatal(err)
+				}
+				if realNode {
+					// The real node has no registry to pull gitlab-runner
+					// from: its managers run the stand-in, as the local
+					// stack's do.
+					b = regexp.MustCompile(`(?m)^(\s*managerImage:).*$`).ReplaceAll(b, []byte("${1} "+localcluster.StandinImage))
 				}
 				sets = append(sets, applyDocs(ctx, t, cl.Client, b)...)
 			}
@@ -115,6 +151,40 @@ func TestInstallPathsOnTheLocalControlPlane(t *testing.T) {
 			})
 			t.Logf("%s: install to Ready in %.1fs", path, time.Since(start).Seconds())
 		})
+	}
+}
+
+// waitControllerPod waits until the installed controller runs Ready in its
+// pod on the real node, and fails with the pod's state and log otherwise.
+func waitControllerPod(ctx context.Context, t *testing.T, cl *localcluster.Cluster, ns string) {
+	t.Helper()
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		if err := cl.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(install.Selector())); err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			last = p
+			if p.Spec.NodeName == localcluster.NodeName && podReady(p) {
+				t.Logf("controller pod %s Ready on %s", p.Name, p.Spec.NodeName)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		state := "no pod"
+		if last != nil {
+			state = podState(last)
+		}
+		logs, _ := filepath.Glob(filepath.Join(localcluster.PodLogsDir(cl.Dir), ns+"_*", "*", "*.log"))
+		var tail string
+		for _, l := range logs {
+			tail += l + ":\n" + localcluster.Tail(l, 20) + "\n"
+		}
+		t.Fatalf("the controller never ran Ready in its pod on the real node: %s\n%s", state, tail)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -324,6 +325,9 @@ func (e *nodeEnv) drainTimes(ns string) map[string]time.Time {
 	return out
 }
 
+// jobPodLine is the stand-in's log line naming the job's pod and its node.
+var jobPodLine = regexp.MustCompile(`Running on \S+ via (\S+)\.\.\.`)
+
 // lostJobs waits until no job of tm runs (up to timeout), then returns what
 // went wrong: a job that failed, one still running or picked by nobody, and
 // one a manager took after it was told to drain.
@@ -345,6 +349,11 @@ func (e *nodeEnv) lostJobs(tm *team, timeout time.Duration) []string {
 	for _, j := range e.jobsOf(tm) {
 		switch j.State {
 		case gitlabtest.JobSuccess:
+			// The job ran in a pod of its own, on capacity Karpenter
+			// made for the tag, never beside the managers.
+			if m := jobPodLine.FindSubmatch(j.Trace); m == nil || string(m[1]) == localcluster.NodeName {
+				problems = append(problems, fmt.Sprintf("job %d succeeded but did not run in a job pod on a Karpenter node: %q", j.ID, j.Trace))
+			}
 		case gitlabtest.JobFailed:
 			problems = append(problems, fmt.Sprintf("job %d (%s, on %s) failed: %s", j.ID, j.Duration, j.SystemID, j.FailureReason))
 		case gitlabtest.JobRunning:

@@ -558,6 +558,13 @@ func criReady(ctx context.Context, sock string) error {
 
 // importImage imports a docker archive into the CRI namespace with ctr, and
 // checks that CRI lists it.
+// ImportImage imports a docker archive (as make image writes it) into the
+// real node's containerd as ref, so that pods of the node run it without a
+// registry (imagePullPolicy IfNotPresent).
+func (c *Cluster) ImportImage(ctx context.Context, ref, archive string) error {
+	return importImage(ctx, ContainerdSocket(c.Dir), builtImage{Ref: ref, Archive: archive})
+}
+
 func importImage(ctx context.Context, sock string, im builtImage) error {
 	out, err := exec.CommandContext(ctx, ctrBinary, "--address", sock, "--namespace", criNamespace, "images", "import", "--no-unpack=false", im.Archive).CombinedOutput()
 	if err != nil {
