@@ -21,7 +21,6 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -142,6 +141,8 @@ func nonDefaultValues() charts.Values {
 	v.LogLevel = "debug"
 	v.PodDisruptionBudget.Enabled = false
 	v.ServiceMonitor = charts.ServiceMonitor{Enabled: true, Interval: "15s", Labels: map[string]string{"release": "kube-prometheus-stack"}}
+	v.PrometheusRule = charts.Labelled{Enabled: true, Labels: map[string]string{"release": "kube-prometheus-stack"}}
+	v.Dashboards = charts.Labelled{Enabled: true, Labels: map[string]string{"team": "platform"}}
 	return v
 }
 
@@ -268,11 +269,11 @@ func TestSchemaRefusesWrongTypesAndUnknownKeys(t *testing.T) {
 // validation.
 func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	sm, err := serviceMonitorCRD(ctx)
+	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "prometheusrules")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(testenv.WithCRDs(sm))
+	env, err := testenv.Start(testenv.WithCRDs(operator...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 		}
 		want := []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
 		if tc.vals != nil {
-			want = append(want, "ServiceMonitor")
+			want = append(want, "ServiceMonitor", "PrometheusRule", "ConfigMap")
 		} else {
 			want = append(want, "PodDisruptionBudget")
 		}
@@ -370,12 +371,4 @@ func BenchmarkRender(b *testing.B) {
 
 func metaName(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n} }
 
-// serviceMonitorCRD is the Prometheus operator's ServiceMonitor CRD, from
-// its module source, as it ships it.
-func serviceMonitorCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crds, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors")
-	if err != nil {
-		return nil, err
-	}
-	return crds[0], nil
-}
+

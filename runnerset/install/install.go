@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
@@ -79,6 +80,15 @@ type Options struct {
 	ServiceMonitor         bool
 	ServiceMonitorInterval string
 	ServiceMonitorLabels   map[string]string
+	// PrometheusRule ships the team runners' alert rules
+	// (runnerset/monitoring.RuleGroups) to the Prometheus operator, with
+	// PrometheusRuleLabels (what its Prometheus selects rules by).
+	PrometheusRule       bool
+	PrometheusRuleLabels map[string]string
+	// Dashboards ships the Grafana dashboards as ConfigMaps Grafana's
+	// sidecar loads (label grafana_dashboard), with DashboardLabels.
+	Dashboards      bool
+	DashboardLabels map[string]string
 }
 
 // Defaults are the options of a release: the release's image, two replicas
@@ -176,7 +186,25 @@ func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
 		out = append(out, PodDisruptionBudget(o))
 	}
 	if o.ServiceMonitor {
-		out = append(out, ServiceMonitor(o))
+		l := o.labels()
+		maps.Copy(l, o.ServiceMonitorLabels)
+		out = append(out, ServiceMonitor(o), monitoring.ManagersServiceMonitor(o.Namespace, l, o.ServiceMonitorInterval))
+	}
+	if o.PrometheusRule {
+		l := o.labels()
+		maps.Copy(l, o.PrometheusRuleLabels)
+		out = append(out, monitoring.PrometheusRule(o.Namespace, l))
+	}
+	if o.Dashboards {
+		l := o.labels()
+		maps.Copy(l, o.DashboardLabels)
+		cms, err := monitoring.ConfigMaps(o.Namespace, l)
+		if err != nil {
+			panic(fmt.Sprintf("building the dashboards: %v", err)) // the dashboards are fixed code; the tests build them
+		}
+		for _, cm := range cms {
+			out = append(out, cm)
+		}
 	}
 	return out
 }
