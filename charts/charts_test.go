@@ -370,5 +370,3 @@ func BenchmarkRender(b *testing.B) {
 }
 
 func metaName(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n} }
-
-
