@@ -41,6 +41,9 @@ type pool struct {
 	jobs     int
 	template func(i int) *corev1.Pod
 	pods     []*corev1.Pod
+	// as creates and deletes the pods: a team's manager ServiceAccount,
+	// as the kubernetes executor does, or the admin.
+	as client.Client
 
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -132,10 +135,23 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	pools := []*pool{}
 	for _, team := range []string{"team-a", "team-b"} {
 		cfg := configOf(t, c, teams[team])
+		// Jobs run in the RunnerSet's own jobs namespace, never the team's:
+		// the pods below are created where config.toml sends them.
+		jobsNS := naming.For(team, "build").JobsNamespace()
+		if got := cfg.Runners[0].Kubernetes.Namespace; got != jobsNS {
+			t.Fatalf("%s: config.toml runs jobs in namespace %q, want its jobs namespace %s", team, got, jobsNS)
+		}
 		jobs := map[string]int{"team-a": 2, "team-b": 6}[team]
-		pools = append(pools, &pool{name: naming.For(team, "build").Capacity(), jobs: jobs, template: func(i int) *corev1.Pod { return executorPod(cfg, i) }})
+		// The team's managers create the job pods, with the rights the
+		// controller gave them in the jobs namespace and nothing more.
+		manager := clientAs(t, filepath.Join(state, "kubeconfig"), "system:serviceaccount:"+team+":"+naming.For(team, "build").ManagerServiceAccount())
+		if err := manager.List(ctx, &corev1.SecretList{}, client.InNamespace(team)); !apierrors.IsForbidden(err) {
+			t.Fatalf("%s's manager lists the team's Secrets (%v): it must hold nothing there but its config Secret", team, err)
+		}
+		pools = append(pools, &pool{name: naming.For(team, "build").Capacity(), jobs: jobs, as: manager,
+			template: func(i int) *corev1.Pod { return executorPod(cfg, i) }})
 	}
-	pools = append(pools, &pool{name: "plain", jobs: 2, template: func(i int) *corev1.Pod {
+	pools = append(pools, &pool{name: "plain", jobs: 2, as: c, template: func(i int) *corev1.Pod {
 		p := executorPod(configOf(t, c, teams["team-a"]), i)
 		p.Namespace, p.Name = "default", fmt.Sprintf("plain-job-%d", i)
 		p.Spec.ServiceAccountName = ""
@@ -149,7 +165,7 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 		p.created, p.running = map[string]time.Time{}, map[string]time.Duration{}
 		for i := range p.jobs {
 			pod := p.template(i)
-			create(t, c, pod)
+			create(t, p.as, pod)
 			p.created[pod.Namespace+"/"+pod.Name] = time.Now()
 			p.pods = append(p.pods, pod)
 		}
@@ -243,7 +259,7 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	lastJob := time.Now()
 	for _, p := range pools {
 		for _, pod := range p.pods {
-			if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			if err := p.as.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
 		}

@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -250,6 +251,22 @@ func clientFor(t *testing.T, kubeconfig string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := client.New(cfg, client.Options{Scheme: localcluster.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// clientAs is clientFor acting as user (impersonated, as the user's
+// pods would be authenticated).
+func clientAs(t *testing.T, kubeconfig, user string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 	c, err := client.New(cfg, client.Options{Scheme: localcluster.Scheme()})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
@@ -113,6 +114,9 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		windows    bool
 		health     string
 		jobTimeout time.Duration
+		glURL      string
+		glTokenF   string
+		glRunner   int64
 	)
 	fs.StringVar(&r.Group, "group", "", "the manager group to rotate (its VMs carry "+vmfleet.LabelGroup+"=<group>)")
 	fs.StringVar(&r.Prefix, "prefix", "", "prefix of the new VMs' names (default: the group)")
@@ -125,6 +129,9 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(labelFlag(r.Template.Metadata), "metadata", "key=value metadata of the new VMs, e.g. startup-script or user-data (repeatable)")
 	fs.IntVar(&r.Count, "count", 0, "number of new managers (default: as many as the old color has)")
 	fs.StringVar(&health, "health", "runner", "what makes a new VM healthy: runner (its runner's metrics on :"+strconv.Itoa(gitlabrunner.MetricsPort)+" export "+vmfleet.MetricVersionInfo+" and count a job request GitLab answered) or running (the cloud says RUNNING; only for images without a runner)")
+	fs.StringVar(&glURL, "gitlab-url", "", "with --gitlab-token-file and --gitlab-runner-id: a new VM is healthy only once GitLab records its runner (by the system_id its metrics carry) as an online manager of that runner that contacted GitLab after the VM was created")
+	fs.StringVar(&glTokenF, "gitlab-token-file", "", "file holding a GitLab token that may read the runner (scope read_api, api or manage_runner); a file, so the token is in no shell history or process list")
+	fs.Int64Var(&glRunner, "gitlab-runner-id", 0, "the runner ID the group's managers authenticate as")
 	fs.DurationVar(&r.Settle, "settle", 2*time.Minute, "how long every new VM must stay healthy before the old color drains")
 	fs.DurationVar(&r.HealthTimeout, "health-timeout", 15*time.Minute, "how long the new color may take to become healthy; a new VM that never does is deleted")
 	fs.DurationVar(&jobTimeout, "job-timeout", 3*time.Hour, "the longest job timeout of the group's runners")
@@ -158,10 +165,37 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if r.DrainTimeout < jobTimeout {
 		return fmt.Errorf("--drain-timeout %s is below the longest job timeout %s (--job-timeout): a job could still run when the wait ends; use --drain-timeout %s or more", r.DrainTimeout, jobTimeout, jobTimeout+10*time.Minute)
 	}
+	gitlabSet := map[string]bool{"--gitlab-url": glURL != "", "--gitlab-token-file": glTokenF != "", "--gitlab-runner-id": glRunner != 0}
+	var glMissing []string
+	for _, f := range []string{"--gitlab-url", "--gitlab-token-file", "--gitlab-runner-id"} {
+		if !gitlabSet[f] {
+			glMissing = append(glMissing, f)
+		}
+	}
+	withGitLab := len(glMissing) == 0
+	if len(glMissing) > 0 && len(glMissing) < 3 {
+		return fmt.Errorf("GitLab's health check needs --gitlab-url, --gitlab-token-file and --gitlab-runner-id together: add %s", strings.Join(glMissing, ", "))
+	}
 	switch health {
 	case "runner":
 		r.Healthy = vmfleet.RunnerHealth{}.Check
+		if withGitLab {
+			b, err := os.ReadFile(glTokenF)
+			if err != nil {
+				return fmt.Errorf("--gitlab-token-file: %w", err)
+			}
+			token := strings.TrimSpace(string(b))
+			if token == "" {
+				return fmt.Errorf("--gitlab-token-file %s is empty: put a token that may read runner %d in it", glTokenF, glRunner)
+			}
+			r.Healthy = vmfleet.GitLabHealth{RunnerID: glRunner, Managers: func(ctx context.Context) ([]gitlab.RunnerManager, error) {
+				return gitlab.Managers(ctx, glURL, token, glRunner, gitlab.Options{})
+			}}.Check
+		}
 	case "running":
+		if withGitLab {
+			return fmt.Errorf("--gitlab-* checks the runner, but --health running does not: use --health runner")
+		}
 		r.Healthy = nil // the cloud's state
 	default:
 		return fmt.Errorf("--health %q is not runner or running", health)

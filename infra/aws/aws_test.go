@@ -475,8 +475,9 @@ func TestEveryIRSATrustIsExact(t *testing.T) {
 	if len(oidc) != 1 || !slices.Equal(strs(oidc[0], "clientIdLists"), []string{"sts.amazonaws.com"}) || str(oidc[0], "url") != "https://"+issuerHost {
 		t.Fatalf("OIDC provider %v, want the cluster's issuer with audience sts.amazonaws.com", oidc)
 	}
-	// A team role trusts exactly its RunnerSet's job ServiceAccount and its
-	// manager's, which signs the cache URLs the jobs use.
+	// A team role trusts exactly its RunnerSet's job ServiceAccount, in its
+	// jobs namespace, and its manager's, in the team's namespace, which
+	// signs the cache URLs the jobs use.
 	team := func(ns, rs string) []string {
 		n := naming.For(ns, rs)
 		return []string{n.ServiceAccountSubject(), n.ManagerServiceAccountSubject()}
@@ -486,7 +487,7 @@ func TestEveryIRSATrustIsExact(t *testing.T) {
 		naming.For("team", "build").IAMRole(cluster):    team("team", "build"),
 		naming.For("team-a", "deploy").IAMRole(cluster): team("team-a", "deploy"),
 	}
-	if got := team("team-a", "deploy"); !slices.Equal(got, []string{"system:serviceaccount:team-a:deploy-job", "system:serviceaccount:team-a:deploy-manager"}) {
+	if got := team("team-a", "deploy"); !slices.Equal(got, []string{"system:serviceaccount:team-a-deploy-j6:deploy-job", "system:serviceaccount:team-a:deploy-manager"}) {
 		t.Fatalf("team-a/deploy's subjects %v", got)
 	}
 	found := map[string]bool{}

@@ -11,7 +11,9 @@ import (
 
 // Identity is a team's job identity: an IAM role that only two
 // ServiceAccounts of one RunnerSet may assume, through the cluster's OIDC
-// provider: its jobs', and its managers', since gitlab-runner's manager
+// provider: its jobs' (in the RunnerSet's jobs namespace,
+// naming.Runner.ServiceAccountSubject), and its managers' (in the team's
+// namespace), since gitlab-runner's manager
 // signs the S3 cache URLs the jobs use with its own credentials (the
 // controller binds the managers to the role only when the RunnerSet has an
 // S3 cache). What it may do is granted where the resource is (the cache

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
@@ -163,13 +164,15 @@ func TestNodePoolsAreSpotWithWorkloadIdentityMetadata(t *testing.T) {
 func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobAndManagerServiceAccounts(t *testing.T) {
 	p := shared(t)
 	want := map[string]bool{}
-	signers := map[string]bool{} // the member each team account grants ManagerSignerRole to: itself
+	signers := map[string]bool{}  // the member each team account grants ManagerSignerRole to: itself
+	teamOf := map[string]string{} // namespace → the team namespace it belongs to
 	for _, team := range p.fleet.Teams {
 		if team.WantsIdentity(p.fleet.Platform) {
 			n := naming.For(team.Namespace, team.Name)
-			for _, ksa := range []string{n.JobServiceAccount(), n.ManagerServiceAccount()} {
-				want[fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, team.Namespace, ksa)] = true
-			}
+			teamOf[team.Namespace], teamOf[n.JobsNamespace()] = team.Namespace, team.Namespace
+			// The jobs' in the RunnerSet's jobs namespace, never the team's.
+			want[fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, team.Namespace+"-"+team.Name+"-j"+fmt.Sprint(len(team.Namespace)), n.JobServiceAccount())] = true
+			want[fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, team.Namespace, n.ManagerServiceAccount())] = true
 			signers["serviceAccount:"+p.emails[team.Namespace+"/"+team.Name]] = true
 		}
 	}
@@ -188,9 +191,10 @@ func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobAndManagerServiceAccounts
 				t.Errorf("%s grants %s to %q, which is not exactly one team's job or manager ServiceAccount (want one of %v)", r.Name, role, member, want)
 			}
 			delete(want, member)
-			// The member's namespace and the account's must be the same team's.
-			ns := member[strings.Index(member, "[")+1 : strings.Index(member, "/")]
-			if !strings.Contains(sa, "/serviceAccounts/"+ns+"-") {
+			// The member's namespace (the team's, or its RunnerSet's jobs
+			// namespace) and the account's must be the same team's.
+			ns := teamOf[member[strings.Index(member, "[")+1:strings.Index(member, "/")]]
+			if ns == "" || !strings.Contains(sa, "/serviceAccounts/"+ns+"-") {
 				t.Errorf("%s lets namespace %s act as %s, another team's account", r.Name, ns, sa)
 			}
 			if !dependsOn(r, "gcp:container/cluster:Cluster", "runners-prod-cluster") {
@@ -219,7 +223,8 @@ func TestWorkloadIdentityBindingsNameExactlyTheTeamsJobAndManagerServiceAccounts
 // TestTheManagersThatSignTheCacheActAsTheTeamAccount ties the bindings to
 // what the controller makes of the fleet's RunnerClass and RunnerSets: the
 // manager ServiceAccount it writes carries the team's account, and that
-// account lets exactly that ServiceAccount act as it.
+// account lets exactly that ServiceAccount, and the job ServiceAccount in
+// the jobs namespace, act as it.
 func TestTheManagersThatSignTheCacheActAsTheTeamAccount(t *testing.T) {
 	p := shared(t)
 	class := kube.RunnerClass(p.fleet, p.cluster)
@@ -241,9 +246,13 @@ func TestTheManagersThatSignTheCacheActAsTheTeamAccount(t *testing.T) {
 		if got := sa.Annotations[resources.AnnotationWorkloadIdentity]; got != email {
 			t.Errorf("%s/%s: manager ServiceAccount acts as %q, want %q: the managers could not sign cache URLs", team.Namespace, team.Name, got, email)
 		}
-		key := "projects/" + project + "/serviceAccounts/" + email + " " + WorkloadIdentityMember(project, sa.Namespace, sa.Name)
-		if !bound[key] {
-			t.Errorf("%s/%s: no Workload Identity binding %s", team.Namespace, team.Name, key)
+		// The job ServiceAccount the controller writes, where it writes it.
+		job := resources.JobServiceAccount(rs, v1alpha1.Effective(rs, class).JobsNamespace)
+		for _, ksa := range []*corev1.ServiceAccount{sa, job} {
+			key := "projects/" + project + "/serviceAccounts/" + email + " " + WorkloadIdentityMember(project, ksa.Namespace, ksa.Name)
+			if !bound[key] {
+				t.Errorf("%s/%s: no Workload Identity binding %s", team.Namespace, team.Name, key)
+			}
 		}
 	}
 }

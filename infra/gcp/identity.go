@@ -11,7 +11,8 @@ import (
 
 // Identities are the teams' Google service accounts. Each one trusts exactly
 // two Kubernetes ServiceAccounts of its team's RunnerSet through Workload
-// Identity, its jobs' and its managers': gitlab-runner's manager, not the
+// Identity, its jobs' (in the RunnerSet's jobs namespace) and its managers'
+// (in the team's namespace): gitlab-runner's manager, not the
 // job, signs the GCS cache URLs the jobs use, as the account the metadata
 // server names (the controller binds the managers to the account only when
 // the RunnerSet has a GCS cache). One IAMMember per member (not IAMBinding,
@@ -60,14 +61,16 @@ func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts .
 		}
 		// The project's identity pool exists once a cluster uses it.
 		afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
-		for _, wi := range []struct{ suffix, ksa string }{
-			{"-workload-identity", r.JobServiceAccount()},
-			{"-workload-identity-manager", r.ManagerServiceAccount()},
+		// The job ServiceAccount lives in the RunnerSet's jobs namespace,
+		// the managers' in the team's namespace.
+		for _, wi := range []struct{ suffix, ns, ksa string }{
+			{"-workload-identity", r.JobsNamespace(), r.JobServiceAccount()},
+			{"-workload-identity-manager", t.Namespace, r.ManagerServiceAccount()},
 		} {
 			_, err = serviceaccount.NewIAMMember(ctx, child+wi.suffix, &serviceaccount.IAMMemberArgs{
 				ServiceAccountId: sa.Name,
 				Role:             pulumi.String(WorkloadIdentityRole),
-				Member:           pulumi.String(WorkloadIdentityMember(g.Project, t.Namespace, wi.ksa)),
+				Member:           pulumi.String(WorkloadIdentityMember(g.Project, wi.ns, wi.ksa)),
 			}, e.opts(ids, afterCluster)...)
 			if err != nil {
 				return nil, fmt.Errorf("binding %s to %s: %w", wi.ksa, id, err)

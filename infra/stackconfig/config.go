@@ -284,6 +284,24 @@ func (f *Fleet) Validate() field.ErrorList {
 
 	seen := map[string]int{}
 	tags := map[string]int{}
+	// A team's jobs namespace is the controller's to create: one the stack
+	// creates for something else would stop that RunnerSet with
+	// JobsNamespaceTaken.
+	owned := map[string]string{f.Controller.Namespace: "the runnerset-controller's namespace (controller.namespace)"}
+	for i, t := range f.Teams {
+		owned[t.Namespace] = fmt.Sprintf("teams[%d]'s namespace", i)
+	}
+	for i, s := range f.SharedFleets {
+		if s.Namespace != "" {
+			owned[s.Namespace] = fmt.Sprintf("sharedFleets[%d]'s namespace", i)
+		}
+	}
+	for i, t := range f.Teams {
+		if jobs := naming.For(t.Namespace, t.Name).JobsNamespace(); owned[jobs] != "" {
+			errs = append(errs, field.Invalid(p.Child("teams").Index(i), t.Namespace+"/"+t.Name, fmt.Sprintf(
+				"its jobs run in namespace %s, which is %s; rename the team's RunnerSet or that namespace", jobs, owned[jobs])))
+		}
+	}
 	for i, t := range f.Teams {
 		tp := p.Child("teams").Index(i)
 		te := t.validate(tp, f)

@@ -52,6 +52,9 @@ func TestTheFleetRefusesAnOpenAPIBadURLsAndTheControllersNamespace(t *testing.T)
 			`runnerfleet:fleet.gitlabURL: Invalid value: "http://"`, "needs a host",
 			`runnerfleet:fleet.teams[0].namespace: Invalid value: "runnerfleet-system": the runnerset-controller's namespace`,
 		}},
+		// team-a/build's jobs namespace is team-a-build-j6, which the stack would create as a team's.
+		{`{"platform":"local","gitlabURL":"https://gitlab.example.com","teams":[{"namespace":"team-a","name":"build","tags":["a"],"tokenConfigKey":"t"},{"namespace":"team-a-build-j6","name":"x","tags":["b"],"tokenConfigKey":"t"}]}`,
+			[]string{`runnerfleet:fleet.teams[0]: Invalid value: "team-a/build": its jobs run in namespace team-a-build-j6, which is teams[1]'s namespace`}},
 		{`{"platform":"local","gitlabURL":"https://gitlab.example.com\n"}`, []string{`runnerfleet:fleet.gitlabURL: Invalid value`}},
 		{`{"platform":"local","gitlabURL":"https://gitlab.example.com","controller":{"namespace":"ci"},"teams":[{"namespace":"ci","name":"a","tags":["a"],"tokenConfigKey":"t"}]}`,
 			[]string{`runnerfleet:fleet.teams[0].namespace: Invalid value: "ci": the runnerset-controller's namespace`}},

@@ -75,8 +75,17 @@ func startKube(t *testing.T, pollTimeout time.Duration) *kubeFixture {
 		PodAnnotations:  map[string]string{"karpenter.sh/do-not-disrupt": "true"},
 	}
 	cfg := runnerconfig.ForRunnerSet(rs, class, place)
+	// Jobs run in the RunnerSet's jobs namespace, which the controller
+	// creates; here the test does.
+	jobs := cfg.Runners[0].Kubernetes.Namespace
+	if jobs == ns {
+		t.Fatalf("the rendered config runs jobs in the team's namespace %s", ns)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobs}}); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.Runners[0].Kubernetes.ServiceAccount != "" {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cfg.Runners[0].Kubernetes.ServiceAccount}}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: jobs, Name: cfg.Runners[0].Kubernetes.ServiceAccount}}
 		if err := env.Client.Create(ctx, sa); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +129,7 @@ func startKube(t *testing.T, pollTimeout time.Duration) *kubeFixture {
 			<-f.exited
 		}
 	})
-	return &kubeFixture{fixture: f, c: env.Client, ns: ns}
+	return &kubeFixture{fixture: f, c: env.Client, ns: jobs}
 }
 
 // pods lists the job pods, waiting up to 20s for want of them.

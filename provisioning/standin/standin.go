@@ -10,8 +10,9 @@
 //     free slots, runs each job for the duration its
 //     gitlabtest.DurationVariable asks, streams a log (PATCH
 //     /api/v4/jobs/:id/trace) and reports the result (PUT /api/v4/jobs/:id);
-//   - it serves gitlab_runner_jobs, gitlab_runner_concurrent and
-//     gitlab_runner_version_info on listen_address (/metrics);
+//   - it serves gitlab_runner_jobs, gitlab_runner_concurrent,
+//     gitlab_runner_version_info and gitlab_runner_api_request_statuses_total
+//     (its job requests by status) on listen_address (/metrics);
 //   - SIGQUIT is gitlab-runner's graceful stop: take no new job, let the
 //     running ones finish and report, then exit 0;
 //   - SIGTERM (and SIGINT) is its forceful stop: abort the running jobs,
@@ -31,6 +32,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,6 +128,8 @@ type manager struct {
 	wg      sync.WaitGroup
 	abort   chan struct{} // closed on SIGTERM
 	kube    *Kube
+	// requests counts job requests GitLab answered, by runner and status.
+	requests map[string]map[int]int
 }
 
 // Run runs the stand-in until a signal stops it, and returns its exit code.
@@ -340,6 +344,15 @@ func (m *manager) request(ctx context.Context, r Runner) (*jobPayload, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	m.mu.Lock()
+	if m.requests == nil {
+		m.requests = map[string]map[int]int{}
+	}
+	if m.requests[r.Name] == nil {
+		m.requests[r.Name] = map[int]int{}
+	}
+	m.requests[r.Name][resp.StatusCode]++
+	m.mu.Unlock()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch resp.StatusCode {
 	case http.StatusNoContent:
@@ -500,6 +513,19 @@ func (m *manager) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, rn := range m.o.Config.Runners {
 		fmt.Fprintf(&b, "gitlab_runner_jobs{executor_stage=\"step_script\",runner=%q,stage=\"step_script\",state=\"running\",system_id=%q} %s\n",
 			rn.Name, m.o.SystemID, strconv.Itoa(m.running[rn.Name]))
+	}
+	b.WriteString("# HELP gitlab_runner_api_request_statuses_total The total number of api requests, partitioned by runner, system_id, endpoint and status.\n")
+	b.WriteString("# TYPE gitlab_runner_api_request_statuses_total counter\n")
+	for _, rn := range m.o.Config.Runners {
+		codes := make([]int, 0, len(m.requests[rn.Name]))
+		for c := range m.requests[rn.Name] {
+			codes = append(codes, c)
+		}
+		sort.Ints(codes)
+		for _, c := range codes {
+			fmt.Fprintf(&b, "gitlab_runner_api_request_statuses_total{endpoint=\"request_job\",runner=%q,status=\"%d\",system_id=%q} %d\n",
+				rn.Name, c, m.o.SystemID, m.requests[rn.Name][c])
+		}
 	}
 	m.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -1,10 +1,12 @@
 package vmfleet
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/runnerfleet/runnerfleet/providers"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 )
 
 // Metrics gitlab-runner exports that tell its health (common/version.go and
@@ -39,11 +42,29 @@ type RunnerHealth struct {
 
 // Check is a Rotation.Healthy.
 func (h RunnerHealth) Check(ctx context.Context, inst providers.Instance) error {
+	_, err := h.check(ctx, inst)
+	return err
+}
+
+// check judges inst and returns the system_ids its runner reports.
+func (h RunnerHealth) check(ctx context.Context, inst providers.Instance) ([]string, error) {
+	page, err := h.scrape(ctx, inst)
+	if err != nil {
+		return nil, err
+	}
+	if err := RunnerHealthFromMetrics(inst.Name, bytes.NewReader(page)); err != nil {
+		return nil, err
+	}
+	return SystemIDs(bytes.NewReader(page))
+}
+
+// scrape reads inst's runner metrics page.
+func (h RunnerHealth) scrape(ctx context.Context, inst providers.Instance) ([]byte, error) {
 	url := fmt.Sprintf("http://%s:%d/metrics", inst.Address, RunnerMetricsPort)
 	if h.URL != nil {
 		url = h.URL(inst)
 	} else if inst.Address == "" {
-		return fmt.Errorf("%s has no address yet", inst.Name)
+		return nil, fmt.Errorf("%s has no address yet", inst.Name)
 	}
 	c := h.Client
 	if c == nil {
@@ -51,17 +72,87 @@ func (h RunnerHealth) Check(ctx context.Context, inst providers.Instance) error 
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: runner metrics: %w", inst.Name, err)
+		return nil, fmt.Errorf("%s: runner metrics: %w", inst.Name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: runner metrics: GET %s: %s", inst.Name, url, resp.Status)
+		return nil, fmt.Errorf("%s: runner metrics: GET %s: %s", inst.Name, url, resp.Status)
 	}
-	return RunnerHealthFromMetrics(inst.Name, io.LimitReader(resp.Body, 16<<20))
+	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+}
+
+// SystemIDs are the system_id labels of a runner's metrics page: the names
+// GitLab knows the runner's process by (gitlab-runner labels its job and
+// API request series with it).
+func SystemIDs(r io.Reader) ([]string, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "system_id" && l.GetValue() != "" {
+					seen[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// GitLabHealth adds GitLab's own word to RunnerHealth: for every system_id
+// the VM's runner reports, runner RunnerID in GitLab has a manager of that
+// system_id that contacted GitLab after the VM was created and that GitLab
+// calls online. A runner that answers on its metrics port but talks to
+// another GitLab, or authenticates as another runner, fails here.
+type GitLabHealth struct {
+	Metrics  RunnerHealth
+	RunnerID int64
+	// Managers lists runner RunnerID's managers (gitlab.Managers).
+	Managers func(ctx context.Context) ([]gitlab.RunnerManager, error)
+}
+
+// Check is a Rotation.Healthy.
+func (h GitLabHealth) Check(ctx context.Context, inst providers.Instance) error {
+	ids, err := h.Metrics.check(ctx, inst)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%s: its runner's metrics carry no system_id, so GitLab's record of it cannot be found", inst.Name)
+	}
+	ms, err := h.Managers(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: asking GitLab for the managers of runner %d: %w", inst.Name, h.RunnerID, err)
+	}
+	byID := map[string]gitlab.RunnerManager{}
+	for _, m := range ms {
+		byID[m.SystemID] = m
+	}
+	for _, id := range ids {
+		m, ok := byID[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: GitLab has no manager %s of runner %d: the VM's runner does not authenticate as runner %d (another token, another GitLab?)", inst.Name, id, h.RunnerID, h.RunnerID)
+		case m.ContactedAt == nil || !inst.CreatedAt.IsZero() && m.ContactedAt.Before(inst.CreatedAt):
+			return fmt.Errorf("%s: manager %s of runner %d has not contacted GitLab since the VM was created", inst.Name, id, h.RunnerID)
+		case m.Status != "online":
+			return fmt.Errorf("%s: GitLab calls manager %s of runner %d %s", inst.Name, id, h.RunnerID, m.Status)
+		}
+	}
+	return nil
 }
 
 // RunnerHealthFromMetrics judges a runner's metrics page.

@@ -34,8 +34,8 @@ const (
 	LabelCapacity = "runnerfleet.dev/capacity"
 	// LabelOwnerNamespace and LabelOwnerName tie cluster-scoped capacity to
 	// its namespaced RunnerSet, which cannot own it through an ownerReference.
-	LabelOwnerNamespace = "runnerfleet.dev/runnerset-namespace"
-	LabelOwnerName      = "runnerfleet.dev/runnerset-name"
+	LabelOwnerNamespace = resources.LabelOwnerNamespace
+	LabelOwnerName      = resources.LabelOwnerName
 
 	// AnnotationSafeToEvict keeps GKE's cluster autoscaler from removing a
 	// node while a job pod runs on it.

@@ -17,6 +17,7 @@ import (
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -112,12 +113,13 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 		o(r)
 	}
 	r.steps = steps(map[string]stepFunc{
-		v1alpha1.ConditionClassAccepted:     r.reconcileClass,
-		v1alpha1.ConditionRunnerRegistered:  r.reconcileToken,
-		v1alpha1.ConditionCapacityReady:     r.reconcileCapacity,
-		v1alpha1.ConditionIdentityReady:     r.reconcileIdentity,
-		v1alpha1.ConditionConfigReady:       r.reconcileConfig,
-		v1alpha1.ConditionManagersAvailable: r.reconcileManagers,
+		v1alpha1.ConditionClassAccepted:      r.reconcileClass,
+		v1alpha1.ConditionJobsNamespaceReady: r.reconcileJobsNamespace,
+		v1alpha1.ConditionRunnerRegistered:   r.reconcileToken,
+		v1alpha1.ConditionCapacityReady:      r.reconcileCapacity,
+		v1alpha1.ConditionIdentityReady:      r.reconcileIdentity,
+		v1alpha1.ConditionConfigReady:        r.reconcileConfig,
+		v1alpha1.ConditionManagersAvailable:  r.reconcileManagers,
 	})
 	return r
 }
@@ -309,7 +311,9 @@ func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desi
 }
 
 func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) (client.Object, error) {
-	clusterScoped := desired.GetNamespace() == ""
+	// An ownerReference never crosses namespaces: cluster-scoped objects
+	// and those in the jobs namespace are tied to the RunnerSet by labels.
+	clusterScoped := desired.GetNamespace() != owner.Namespace
 	if !clusterScoped {
 		if err := controllerutil.SetControllerReference(owner, desired, r.Client.Scheme()); err != nil {
 			return nil, err
@@ -413,10 +417,12 @@ func (e *InTheWay) Error() string {
 	return fmt.Sprintf("%s exists and %s: runnerfleet will not overwrite or delete it; delete or rename it, or give the RunnerSet another name", what, owner)
 }
 
-// inTheWay returns an *InTheWay when live is not owner's.
-func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, clusterScoped bool) *InTheWay {
+// inTheWay returns an *InTheWay when live is not owner's. byLabels says
+// live is owned through its owner labels (cluster-scoped, or in the jobs
+// namespace), not a controller reference.
+func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, byLabels bool) *InTheWay {
 	itw := &InTheWay{Kind: kind, Namespace: live.GetNamespace(), Name: live.GetName(), RunnerSet: owner.Namespace + "/" + owner.Name}
-	if clusterScoped {
+	if byLabels {
 		l := live.GetLabels()
 		if l[capacity.LabelOwnerNamespace] == owner.Namespace && l[capacity.LabelOwnerName] == owner.Name {
 			return nil
@@ -514,6 +520,9 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 		}
 		return reconcile.Result{RequeueAfter: drainPoll}, nil
 	}
+	if err := r.deleteJobsNamespace(ctx, rs); err != nil {
+		return reconcile.Result{}, err
+	}
 	patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rs, Finalizer)
 	if err := r.Client.Patch(ctx, rs, patch); err != nil {
@@ -537,15 +546,64 @@ func (r *Reconciler) cannotBeRestored(ctx context.Context, rs *v1alpha1.RunnerSe
 	return !ns.DeletionTimestamp.IsZero()
 }
 
-// podsLeft counts the manager and job pods of rs, terminating ones included.
+// podsLeft counts the manager and job pods of rs, terminating ones
+// included: in its namespace (managers, and jobs of the layout before jobs
+// namespaces) and in its jobs namespace, if that is its own (pods of a
+// namespace someone else made are none of its business).
 func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int, error) {
-	pods := &metav1.PartialObjectMetadataList{}
-	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(rs.Namespace),
-		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{resources.LabelRunnerSet: rs.Name})}); err != nil {
-		return 0, fmt.Errorf("listing pods: %w", err)
+	namespaces := []string{rs.Namespace}
+	jobs, err := r.ownJobsNamespace(ctx, rs)
+	if err != nil {
+		return 0, err
 	}
-	return len(pods.Items), nil
+	if jobs != nil {
+		namespaces = append(namespaces, jobs.Name)
+	}
+	left := 0
+	for _, ns := range namespaces {
+		pods := &metav1.PartialObjectMetadataList{}
+		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := r.APIReader.List(ctx, pods, client.InNamespace(ns),
+			client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{resources.LabelRunnerSet: rs.Name})}); err != nil {
+			return 0, fmt.Errorf("listing pods in %s: %w", ns, err)
+		}
+		left += len(pods.Items)
+	}
+	return left, nil
+}
+
+// ownJobsNamespace returns rs's jobs namespace if it exists and
+// runnerfleet created it for rs, nil otherwise.
+func (r *Reconciler) ownJobsNamespace(ctx context.Context, rs *v1alpha1.RunnerSet) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	name := v1alpha1.Effective(rs, nil).JobsNamespace
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting jobs namespace %s: %w", name, err)
+	}
+	if r.inTheWay(rs, ns, "Namespace", true) != nil {
+		return nil, nil
+	}
+	return ns, nil
+}
+
+// deleteJobsNamespace deletes rs's jobs namespace, once no manager or job
+// pod of rs is left, if it is rs's own: one runnerfleet created for it.
+// The namespace controller removes what is left in it (the job
+// ServiceAccount, the managers' Role).
+func (r *Reconciler) deleteJobsNamespace(ctx context.Context, rs *v1alpha1.RunnerSet) error {
+	ns, err := r.ownJobsNamespace(ctx, rs)
+	if err != nil || ns == nil || !ns.DeletionTimestamp.IsZero() {
+		return err // not there, not ours, or on its way
+	}
+	if err := r.Client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting jobs namespace %s: %w", ns.Name, err)
+	}
+	log.FromContext(ctx).Info("Deleted the jobs namespace", "namespace", ns.Name)
+	return nil
 }
 
 // CacheOptions keeps the informer caches to what runnerfleet manages: owned
@@ -561,6 +619,8 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&rbacv1.Role{}:                  managed,
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
+		&corev1.Namespace{}:             managed,
+		&networkingv1.NetworkPolicy{}:   managed,
 	}
 	// Manager pods, by metadata only, for the drain metrics: the selector
 	// keeps every other pod of the cluster out of memory.
@@ -619,6 +679,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners), builder.OnlyMetadata).
 		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	// The jobs namespace and what lives in it cannot carry an
+	// ownerReference to the RunnerSet: they are mapped back through their
+	// owner labels.
+	for _, obj := range []client.Object{&corev1.Namespace{}, &networkingv1.NetworkPolicy{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity))
+	}
 	// Cluster-scoped capacity cannot carry an ownerReference to a namespaced
 	// RunnerSet: it is mapped back through its owner labels, for the kinds
 	// this cluster has.
@@ -638,7 +704,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return (&ClassReconciler{Client: r.Client}).setupWithManager(mgr)
 }
 
-// ownerOfCapacity maps a capacity object to the RunnerSet its labels name.
+// ownerOfCapacity maps a capacity object, or an object of a jobs
+// namespace, to the RunnerSet its labels name.
 func ownerOfCapacity(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	ns, name := l[capacity.LabelOwnerNamespace], l[capacity.LabelOwnerName]

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,7 +93,17 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 		t.Errorf("status managers=%q observedGeneration=%d generation=%d", cur.Status.Managers, cur.Status.ObservedGeneration, cur.Generation)
 	}
 
-	jobSA := get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{})
+	jobs := n.JobsNamespace()
+	if cur.Status.JobsNamespace != jobs {
+		t.Errorf("status.jobsNamespace %q, want %q", cur.Status.JobsNamespace, jobs)
+	}
+	if l := get(t, "", jobs, &corev1.Namespace{}).Labels; l[resources.LabelOwnerNamespace] != ns || l[resources.LabelOwnerName] != "build" {
+		t.Errorf("jobs namespace labels %v", l)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.JobServiceAccount()}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a job ServiceAccount in the team's namespace (%v)", err)
+	}
+	jobSA := get(t, jobs, n.JobServiceAccount(), &corev1.ServiceAccount{})
 	if got := jobSA.Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
 		t.Errorf("job ServiceAccount IRSA annotation = %q", got)
 	}
@@ -104,9 +115,11 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if got := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA]; got != rs.Spec.Jobs.Identity.AWSRoleARN {
 		t.Errorf("manager ServiceAccount IRSA annotation = %q, want the job's role, which signs the class's cache URLs", got)
 	}
-	role := get(t, ns, n.ManagerRole(), &rbacv1.Role{})
-	if len(role.Rules) == 0 {
-		t.Error("manager Role has no rules")
+	if role := get(t, ns, n.ManagerRole(), &rbacv1.Role{}); len(role.Rules) != 1 || len(role.Rules[0].ResourceNames) != 1 {
+		t.Errorf("manager Role in the team's namespace grants %+v, want its config Secret alone", role.Rules)
+	}
+	if role := get(t, jobs, n.ManagerRole(), &rbacv1.Role{}); len(role.Rules) == 0 {
+		t.Error("manager Role in the jobs namespace has no rules")
 	}
 	rb := get(t, ns, n.ManagerRole(), &rbacv1.RoleBinding{})
 	if rb.Subjects[0].Name != n.ManagerServiceAccount() || rb.RoleRef.Name != n.ManagerRole() {
@@ -126,7 +139,7 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 	if err := schema.Check([]byte(toml)); err != nil {
 		t.Errorf("gitlab-runner would not accept the config.toml in the config Secret: %v", err)
 	}
-	for _, want := range []string{`namespace = "` + ns + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
+	for _, want := range []string{`namespace = "` + jobs + `"`, `service_account = "build-job"`, `"karpenter.sh/do-not-disrupt" = "true"`, `BucketName = "ci-cache"`} {
 		if !strings.Contains(toml, want) {
 			t.Errorf("config.toml lacks %s:\n%s", want, toml)
 		}
@@ -210,7 +223,7 @@ func TestTheManagerServiceAccountCarriesTheJobIdentityOnlyWithACache(t *testing.
 	if a := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{}).Annotations; a[resources.AnnotationIRSA] != "" || a[resources.AnnotationWorkloadIdentity] != "" {
 		t.Errorf("manager ServiceAccount has a cloud identity without a cache: %v", a)
 	}
-	if get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA] != arn {
+	if get(t, n.JobsNamespace(), n.JobServiceAccount(), &corev1.ServiceAccount{}).Annotations[resources.AnnotationIRSA] != arn {
 		t.Error("job ServiceAccount lacks its role")
 	}
 
@@ -237,9 +250,11 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 	must(t, k8s.Create(ctx, rs))
 	waitReady(t, rs)
 
-	// A job pod still running, as the kubernetes executor labels it.
+	// A job pod still running in the jobs namespace, as the kubernetes
+	// executor labels it.
+	jobs := naming.For(ns, "drain").JobsNamespace()
 	job := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-job-1", Labels: map[string]string{resources.LabelRunnerSet: rs.Name, "app.kubernetes.io/component": "job"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: jobs, Name: "runner-job-1", Labels: map[string]string{resources.LabelRunnerSet: rs.Name, "app.kubernetes.io/component": "job"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}},
 	}
 	must(t, k8s.Create(ctx, job))
@@ -260,6 +275,10 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})) // still held
 
+	if ns := get(t, "", jobs, &corev1.Namespace{}); !ns.DeletionTimestamp.IsZero() {
+		t.Fatal("the jobs namespace is being deleted while a job runs in it")
+	}
+
 	must(t, k8s.Delete(ctx, job, client.GracePeriodSeconds(0)))
 	eventually(t, "RunnerSet gone once its last job pod is", func() error {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{})
@@ -268,6 +287,10 @@ func TestDeletionWaitsForManagersAndJobsToDrain(t *testing.T) {
 		}
 		return fmt.Errorf("still there (%v)", err)
 	})
+	// envtest runs no namespace controller: the namespace stays Terminating.
+	if ns := get(t, "", jobs, &corev1.Namespace{}); ns.DeletionTimestamp.IsZero() {
+		t.Error("the jobs namespace was not deleted after the managers drained")
+	}
 }
 
 func TestRunnerClassPolicyRefusesWithAReasonAndCreatesNothing(t *testing.T) {
@@ -391,16 +414,24 @@ func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
 	waitReady(t, rs)
 	time.Sleep(time.Second) // let the last status patch's watch event settle
 
+	jobs := naming.For(ns, "calm").JobsNamespace()
 	versions := func() map[string]string {
 		out := map[string]string{}
-		for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{},
-			&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{}} {
-			must(t, k8s.List(ctx, l, client.InNamespace(ns)))
-			must(t, meta.EachListItem(l, func(o runtime.Object) error {
-				obj := o.(client.Object)
-				out[fmt.Sprintf("%T/%s", obj, obj.GetName())] = obj.GetResourceVersion()
-				return nil
-			}))
+		for _, in := range []string{ns, jobs} {
+			for _, l := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &appsv1.DeploymentList{}, &corev1.SecretList{},
+				&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &policyv1.PodDisruptionBudgetList{},
+				&networkingv1.NetworkPolicyList{}} {
+				must(t, k8s.List(ctx, l, client.InNamespace(in)))
+				must(t, meta.EachListItem(l, func(o runtime.Object) error {
+					obj := o.(client.Object)
+					out[fmt.Sprintf("%T/%s/%s", obj, in, obj.GetName())] = obj.GetResourceVersion()
+					return nil
+				}))
+			}
+		}
+		out["Namespace/"+jobs] = get(t, "", jobs, &corev1.Namespace{}).ResourceVersion
+		if len(out) < 12 {
+			t.Fatalf("only %d objects watched: %v", len(out), out)
 		}
 		return out
 	}

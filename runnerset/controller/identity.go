@@ -2,29 +2,113 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
+// legacyPoll is how often a RunnerSet whose managers or jobs of the layout
+// before jobs namespaces still run looks whether they are gone.
+const legacyPoll = 30 * time.Second
+
 // reconcileIdentity writes the job ServiceAccount (with its cloud identity)
-// and the manager's ServiceAccount, Role and RoleBinding.
+// and the managers' Role in the jobs namespace, and the manager's
+// ServiceAccount and its Role (its own config Secret, nothing else) in the
+// team's namespace.
 func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, time.Duration, error) {
+	jobs := s.settings.JobsNamespace
+	legacy, err := r.legacyRunning(ctx, s.rs, jobs)
+	if err != nil {
+		return false, 0, err
+	}
 	for _, obj := range []client.Object{
-		resources.JobServiceAccount(s.rs),
+		resources.JobServiceAccount(s.rs, jobs),
+		resources.ManagerJobsRole(s.rs, jobs),
+		resources.ManagerJobsRoleBinding(s.rs, jobs),
 		resources.ManagerServiceAccountFor(s.rs, s.class),
-		resources.ManagerRole(s.rs),
+		resources.ManagerRole(s.rs, legacy),
 		resources.ManagerRoleBinding(s.rs),
 	} {
 		if err := r.apply(ctx, s.rs, obj); err != nil {
 			return false, 0, err
 		}
 	}
-	s.rs.SetCondition(v1alpha1.ConditionIdentityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
-		"job and manager ServiceAccounts and the manager Role are in place")
+	if legacy {
+		s.rs.SetCondition(v1alpha1.ConditionIdentityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, fmt.Sprintf(
+			"managers take jobs in namespace %s; managers or jobs started before jobs namespaces still run in %s and keep their rights there until they have finished",
+			jobs, s.rs.Namespace))
+		return true, legacyPoll, nil
+	}
+	if err := r.deleteLegacyJobServiceAccount(ctx, s.rs); err != nil {
+		return false, 0, err
+	}
+	s.rs.SetCondition(v1alpha1.ConditionIdentityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, fmt.Sprintf(
+		"the job ServiceAccount and the managers' rights are in namespace %s; in %s the managers read only their config Secret", jobs, s.rs.Namespace))
 	return true, 0, nil
+}
+
+// legacyRunning reports whether managers or job pods of the layout before
+// jobs namespaces still run in the team's namespace: job pods there, or
+// manager pods that do not create their jobs in jobs. Pods are listed only
+// while the managers' Role in the team's namespace still carries job
+// rights, so a migrated RunnerSet costs no read.
+func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, jobs string) (bool, error) {
+	role := &rbacv1.Role{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).ManagerRole()}, role)
+	if apierrors.IsNotFound(err) {
+		return false, nil // a new RunnerSet: nothing ran before
+	}
+	if err != nil {
+		return false, fmt.Errorf("getting the managers' Role: %w", err)
+	}
+	if resources.SpecHash(role) == resources.SpecHash(resources.ManagerRole(rs, false)) {
+		return false, nil
+	}
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(rs.Namespace),
+		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{resources.LabelRunnerSet: rs.Name})}); err != nil {
+		return false, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		if p.Labels["app.kubernetes.io/component"] != "manager" || p.Annotations[resources.AnnotationJobsNamespace] != jobs {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// deleteLegacyJobServiceAccount deletes the job ServiceAccount the layout
+// before jobs namespaces kept in the team's namespace, once nothing of that
+// layout runs: no pod may use it any more, and the cloud trusts the one in
+// the jobs namespace. Only the RunnerSet's own is deleted, and only when
+// the cache holds one, so a migrated RunnerSet costs no request.
+func (r *Reconciler) deleteLegacyJobServiceAccount(ctx context.Context, rs *v1alpha1.RunnerSet) error {
+	sa := &corev1.ServiceAccount{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).JobServiceAccount()}, sa)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting the old job ServiceAccount: %w", err)
+	}
+	if !metav1.IsControlledBy(sa, rs) {
+		return nil // not ours: left alone
+	}
+	if err := r.Client.Delete(ctx, sa, client.Preconditions{UID: &sa.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the old job ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
+	}
+	log.FromContext(ctx).Info("Deleted the job ServiceAccount of the layout before jobs namespaces", "serviceAccount", sa.Name)
+	return nil
 }

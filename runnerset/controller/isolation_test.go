@@ -118,22 +118,22 @@ func TestAnUnlabelledObjectInTheWayIsNamedInItsStepsCondition(t *testing.T) {
 	class := newClass(t, nil)
 	newSecret(t, ns, "way-token", token)
 	n := naming.For(ns, "way")
-	theirs := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.JobServiceAccount(),
+	theirs := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.ManagerServiceAccount(),
 		Annotations: map[string]string{"owner": "someone-else"}}}
 	must(t, k8s.Create(ctx, theirs))
 	rs := runnerSet(ns, "way", class.Name)
 	must(t, k8s.Create(ctx, rs))
 	cur := waitCondition(t, rs, v1alpha1.ConditionIdentityReady, metav1.ConditionFalse, v1alpha1.ReasonObjectInTheWay)
 	msg := condition(cur, v1alpha1.ConditionIdentityReady).Message
-	for _, want := range []string{"ServiceAccount " + ns + "/" + n.JobServiceAccount(), "delete or rename it"} {
+	for _, want := range []string{"ServiceAccount " + ns + "/" + n.ManagerServiceAccount(), "delete or rename it"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("IdentityReady message %q does not say %q", msg, want)
 		}
 	}
-	if r := condition(cur, v1alpha1.ConditionReady); r.Reason != v1alpha1.ReasonObjectInTheWay || !strings.Contains(r.Message, n.JobServiceAccount()) {
+	if r := condition(cur, v1alpha1.ConditionReady); r.Reason != v1alpha1.ReasonObjectInTheWay || !strings.Contains(r.Message, n.ManagerServiceAccount()) {
 		t.Errorf("Ready does not carry the cause: %+v", r)
 	}
-	got := get(t, ns, n.JobServiceAccount(), &corev1.ServiceAccount{})
+	got := get(t, ns, n.ManagerServiceAccount(), &corev1.ServiceAccount{})
 	if len(got.OwnerReferences) > 0 || got.Annotations["owner"] != "someone-else" || got.Annotations[resources.AnnotationSpecHash] != "" {
 		t.Errorf("the controller took the ServiceAccount over: %+v", got.ObjectMeta)
 	}

@@ -21,7 +21,7 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonInvalidImage, msg)
 		return false, 0, nil
 	}
-	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, string(image), s.configHash))
+	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, string(image), s.configHash, s.settings.JobsNamespace))
 	if err != nil {
 		return false, 0, err
 	}

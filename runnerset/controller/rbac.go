@@ -26,6 +26,12 @@ package controller
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
 // The managers' headless metrics Service (resources.ManagerService).
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
+
+// The job ServiceAccount of the layout before jobs namespaces, left in the
+// team's namespace, is deleted once nothing of that layout runs
+// (deleteLegacyJobServiceAccount).
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update
 
 // Secrets: watched by metadata (token Secrets requeue their RunnerSets) and
@@ -36,8 +42,10 @@ package controller
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 
 // Namespaces: finalize reads a RunnerSet's namespace to tell whether a
-// missing API token can still be restored.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// missing API token can still be restored. The jobs namespace is written
+// by apply, watched and cached by its managed-by label, and deleted by
+// finalize once the managers drained.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;delete
 
 // Pods: finalize lists a RunnerSet's manager and job pods by metadata; the
 // cache watches manager pods by metadata for the drain metrics.
@@ -69,10 +77,11 @@ package controller
 // the same, as the rules above are cluster-wide.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
-// The manager Role (resources.ManagerRole). The API server lets the
+// The managers' Roles (resources.ExecutorRules in the jobs namespace, and
+// their own config Secret by name in the team's). The API server lets the
 // controller create a Role, and bind it, only with permissions the controller
 // holds itself; holding them is narrower than the escalate and bind verbs,
-// which would let it grant anything. Keep these in step with ManagerRole:
+// which would let it grant anything. Keep these in step with ExecutorRules:
 // runnerset/rbac's tests and the RBAC envtest here fail when they drift.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods/attach;pods/exec,verbs=get;create

@@ -269,3 +269,58 @@ func mustCRD(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinitio
 	t.Fatalf("no CRD %s", name)
 	return nil
 }
+
+// Admission keeps a jobs namespace where it is (moving it would strand
+// running jobs) and refuses class patterns that could reach another
+// team's names, with the rule policy applies, verbatim.
+func TestAdmissionKeepsJobsNamespacesPinned(t *testing.T) {
+	rules := ""
+	for _, c := range mustCRD(t, "runnerclasses.runnerfleet.dev").Spec.Versions[0].Schema.OpenAPIV3Schema.
+		Properties["spec"].Properties["policy"].Properties["jobNamespaces"].Items.Schema.XValidations {
+		rules += c.Rule + "\n"
+	}
+	if !strings.Contains(rules, "self.matches('"+policy.JobNamespacePattern+"')") {
+		t.Errorf("the CRD does not use policy's rule %s:\n%s", policy.JobNamespacePattern, rules)
+	}
+	for i, tc := range []struct {
+		pattern string
+		ok      bool
+	}{
+		{"{namespace}-*", false}, {"ci-*", false}, {"{namespace}.ci", false}, {"{namespace}{namespace}", false},
+		{"ci-{namespace}", true}, {"{namespace}-ci-??", true},
+	} {
+		c := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("jobs-pattern-%d", i)},
+			Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK, Policy: v1alpha1.RunnerClassPolicy{JobNamespaces: []string{tc.pattern}}}}
+		err := k8s.Create(ctx, c)
+		if err == nil {
+			_ = k8s.Delete(ctx, c)
+		}
+		if (err == nil) != tc.ok || (policy.ValidateJobNamespacePattern(tc.pattern) == nil) != tc.ok {
+			t.Errorf("%q: API server %v, policy %v; want accepted=%v", tc.pattern, err, policy.ValidateJobNamespacePattern(tc.pattern), tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "no '*'") {
+			t.Errorf("%q: the message does not say why: %v", tc.pattern, err)
+		}
+	}
+
+	ns := newNamespace(t)
+	for _, tc := range []struct {
+		name, from, to string
+	}{
+		{"moved", "ci-" + ns, "ci-" + ns + "-b"},
+		{"added", "", "ci-" + ns},
+		{"removed", "ci-" + ns, ""},
+	} {
+		rs := runnerSet(ns, "pinned-"+tc.name, "no-class")
+		rs.Spec.Jobs.Namespace = tc.from
+		must(t, k8s.Create(ctx, rs))
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := get(t, ns, rs.Name, &v1alpha1.RunnerSet{})
+			cur.Spec.Jobs.Namespace = tc.to
+			return k8s.Update(ctx, cur)
+		})
+		if err == nil || !strings.Contains(err.Error(), "jobs.namespace is immutable") {
+			t.Errorf("%s: %v, want refused as immutable", tc.name, err)
+		}
+	}
+}

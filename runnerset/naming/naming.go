@@ -7,6 +7,7 @@ package naming
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -18,10 +19,53 @@ const MaxLength = 63
 type Runner struct {
 	Namespace string
 	Name      string
+	// Jobs is the jobs namespace the team named (spec.jobs.namespace), ""
+	// for the one derived from Namespace and Name (DerivedJobsNamespace).
+	Jobs string
 }
 
-// For returns the names of the RunnerSet namespace/name.
+// For returns the names of the RunnerSet namespace/name, whose jobs run in
+// the namespace derived from it.
 func For(namespace, name string) Runner { return Runner{Namespace: namespace, Name: name} }
+
+// WithJobs returns r with its jobs in namespace jobs; "" keeps the derived one.
+func (r Runner) WithJobs(jobs string) Runner { r.Jobs = jobs; return r }
+
+// JobsNamespace is the namespace the RunnerSet's job pods, their
+// ServiceAccount and their per-job Secrets live in: the one the team named,
+// or DerivedJobsNamespace.
+func (r Runner) JobsNamespace() string {
+	if r.Jobs != "" {
+		return r.Jobs
+	}
+	return DerivedJobsNamespace(r.Namespace, r.Name)
+}
+
+// DerivedJobsNamespace is the jobs namespace of RunnerSet namespace/name:
+// "<namespace>-<name>-j<n>", n being the length of namespace. A namespace
+// name cannot hold '.', so, unlike Scoped, the split is told by the length:
+// reading n from the end gives the namespace back, then the name, so no two
+// RunnerSets share one (team-a-b/c is "team-a-b-c-j8", team-a/b-c
+// "team-a-b-c-j6").
+//
+// A result that would not be a DNS-1123 label (longer than MaxLength, or a
+// RunnerSet name holding '.') is cut, its '.' turned into '-', and ends in
+// '-' and a hash of the pair instead: hex digits hold no 'j', so a cut name
+// never equals an uncut one, and two cut names are equal only if their
+// hashes are.
+func DerivedJobsNamespace(namespace, name string) string {
+	full := namespace + "-" + name + "-j" + strconv.Itoa(len(namespace))
+	if len(full) <= MaxLength && !strings.Contains(name, ".") {
+		return full
+	}
+	sum := sha256.Sum256([]byte("jobs\x00" + namespace + "\x00" + name))
+	h := hex.EncodeToString(sum[:])[:hashLength]
+	head := strings.ReplaceAll(namespace+"-"+name, ".", "-")
+	if len(head) > MaxLength-len(h)-1 {
+		head = head[:MaxLength-len(h)-1]
+	}
+	return strings.TrimRight(head, "-") + "-" + h
+}
 
 // ManagerServiceAccount is the ServiceAccount the manager pods run as.
 func (r Runner) ManagerServiceAccount() string { return Join(r.Name, "manager") }
@@ -29,15 +73,20 @@ func (r Runner) ManagerServiceAccount() string { return Join(r.Name, "manager") 
 // ManagerRole is the Role (and RoleBinding) that lets managers create job pods.
 func (r Runner) ManagerRole() string { return Join(r.Name, "manager") }
 
+// JobsNetworkPolicy is the NetworkPolicy of the jobs namespace.
+func (r Runner) JobsNetworkPolicy() string { return Join(r.Name, "jobs") }
+
 // Managers is the manager Deployment and its PodDisruptionBudget.
 func (r Runner) Managers() string { return Join(r.Name, "manager") }
 
-// Config is the ConfigMap holding config.toml.
+// Config is the Secret holding config.toml, the one Secret of the team's
+// namespace the managers may read.
 func (r Runner) Config() string { return Join(r.Name, "config") }
 
-// JobServiceAccount is the ServiceAccount job pods run as; IRSA and Workload
-// Identity trust exactly system:serviceaccount:<Namespace>:<JobServiceAccount>
-// (and the manager's, ManagerServiceAccountSubject, which signs cache URLs).
+// JobServiceAccount is the ServiceAccount job pods run as, in
+// JobsNamespace; IRSA and Workload Identity trust exactly
+// system:serviceaccount:<JobsNamespace>:<JobServiceAccount> (and the
+// manager's, ManagerServiceAccountSubject, which signs cache URLs).
 func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 
 // Capacity names the cluster-scoped capacity of this RunnerSet (NodePool,
@@ -120,9 +169,10 @@ func GCPServiceAccountIDPattern(namespace string) string {
 }
 
 // ServiceAccountSubject is the Kubernetes subject of job pods, as IRSA trust
-// policies and Workload Identity bindings name it.
+// policies and Workload Identity bindings name it: the job ServiceAccount
+// lives in the jobs namespace, never in the team's.
 func (r Runner) ServiceAccountSubject() string {
-	return "system:serviceaccount:" + r.Namespace + ":" + r.JobServiceAccount()
+	return "system:serviceaccount:" + r.JobsNamespace() + ":" + r.JobServiceAccount()
 }
 
 // ManagerServiceAccountSubject is the Kubernetes subject of the manager

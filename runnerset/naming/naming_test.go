@@ -3,6 +3,7 @@ package naming
 import (
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,8 +19,10 @@ func TestNamesOfAShortRunnerSetAreReadable(t *testing.T) {
 		r.Managers():                     "build-manager",
 		r.Capacity():                     "rf-team-a.build",
 		r.IAMRole("prod"):                "prod.team-a.build-job",
-		r.ServiceAccountSubject():        "system:serviceaccount:team-a:build-job",
 		r.ManagerServiceAccountSubject(): "system:serviceaccount:team-a:build-manager",
+		r.JobsNamespace():                "team-a-build-j6",
+		r.ServiceAccountSubject():        "system:serviceaccount:team-a-build-j6:build-job",
+		r.WithJobs("ci-team-a").ServiceAccountSubject(): "system:serviceaccount:ci-team-a:build-job",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -98,6 +101,7 @@ func derived(r Runner) map[string]string {
 		"ns/secret/runner-token":    r.RunnerToken(),
 		"cluster/subject/manager":   r.ManagerServiceAccountSubject(),
 		"cluster/subject/job":       r.ServiceAccountSubject(),
+		"cluster/namespace/jobs":    r.JobsNamespace(),
 	}
 }
 
@@ -141,6 +145,9 @@ func checkDistinct(t *testing.T, a, b Runner) {
 			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 				t.Fatalf("%s of %s/%s, %q, is not a label value: %v", k, r.Namespace, r.Name, v, errs)
 			}
+		}
+		if errs := validation.IsDNS1123Label(r.JobsNamespace()); len(errs) > 0 {
+			t.Fatalf("jobs namespace of %s/%s, %q, is not a namespace name: %v", r.Namespace, r.Name, r.JobsNamespace(), errs)
 		}
 		if gcp := r.GCPServiceAccountID("c"); len(r.Namespace) <= MaxGCPNamespace && !strings.HasPrefix(gcp, r.Namespace+"-") {
 			t.Fatalf("GCP account ID %q does not lead with namespace %q", gcp, r.Namespace)
@@ -242,5 +249,38 @@ func TestPropertyNoTwoRunnerSetsShareADerivedName(t *testing.T) {
 func TestJoiningWithDashAloneWouldCollide(t *testing.T) {
 	if Join("rf", "team-a-b", "c") != Join("rf", "team-a", "b-c") {
 		t.Fatal("Join no longer shows the collision Scoped exists for")
+	}
+}
+
+// The negative control of the jobs namespace's length marker: without it,
+// team-a-b/c and team-a/b-c would share their jobs namespace, and one
+// team's manager would create pods among the other's jobs.
+func TestAJobsNamespaceWithoutTheLengthMarkerWouldCollide(t *testing.T) {
+	a, b := For("team-a-b", "c"), For("team-a", "b-c")
+	if a.Namespace+"-"+a.Name != b.Namespace+"-"+b.Name {
+		t.Fatal("the pair no longer shows the collision the marker exists for")
+	}
+	if a.JobsNamespace() == b.JobsNamespace() {
+		t.Fatalf("both get %q", a.JobsNamespace())
+	}
+}
+
+// The length marker reads back: a jobs namespace names exactly one
+// RunnerSet, which is what makes the derivation injective.
+func TestADerivedJobsNamespaceReadsBackItsRunnerSet(t *testing.T) {
+	for _, r := range []Runner{For("team-a", "build"), For("team-a-b", "c"), For("a", "b-j1"), For("x-j1", "y")} {
+		jn := r.JobsNamespace()
+		i := strings.LastIndex(jn, "-j")
+		n, err := strconv.Atoi(jn[i+2:])
+		if err != nil || jn[n] != '-' {
+			t.Fatalf("%q: no length marker (%v)", jn, err)
+		}
+		if ns, name := jn[:n], jn[n+1:i]; ns != r.Namespace || name != r.Name {
+			t.Errorf("%q reads back as %s/%s, want %s/%s", jn, ns, name, r.Namespace, r.Name)
+		}
+	}
+	dotted := For("team-a", "build.v2").JobsNamespace()
+	if errs := validation.IsDNS1123Label(dotted); len(errs) > 0 || strings.Contains(dotted, "-j") {
+		t.Errorf("a RunnerSet name with '.' gives %q (%v), want a cut name with a hash", dotted, errs)
 	}
 }

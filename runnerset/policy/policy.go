@@ -36,6 +36,9 @@ func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failur
 				total, class.Name, *p.MaxConcurrency)
 		}
 	}
+	if v := checkJobsNamespace(rs, class); v != nil {
+		return v
+	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		if id.AWSRoleARN != "" && !AnyMatch(p.Identity.AWSRoleARNPatterns, rs.Namespace, id.AWSRoleARN) {
 			return identityViolation(class, "awsRoleARN", id.AWSRoleARN, rs.Namespace, p.Identity.AWSRoleARNPatterns)
@@ -43,6 +46,60 @@ func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failur
 		if id.GCPServiceAccount != "" && !AnyMatch(p.Identity.GCPServiceAccountPatterns, rs.Namespace, id.GCPServiceAccount) {
 			return identityViolation(class, "gcpServiceAccount", id.GCPServiceAccount, rs.Namespace, p.Identity.GCPServiceAccountPatterns)
 		}
+	}
+	return nil
+}
+
+// checkJobsNamespace judges a jobs namespace the team named: never the
+// RunnerSet's own namespace (where the managers' job rights would reach
+// the API token and every other Secret of the team), and only one the
+// class's policy.jobNamespaces allow for this namespace.
+func checkJobsNamespace(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failure {
+	jn := rs.Spec.Jobs.Namespace
+	if jn == "" {
+		return nil
+	}
+	derived := rs.Names().WithJobs("").JobsNamespace()
+	if jn == rs.Namespace {
+		return v1alpha1.Failf(v1alpha1.ReasonJobsNamespaceForbidden,
+			"spec.jobs.namespace: %q is the RunnerSet's own namespace, where the managers' rights over job pods and Secrets would reach the team's Secrets (the GitLab API token among them); "+
+				"recreate the RunnerSet without spec.jobs.namespace to use %s", jn, derived)
+	}
+	patterns := class.Spec.Policy.JobNamespaces
+	for _, p := range patterns {
+		if ValidateJobNamespacePattern(p) == nil && matchUnchecked(p, rs.Namespace, jn) {
+			return nil
+		}
+	}
+	msg := fmt.Sprintf("spec.jobs.namespace: %q is not allowed in namespace %s by RunnerClass %s", jn, rs.Namespace, class.Name)
+	var want []string
+	for _, p := range patterns {
+		if ValidateJobNamespacePattern(p) == nil {
+			want = append(want, strings.ReplaceAll(p, Placeholder, rs.Namespace))
+		}
+	}
+	if len(want) > 0 {
+		msg += "; recreate the RunnerSet with one matching " + strings.Join(want, " or ") + ", or without spec.jobs.namespace to use " + derived
+	} else {
+		msg += " (its policy.jobNamespaces allows none); recreate the RunnerSet without spec.jobs.namespace to use " + derived
+	}
+	return &v1alpha1.Failure{Reason: v1alpha1.ReasonJobsNamespaceForbidden, Message: msg}
+}
+
+// JobNamespacePattern is what a policy.jobNamespaces pattern must be, as
+// the CRD's CEL rule has it verbatim (a test checks): {namespace} once, and
+// otherwise only what a namespace name holds and '?'. Without '*' the
+// namespace's extent in a value is fixed by the pattern's length, so no
+// value matches one pattern for two namespaces.
+const JobNamespacePattern = `^[-a-z0-9?]*[{]namespace[}][-a-z0-9?]*$`
+
+var jobNamespacePattern = regexp.MustCompile(JobNamespacePattern)
+
+// ValidateJobNamespacePattern says why pattern cannot be a jobs namespace
+// pattern, or returns nil.
+func ValidateJobNamespacePattern(pattern string) error {
+	if !jobNamespacePattern.MatchString(pattern) {
+		return fmt.Errorf("%q is not a jobs namespace pattern: it holds %s once and otherwise only lower-case letters, digits, '-' and '?', for example ci-%s", pattern, Placeholder, Placeholder)
 	}
 	return nil
 }

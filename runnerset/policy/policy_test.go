@@ -214,3 +214,79 @@ func TestSpotOnlyIsTheDefaultPolicy(t *testing.T) {
 		t.Fatalf("on-demand under a class with no policy: %v", v)
 	}
 }
+
+func TestAJobsNamespaceTheClassDoesNotAllowIsRefusedNamingTheFieldAndTheFix(t *testing.T) {
+	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "eks"}}
+	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}
+	if v := Check(rs, class); v != nil {
+		t.Fatalf("the derived jobs namespace needs no pattern: %v", v)
+	}
+	cases := []struct {
+		patterns []string
+		jobs     string
+		says     []string // nil: allowed
+	}{
+		{nil, "ci-team-a", []string{"spec.jobs.namespace", "allows none", "team-a-build-j6"}},
+		{[]string{"ci-{namespace}"}, "ci-team-a", nil},
+		{[]string{"ci-{namespace}"}, "ci-team-b", []string{"spec.jobs.namespace", `"ci-team-b"`, "matching ci-team-a"}},
+		{[]string{"{namespace}-ci-??"}, "team-a-ci-01", nil},
+		{[]string{"{namespace}-ci-??"}, "team-a-b-ci-01", []string{"matching team-a-ci-??"}},
+		// A '*' would let team-a name team-a-b's namespaces: such a pattern
+		// matches nothing (admission refuses it too).
+		{[]string{"{namespace}-*"}, "team-a-b-ci", []string{"allows none"}},
+		// The team's own namespace is never a jobs namespace, whatever the class says.
+		{[]string{"{namespace}"}, "team-a", []string{"the RunnerSet's own namespace", "API token"}},
+	}
+	for _, c := range cases {
+		class.Spec.Policy.JobNamespaces = c.patterns
+		rs.Spec.Jobs.Namespace = c.jobs
+		v := Check(rs, class)
+		if c.says == nil {
+			if v != nil {
+				t.Errorf("%v, %q: refused: %v", c.patterns, c.jobs, v)
+			}
+			continue
+		}
+		if v == nil || v.Reason != v1alpha1.ReasonJobsNamespaceForbidden {
+			t.Errorf("%v, %q: %v, want %s", c.patterns, c.jobs, v, v1alpha1.ReasonJobsNamespaceForbidden)
+			continue
+		}
+		for _, s := range c.says {
+			if !strings.Contains(v.Message, s) {
+				t.Errorf("%v, %q: message %q does not say %q", c.patterns, c.jobs, v.Message, s)
+			}
+		}
+	}
+}
+
+// Without '*', one pattern never matches one value for two namespaces; the
+// negative control shows the '*' pattern would.
+func TestPropertyAJobsNamespacePatternNamesOneNamespacesJobs(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 19))
+	word := func() string {
+		b := make([]byte, 1+rnd.IntN(6))
+		for i := range b {
+			b[i] = "ab-"[rnd.IntN(3)]
+		}
+		return "x" + strings.Trim(string(b), "-") + "z"
+	}
+	for _, p := range []string{"ci-{namespace}", "{namespace}-ci-??", "?{namespace}-jobs"} {
+		if err := ValidateJobNamespacePattern(p); err != nil {
+			t.Fatal(err)
+		}
+		for range 2000 {
+			a, b := word(), word()
+			value := strings.ReplaceAll(p, Placeholder, a)
+			value = strings.ReplaceAll(value, "?", "7")
+			if a != b && matchUnchecked(p, b, value) {
+				t.Fatalf("%q matches %q for namespaces %q and %q", p, value, a, b)
+			}
+		}
+	}
+	if ValidateJobNamespacePattern("{namespace}-*") == nil {
+		t.Fatal("a '*' pattern was accepted")
+	}
+	if !matchUnchecked("{namespace}-*", "a", "a-b-ci") || !matchUnchecked("{namespace}-*", "a-b", "a-b-ci") {
+		t.Fatal("negative control: '{namespace}-*' no longer shows two namespaces reaching one name")
+	}
+}

@@ -55,10 +55,11 @@ func TestClusterRoleHoldsWhatTheManagerRoleGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := resources.ManagerRole(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}})
-	for _, r := range role.Rules {
-		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-			t.Errorf("manager rule %v: resourceNames and nonResourceURLs are not checked here", r)
+	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}}
+	rules := append(resources.ManagerRole(rs, true).Rules, resources.ManagerJobsRole(rs, "jobs").Rules...)
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("manager rule %v: nonResourceURLs are not checked here", r)
 		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,19 @@ const (
 	LabelRunnerSet = "runnerfleet.dev/runnerset"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "runnerfleet"
+
+	// LabelOwnerNamespace and LabelOwnerName tie an object to a RunnerSet
+	// that cannot own it through an ownerReference: cluster-scoped capacity,
+	// the jobs namespace and what lives in it (an ownerReference never
+	// crosses namespaces).
+	LabelOwnerNamespace = "runnerfleet.dev/runnerset-namespace"
+	LabelOwnerName      = "runnerfleet.dev/runnerset-name"
+
+	// AnnotationJobsNamespace on the manager pod template names the
+	// namespace the managers create job pods in. A manager pod without it
+	// (or with another) runs an older layout and keeps its rights in the
+	// team's namespace until it has drained.
+	AnnotationJobsNamespace = "runnerfleet.dev/jobs-namespace"
 
 	// AnnotationConfigHash on the manager pod template rolls the managers when
 	// config.toml or the token changes.
@@ -74,9 +88,13 @@ func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string 
 // JobServiceAccount is the ServiceAccount of job pods, bound to the job
 // identity when there is one. Its token is not mounted: jobs have no business
 // with the Kubernetes API, and IRSA and Workload Identity project their own.
-func JobServiceAccount(rs *v1alpha1.RunnerSet) *corev1.ServiceAccount {
+//
+// It lives in the jobs namespace, which is where the IRSA and Workload
+// Identity trusts written by the Pulumi program point
+// (naming.Runner.ServiceAccountSubject).
+func JobServiceAccount(rs *v1alpha1.RunnerSet, jobsNamespace string) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{
-		ObjectMeta:                   meta(rs, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
+		ObjectMeta:                   jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
 		AutomountServiceAccountToken: ptr.To(false),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
@@ -131,31 +149,51 @@ func managerIdentity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (key, 
 	return "", ""
 }
 
-// ManagerRole grants what the kubernetes executor needs in the RunnerSet's
-// own namespace, and nothing cluster-wide.
-func ManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
-	rule := func(resources []string, verbs ...string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
+// ExecutorRules are what gitlab-runner's kubernetes executor needs in the
+// namespace it runs jobs in, and nothing more.
+func ExecutorRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		// Job pods: created, watched while they run, deleted after.
+		coreRule([]string{"pods"}, "get", "list", "watch", "create", "delete"),
+		// Scripts run through attach (default) or exec; both are POSTs,
+		// websocket clients need get.
+		coreRule([]string{"pods/attach", "pods/exec"}, "get", "create"),
+		coreRule([]string{"pods/log"}, "get"),
+		// Per-job registry credentials and scripts.
+		coreRule([]string{"secrets", "configmaps"}, "get", "create", "update", "delete"),
+		// Services for job services with aliases and the session proxy.
+		coreRule([]string{"services"}, "get", "create", "delete"),
+		// The job ServiceAccount is checked before a pod uses it.
+		coreRule([]string{"serviceaccounts"}, "get"),
+		// Pod events are printed in the job log when a pod cannot start.
+		coreRule([]string{"events"}, "list", "watch"),
 	}
-	return WithHash(&rbacv1.Role{
-		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), "manager"),
-		Rules: []rbacv1.PolicyRule{
-			// Job pods: created, watched while they run, deleted after.
-			rule([]string{"pods"}, "get", "list", "watch", "create", "delete"),
-			// Scripts run through attach (default) or exec; both are POSTs,
-			// websocket clients need get.
-			rule([]string{"pods/attach", "pods/exec"}, "get", "create"),
-			rule([]string{"pods/log"}, "get"),
-			// Per-job registry credentials and scripts.
-			rule([]string{"secrets", "configmaps"}, "get", "create", "update", "delete"),
-			// Services for job services with aliases and the session proxy.
-			rule([]string{"services"}, "get", "create", "delete"),
-			// The job ServiceAccount is checked before a pod uses it.
-			rule([]string{"serviceaccounts"}, "get"),
-			// Pod events are printed in the job log when a pod cannot start.
-			rule([]string{"events"}, "list", "watch"),
-		},
-	})
+}
+
+func coreRule(resources []string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
+}
+
+// ManagerRole is the managers' Role in the team's namespace: reading their
+// own config Secret, which holds their runner token, by name, and nothing
+// else. The team's namespace holds the GitLab API token and every other
+// Secret of the team; the managers' job rights (ExecutorRules) exist only
+// in the jobs namespace (ManagerJobsRole).
+//
+// legacy adds ExecutorRules here while managers or jobs of the layout
+// before jobs namespaces still run in the team's namespace, so that they
+// finish their jobs (exec the next script, delete the job's pod and
+// Secrets) while the new managers take jobs in the jobs namespace; the
+// controller narrows the Role once they are gone.
+func ManagerRole(rs *v1alpha1.RunnerSet, legacy bool) *rbacv1.Role {
+	n := naming.For(rs.Namespace, rs.Name)
+	rules := []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{n.Config()}, Verbs: []string{"get"},
+	}}
+	if legacy {
+		rules = append(rules, ExecutorRules()...)
+	}
+	return WithHash(&rbacv1.Role{ObjectMeta: meta(rs, n.ManagerRole(), "manager"), Rules: rules})
 }
 
 // ManagerRoleBinding binds ManagerRole to the manager ServiceAccount.
@@ -167,6 +205,66 @@ func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
 		Subjects: []rbacv1.Subject{{
 			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
 		}},
+	})
+}
+
+// ManagerJobsRole grants the managers what the kubernetes executor needs,
+// in the jobs namespace only.
+func ManagerJobsRole(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.Role {
+	n := naming.For(rs.Namespace, rs.Name)
+	return WithHash(&rbacv1.Role{ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), "manager"), Rules: ExecutorRules()})
+}
+
+// ManagerJobsRoleBinding binds ManagerJobsRole to the manager
+// ServiceAccount, which lives in the team's namespace.
+func ManagerJobsRoleBinding(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.RoleBinding {
+	n := naming.For(rs.Namespace, rs.Name)
+	return WithHash(&rbacv1.RoleBinding{
+		ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), "manager"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
+		Subjects: []rbacv1.Subject{{
+			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
+		}},
+	})
+}
+
+// Pod Security admission labels of the jobs namespace.
+const (
+	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
+	LabelPodSecurityWarn    = "pod-security.kubernetes.io/warn"
+)
+
+// JobsNamespace is the namespace rs's jobs run in, created and owned by
+// runnerfleet: labelled with its RunnerSet (an ownerReference cannot point
+// from a cluster-scoped object to a namespaced one), so the controller
+// tells its own from a namespace someone else made. Pod Security admission
+// holds its pods to the baseline profile, unless the RunnerSet runs
+// privileged jobs (which its RunnerClass allowed).
+func JobsNamespace(rs *v1alpha1.RunnerSet, name string) *corev1.Namespace {
+	level := "baseline"
+	if rs.Spec.Jobs.Privileged {
+		level = "privileged"
+	}
+	l := ownerLabels(rs, "jobs")
+	l[LabelPodSecurityEnforce] = level
+	l[LabelPodSecurityWarn] = level
+	return WithHash(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}})
+}
+
+// JobsNetworkPolicy admits traffic to the job pods only from pods of the
+// jobs namespace (a job's services reach each other): no other team's pod,
+// and no pod of the team's own namespace, can connect to a running job.
+// Egress stays open: jobs fetch sources, images and dependencies.
+func JobsNetworkPolicy(rs *v1alpha1.RunnerSet, jobsNamespace string) *networkingv1.NetworkPolicy {
+	return WithHash(&networkingv1.NetworkPolicy{
+		ObjectMeta: jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobsNetworkPolicy(), "job"),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+			}},
+		},
 	})
 }
 
@@ -211,15 +309,16 @@ func identityHash(id *v1alpha1.JobIdentity) string {
 // exit) and waits for it to exit, whatever the image's STOPSIGNAL says, and the
 // grace period is the RunnerSet's shutdown timeout. A new manager starts and
 // becomes ready before an old one is asked to drain.
-func Deployment(rs *v1alpha1.RunnerSet, image, configHash string) *appsv1.Deployment {
+func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string) *appsv1.Deployment {
 	n := naming.For(rs.Namespace, rs.Name)
 	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
 	selector := SelectorLabels(rs, "manager")
 	podLabels := Labels(rs, "manager")
 	podAnnotations := map[string]string{
-		AnnotationConfigHash:   configHash,
-		"prometheus.io/scrape": "true",
-		"prometheus.io/port":   fmt.Sprint(gitlabrunner.MetricsPort),
+		AnnotationConfigHash:    configHash,
+		AnnotationJobsNamespace: jobsNamespace,
+		"prometheus.io/scrape":  "true",
+		"prometheus.io/port":    fmt.Sprint(gitlabrunner.MetricsPort),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)
@@ -328,6 +427,21 @@ func PodDisruptionBudget(rs *v1alpha1.RunnerSet) *policyv1.PodDisruptionBudget {
 
 func meta(rs *v1alpha1.RunnerSet, name, component string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: rs.Namespace, Labels: Labels(rs, component)}
+}
+
+// jobsMeta is the metadata of an object of rs in its jobs namespace, tied
+// to rs by ownerLabels.
+func jobsMeta(rs *v1alpha1.RunnerSet, jobsNamespace, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: jobsNamespace, Labels: ownerLabels(rs, component)}
+}
+
+// ownerLabels are Labels plus the owner labels that tie an object to rs
+// where no ownerReference can.
+func ownerLabels(rs *v1alpha1.RunnerSet, component string) map[string]string {
+	l := Labels(rs, component)
+	l[LabelOwnerNamespace] = rs.Namespace
+	l[LabelOwnerName] = rs.Name
+	return l
 }
 
 // Hashable is every object the builders return.

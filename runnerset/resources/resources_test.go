@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 	r := rs()
 	r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 90 * time.Minute}
 	r.Spec.Managers.Replicas = ptr.To[int32](3)
-	d := Deployment(r, "gitlab-runner:v19.4.0", "abc")
+	d := Deployment(r, "gitlab-runner:v19.4.0", "abc", "team-a-build-j6")
 	pod := d.Spec.Template.Spec
 	if got := *pod.TerminationGracePeriodSeconds; got != 5400 {
 		t.Errorf("terminationGracePeriodSeconds = %d, want 5400 (the shutdown timeout)", got)
@@ -56,7 +57,7 @@ func TestDeploymentDrainsInsteadOfKilling(t *testing.T) {
 }
 
 func TestTheManagersReadConfigOnlyFromTheControllersSecretWithoutAShell(t *testing.T) {
-	d := Deployment(rs(), "img", "h")
+	d := Deployment(rs(), "img", "h", "team-a-build-j6")
 	pod := d.Spec.Template.Spec
 	for _, c := range append(pod.InitContainers, pod.Containers...) {
 		if len(c.Env) > 0 || len(c.EnvFrom) > 0 {
@@ -159,7 +160,7 @@ func TestSedSubstitutionWasInjectable(t *testing.T) {
 }
 
 func TestManagerContainersAreLockedDown(t *testing.T) {
-	d := Deployment(rs(), "img", "h")
+	d := Deployment(rs(), "img", "h", "team-a-build-j6")
 	pod := d.Spec.Template.Spec
 	if !*pod.SecurityContext.RunAsNonRoot {
 		t.Error("manager may run as root")
@@ -172,10 +173,10 @@ func TestManagerContainersAreLockedDown(t *testing.T) {
 	}
 }
 
-func TestManagerRoleIsNamespacedAndLeastPrivilege(t *testing.T) {
-	role := ManagerRole(rs())
-	if role.Namespace != "team-a" {
-		t.Errorf("role namespace %q", role.Namespace)
+func TestManagersJobRightsAreOnlyInTheJobsNamespace(t *testing.T) {
+	role := ManagerJobsRole(rs(), "team-a-build-j6")
+	if role.Namespace != "team-a-build-j6" {
+		t.Errorf("jobs role namespace %q", role.Namespace)
 	}
 	allowed := map[string]bool{}
 	for _, r := range role.Rules {
@@ -201,15 +202,52 @@ func TestManagerRoleIsNamespacedAndLeastPrivilege(t *testing.T) {
 			t.Errorf("manager Role grants %s, which the executor does not need", never)
 		}
 	}
+	b := ManagerJobsRoleBinding(rs(), "team-a-build-j6")
+	if s := b.Subjects[0]; b.Namespace != "team-a-build-j6" || s.Namespace != "team-a" || s.Name != "build-manager" {
+		t.Errorf("jobs RoleBinding %s binds %+v", b.Namespace, s)
+	}
+
+	// In the team's namespace: the config Secret by name, and nothing else.
+	team := ManagerRole(rs(), false)
+	if team.Namespace != "team-a" || len(team.Rules) != 1 {
+		t.Fatalf("team Role in %q: %+v", team.Namespace, team.Rules)
+	}
+	if r := team.Rules[0]; !slices.Equal(r.Resources, []string{"secrets"}) || !slices.Equal(r.ResourceNames, []string{"build-config"}) || !slices.Equal(r.Verbs, []string{"get"}) {
+		t.Errorf("team Role rule %+v, want get on Secret build-config only", r)
+	}
+	if legacy := ManagerRole(rs(), true); len(legacy.Rules) != 1+len(ExecutorRules()) || SpecHash(legacy) == SpecHash(team) {
+		t.Errorf("the Role while old managers drain must add the executor's rules and differ in hash: %+v", legacy.Rules)
+	}
+}
+
+func TestTheJobsNamespaceIsLabelledAsTheRunnerSetsAndHeldToBaseline(t *testing.T) {
+	r := rs()
+	ns := JobsNamespace(r, "team-a-build-j6")
+	l := ns.Labels
+	if l[LabelOwnerNamespace] != "team-a" || l[LabelOwnerName] != "build" || l[LabelManagedBy] != ManagedBy {
+		t.Errorf("labels %v", l)
+	}
+	if l[LabelPodSecurityEnforce] != "baseline" {
+		t.Errorf("pod security %q, want baseline", l[LabelPodSecurityEnforce])
+	}
+	r.Spec.Jobs.Privileged = true
+	if got := JobsNamespace(r, "x").Labels[LabelPodSecurityEnforce]; got != "privileged" {
+		t.Errorf("privileged jobs get pod security %q", got)
+	}
+	np := JobsNetworkPolicy(rs(), "team-a-build-j6")
+	if np.Namespace != "team-a-build-j6" || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 ||
+		np.Spec.Ingress[0].From[0].NamespaceSelector != nil || np.Spec.Ingress[0].From[0].PodSelector == nil {
+		t.Errorf("NetworkPolicy must admit only pods of its own namespace: %+v", np.Spec)
+	}
 }
 
 func TestJobServiceAccountCarriesOnlyTheIdentityAsked(t *testing.T) {
 	r := rs()
-	if sa := JobServiceAccount(r); sa.Annotations[AnnotationIRSA] != "" || sa.Annotations[AnnotationWorkloadIdentity] != "" {
+	if sa := JobServiceAccount(r, "team-a-build-j6"); sa.Annotations[AnnotationIRSA] != "" || sa.Annotations[AnnotationWorkloadIdentity] != "" {
 		t.Errorf("identity without asking: %v", sa.Annotations)
 	}
 	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{GCPServiceAccount: "ci@p.iam.gserviceaccount.com"}
-	sa := JobServiceAccount(r)
+	sa := JobServiceAccount(r, "team-a-build-j6")
 	if sa.Annotations[AnnotationWorkloadIdentity] != "ci@p.iam.gserviceaccount.com" || sa.Annotations[AnnotationIRSA] != "" {
 		t.Errorf("annotations %v", sa.Annotations)
 	}
@@ -260,7 +298,7 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 			}
 			if tc.key != "" {
 				// The identity is the job's own, the one the class's policy allowed.
-				if job := JobServiceAccount(r); job.Annotations[tc.key] != sa.Annotations[tc.key] {
+				if job := JobServiceAccount(r, "team-a-build-j6"); job.Annotations[tc.key] != sa.Annotations[tc.key] {
 					t.Errorf("manager %s %q, job %q", tc.key, sa.Annotations[tc.key], job.Annotations[tc.key])
 				}
 			}
@@ -283,22 +321,22 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 
 func TestManagersRollWhenTheJobIdentityChanges(t *testing.T) {
 	r := rs()
-	if _, ok := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]; ok {
+	if _, ok := Deployment(r, "img", "h", "team-a-build-j6").Spec.Template.Annotations[AnnotationIdentityHash]; ok {
 		t.Error("identity hash on the managers of a RunnerSet without an identity")
 	}
 	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/build"}
-	a := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]
+	a := Deployment(r, "img", "h", "team-a-build-j6").Spec.Template.Annotations[AnnotationIdentityHash]
 	r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci/team-a/other"}
-	b := Deployment(r, "img", "h").Spec.Template.Annotations[AnnotationIdentityHash]
+	b := Deployment(r, "img", "h", "team-a-build-j6").Spec.Template.Annotations[AnnotationIdentityHash]
 	if a == "" || b == "" || a == b {
 		t.Errorf("identity hashes %q and %q: a new role would not reach running managers", a, b)
 	}
 }
 
 func TestSpecHashChangesWithTheSpecOnly(t *testing.T) {
-	a := Deployment(rs(), "img", "h1")
-	b := Deployment(rs(), "img", "h1")
-	c := Deployment(rs(), "img", "h2")
+	a := Deployment(rs(), "img", "h1", "team-a-build-j6")
+	b := Deployment(rs(), "img", "h1", "team-a-build-j6")
+	c := Deployment(rs(), "img", "h2", "team-a-build-j6")
 	if SpecHash(a) == "" || SpecHash(a) != SpecHash(b) {
 		t.Errorf("equal specs, hashes %q %q", SpecHash(a), SpecHash(b))
 	}
@@ -324,8 +362,9 @@ func TestConfigHashRollsOnTokenChangeWithoutRevealingIt(t *testing.T) {
 func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
-		JobServiceAccount(r), ManagerServiceAccountFor(r, nil), ManagerRole(r), ManagerRoleBinding(r),
-		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h"), PodDisruptionBudget(r),
+		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, nil), ManagerRole(r, false), ManagerRoleBinding(r),
+		ManagerJobsRole(r, "j"), ManagerJobsRoleBinding(r, "j"), JobsNamespace(r, "j"), JobsNetworkPolicy(r, "j"),
+		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h", "team-a-build-j6"), PodDisruptionBudget(r),
 	} {
 		if o.GetLabels()[LabelManagedBy] != ManagedBy || o.GetLabels()[LabelRunnerSet] != "build" {
 			t.Errorf("%T labels %v", o, o.GetLabels())

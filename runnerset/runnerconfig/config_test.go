@@ -99,7 +99,7 @@ func TestForRunnerSetMapsTheSpec(t *testing.T) {
 		"url (spec wins)":     {r.URL, "https://gitlab.team-a.example.com"},
 		"token placeholder":   {r.Token, runnerconfig.TokenPlaceholder},
 		"executor":            {r.Executor, "kubernetes"},
-		"namespace":           {k.Namespace, "team-a"},
+		"jobs namespace":      {k.Namespace, "team-a-build-j6"},
 		"image (spec wins)":   {k.Image, "golang:1.27"},
 		"helper image":        {k.HelperImage, "registry.example.com/gitlab-runner-helper:x86_64-v19.4.0"},
 		"privileged":          {*k.Privileged, true},

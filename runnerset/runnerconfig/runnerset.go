@@ -28,7 +28,9 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 	names := naming.For(rs.Namespace, rs.Name)
 	eff := v1alpha1.Effective(rs, class)
 	k := &Kubernetes{
-		Namespace:      rs.Namespace,
+		// Jobs run in a namespace of their own, never the team's: the
+		// managers' rights to create pods and Secrets exist only there.
+		Namespace:      eff.JobsNamespace,
 		Image:          string(eff.JobImage),
 		HelperImage:    string(eff.HelperImage),
 		ServiceAccount: names.JobServiceAccount(),

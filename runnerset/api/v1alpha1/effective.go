@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+)
 
 // Settings are what a RunnerSet runs with once its RunnerClass's defaults
 // and the built-in ones have filled in what it leaves out. Effective is the
@@ -26,6 +30,14 @@ type Settings struct {
 	AMIAlias string
 	// MachineFamilies are the GKE machine families of a ComputeClass, in order.
 	MachineFamilies []string
+	// JobsNamespace is where the job pods run: spec.jobs.namespace, or the
+	// namespace derived from the RunnerSet (naming.DerivedJobsNamespace).
+	JobsNamespace string
+}
+
+// Names are the derived names of rs's objects, its jobs namespace included.
+func (rs *RunnerSet) Names() naming.Runner {
+	return naming.For(rs.Namespace, rs.Name).WithJobs(rs.Spec.Jobs.Namespace)
 }
 
 // Effective resolves the settings of rs under class. class may be nil (a
@@ -46,6 +58,7 @@ func Effective(rs *RunnerSet, class *RunnerClass) Settings {
 		HelperImage:       d.HelperImage,
 		Cache:             rs.Spec.Cache,
 		MachineFamilies:   rs.Spec.Capacity.InstanceFamilies,
+		JobsNamespace:     rs.Names().JobsNamespace(),
 	}
 	if rs.Spec.Managers.Image == "" && d.ManagerImage != "" {
 		s.ManagerImageField = fmt.Sprintf("spec.defaults.managerImage of RunnerClass %s", className)

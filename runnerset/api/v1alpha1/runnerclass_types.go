@@ -144,6 +144,19 @@ type RunnerClassPolicy struct {
 	// Identity says which cloud identities job pods in a namespace may use.
 	// +optional
 	Identity IdentityPolicy `json:"identity,omitempty"`
+
+	// JobNamespaces are the names a RunnerSet may give its jobs namespace
+	// (spec.jobs.namespace), as patterns in which {namespace} stands for the
+	// RunnerSet's namespace and ? for one lower-case letter or digit, for
+	// example "ci-{namespace}" or "{namespace}-ci-??". Without a pattern a
+	// RunnerSet's jobs run in the namespace derived from it, which is what
+	// most classes want.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^[-a-z0-9?]*[{]namespace[}][-a-z0-9?]*$')",message="a jobs namespace pattern holds {namespace} once and otherwise only lower-case letters, digits, '-' and '?' (no '*', which could reach another team's names), for example ci-{namespace}"
+	// +listType=set
+	// +optional
+	JobNamespaces []string `json:"jobNamespaces,omitempty"`
 }
 
 // IdentityPolicy lists the cloud identities job pods may assume, as patterns

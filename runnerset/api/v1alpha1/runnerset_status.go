@@ -14,6 +14,9 @@ const (
 	ConditionReady = "Ready"
 	// ConditionClassAccepted: the RunnerClass exists and its policy allows the spec.
 	ConditionClassAccepted = "ClassAccepted"
+	// ConditionJobsNamespaceReady: the namespace the jobs run in exists and
+	// is this RunnerSet's.
+	ConditionJobsNamespaceReady = "JobsNamespaceReady"
 	// ConditionRunnerRegistered: the runner exists in GitLab and its
 	// authentication token is present and well formed.
 	ConditionRunnerRegistered = "RunnerRegistered"
@@ -31,6 +34,7 @@ const (
 // they are reconciled.
 var DependentConditions = []string{
 	ConditionClassAccepted,
+	ConditionJobsNamespaceReady,
 	ConditionRunnerRegistered,
 	ConditionCapacityReady,
 	ConditionIdentityReady,
@@ -45,26 +49,32 @@ const (
 	ReasonCapacityTypeForbidden = "CapacityTypeForbidden"
 	ReasonPrivilegedForbidden   = "PrivilegedForbidden"
 	ReasonIdentityForbidden     = "IdentityForbidden"
-	ReasonConcurrencyTooHigh    = "ConcurrencyAboveClassLimit"
-	ReasonTokenSecretNotFound   = "TokenSecretNotFound"
-	ReasonTokenKeyMissing       = "TokenKeyMissing"
-	ReasonTokenMalformed        = "TokenMalformed"
-	ReasonRegistrationToken     = "RegistrationTokenRefused"
-	ReasonAPITokenMissing       = "APITokenMissing"
-	ReasonGitLabUnauthorized    = "GitLabUnauthorized"
-	ReasonGitLabForbidden       = "GitLabForbidden"
-	ReasonGitLabNotFound        = "GitLabNotFound"
-	ReasonGitLabRejected        = "GitLabRejected"
-	ReasonGitLabUnavailable     = "GitLabUnavailable"
-	ReasonRenderFailed          = "RenderFailed"
-	ReasonCapacityRejected      = "CapacityRejected"
-	ReasonLimitsBelowOneJob     = "LimitsBelowOneJob"
-	ReasonRollingOut            = "RollingOut"
-	ReasonScaledToZero          = "ScaledToZero"
-	ReasonManagersAvailable     = "ManagersAvailable"
-	ReasonNotReconciled         = "NotReconciled"
-	ReasonBlocked               = "Blocked"
-	ReasonDeleting              = "Deleting"
+	// ReasonJobsNamespaceForbidden: spec.jobs.namespace is a name the
+	// RunnerClass does not allow.
+	ReasonJobsNamespaceForbidden = "JobsNamespaceForbidden"
+	// ReasonJobsNamespaceTaken: the jobs namespace exists and is not this
+	// RunnerSet's (another team's, or one runnerfleet did not create).
+	ReasonJobsNamespaceTaken  = "JobsNamespaceTaken"
+	ReasonConcurrencyTooHigh  = "ConcurrencyAboveClassLimit"
+	ReasonTokenSecretNotFound = "TokenSecretNotFound"
+	ReasonTokenKeyMissing     = "TokenKeyMissing"
+	ReasonTokenMalformed      = "TokenMalformed"
+	ReasonRegistrationToken   = "RegistrationTokenRefused"
+	ReasonAPITokenMissing     = "APITokenMissing"
+	ReasonGitLabUnauthorized  = "GitLabUnauthorized"
+	ReasonGitLabForbidden     = "GitLabForbidden"
+	ReasonGitLabNotFound      = "GitLabNotFound"
+	ReasonGitLabRejected      = "GitLabRejected"
+	ReasonGitLabUnavailable   = "GitLabUnavailable"
+	ReasonRenderFailed        = "RenderFailed"
+	ReasonCapacityRejected    = "CapacityRejected"
+	ReasonLimitsBelowOneJob   = "LimitsBelowOneJob"
+	ReasonRollingOut          = "RollingOut"
+	ReasonScaledToZero        = "ScaledToZero"
+	ReasonManagersAvailable   = "ManagersAvailable"
+	ReasonNotReconciled       = "NotReconciled"
+	ReasonBlocked             = "Blocked"
+	ReasonDeleting            = "Deleting"
 	// ReasonObjectInTheWay: an object the RunnerSet needs exists and was
 	// not created by runnerfleet for it; the controller never takes it over.
 	ReasonObjectInTheWay = "ObjectInTheWay"

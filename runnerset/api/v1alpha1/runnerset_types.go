@@ -40,6 +40,7 @@ type RunnerSetSpec struct {
 	Managers ManagerSpec `json:"managers,omitempty"`
 
 	// Jobs shape the pods that run CI jobs.
+	// +kubebuilder:default={}
 	// +optional
 	Jobs JobSpec `json:"jobs,omitempty"`
 
@@ -197,7 +198,21 @@ type ManagerSpec struct {
 }
 
 // JobSpec shapes the pods that run CI jobs.
+// +kubebuilder:validation:XValidation:rule="has(self.namespace) == has(oldSelf.namespace)",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
 type JobSpec struct {
+	// Namespace is the namespace job pods run in. Leave it empty for the
+	// default: a namespace of the RunnerSet's own, "<namespace>-<name>-j<n>"
+	// (n is the length of the RunnerSet's namespace), which runnerfleet
+	// creates, owns and deletes after the managers drained. A name of your
+	// own must match one of the RunnerClass's policy.jobNamespaces, must not
+	// be the RunnerSet's own namespace, and must not exist yet: runnerfleet
+	// creates it and never takes over a namespace it did not create.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
 	// Image is the image of a job that names none; defaults to the RunnerClass's jobImage.
 	// +optional
 	Image ImageReference `json:"image,omitempty"`
@@ -374,6 +389,11 @@ type RunnerSetStatus struct {
 	// (NodePool, node class or ComputeClass).
 	// +optional
 	Capacity string `json:"capacity,omitempty"`
+
+	// JobsNamespace is the namespace this runner's job pods run in
+	// (kubectl get pods -n <jobsNamespace>).
+	// +optional
+	JobsNamespace string `json:"jobsNamespace,omitempty"`
 
 	// ConfigHash identifies the config.toml (and token) the managers run.
 	// +optional

@@ -168,6 +168,8 @@ type Server struct {
 
 	jobs      []*Job
 	nextJobID int64
+
+	managers map[int64]map[string]*Manager // by runner, then system_id
 }
 
 // New starts a server on 127.0.0.1. Close it when done.
@@ -595,6 +597,15 @@ func (s *Server) route(r *http.Request) reply {
 			return s.withParams(r, func(q *params) reply { return s.deleteRunner(q, id) })
 		}
 		return notAllowed(http.MethodGet, http.MethodPut, http.MethodDelete)
+	case len(seg) == 3 && seg[0] == "runners" && seg[2] == "managers":
+		id, bad := pathID(seg[1])
+		if bad != nil {
+			return *bad
+		}
+		if m != http.MethodGet {
+			return notAllowed(http.MethodGet)
+		}
+		return s.withParams(r, func(q *params) reply { return s.listManagers(q, id) })
 	case len(seg) == 3 && seg[0] == "runners" && seg[2] == "reset_authentication_token":
 		id, bad := pathID(seg[1])
 		if bad != nil {

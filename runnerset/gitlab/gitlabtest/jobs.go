@@ -162,6 +162,7 @@ func (s *Server) requestJob(r *http.Request) reply {
 	if rn == nil {
 		return forbidden
 	}
+	s.contactedLocked(rn.ID, req.SystemID)
 	lastUpdate := http.Header{"X-Gitlab-Last-Update": {strconv.FormatInt(int64(s.nextJobID), 10)}}
 	if rn.Paused {
 		return reply{status: http.StatusNoContent, header: lastUpdate, runner: rn.ID}
