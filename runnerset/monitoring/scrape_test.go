@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -36,9 +37,10 @@ func TestTheServiceMonitorSelectsTheManagersServicesAndNothingElse(t *testing.T)
 	if sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name {
 		t.Errorf("scrapes port %q, the Service serves %q", sm.Spec.Endpoints[0].Port, svc.Spec.Ports[0].Name)
 	}
-	jobSA := resources.JobServiceAccount(rs)
-	if sel.Matches(labels.Set(jobSA.Labels)) {
-		t.Errorf("the selector also selects the job ServiceAccount's labels %v", jobSA.Labels)
+	// The negative control: the controller's own metrics Service is not a
+	// manager's (it has its own ServiceMonitor).
+	if own := install.Service(install.Defaults()); sel.Matches(labels.Set(own.Labels)) {
+		t.Errorf("the selector also selects the controller's Service %v", own.Labels)
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Error("the managers' Service is not headless: Prometheus would scrape one random manager")
