@@ -15,7 +15,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
-	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
@@ -110,7 +110,7 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 		// runner-registration-token: registration tokens are gone; a shared
 		// fleet manager's config Secret holds config.toml with its token.)
 		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
-		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[sharedfleet.ConfigSecretKey], "token = \"glrt-") {
+		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[shared.ConfigSecretKey], "token = \"glrt-") {
 			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), slices.Sorted(maps.Keys(sd)))
 		}
 	}

@@ -48,7 +48,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 			return err
 		}
 		// The shared fleets' tokens too, once, before anything is declared.
-		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		tokens, err := sharedfleet.ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: cluster, Tokens: tokens})
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Tokens: tokens})
 		if err != nil {
 			return err
 		}

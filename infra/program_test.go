@@ -1,6 +1,8 @@
 package infra_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
 const (
@@ -42,6 +46,7 @@ var stackSecrets = map[string]map[string]string{
 		"runnerfleet:sharedProductionFleetingToken": "glrt-shared-prod-fleeting-secret",
 		"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
 		"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
+		"runnerfleet:sharedStagingWindowsToken":     "glrt-shared-staging-windows-secret",
 	},
 }
 
@@ -250,6 +255,31 @@ func TestCloudStacks(t *testing.T) {
 				if releases["gitlab-runner"] < 4 {
 					t.Errorf("gitlab-runner releases: %v, want one per shared manager", releases)
 				}
+				// Every config.toml a manager runs passes gitlab-runner's
+				// structs and parsers.
+				schema, err := oracle.Load(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				values, err := schema.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				checked := 0
+				for _, r := range m.ByToken("kubernetes:core/v1:Secret") {
+					v := r.Input("stringData." + shared.ConfigSecretKey)
+					if !v.IsString() {
+						continue
+					}
+					checked++
+					if err := errors.Join(schema.Check([]byte(v.StringValue())), values.Check([]byte(v.StringValue()))); err != nil {
+						t.Errorf("%s: %v", r.Name, err)
+					}
+				}
+				if checked != releases["gitlab-runner"] {
+					t.Errorf("%d configs checked for %d managers", checked, releases["gitlab-runner"])
+				}
+				vmNetworkPaths(t, m)
 			}
 			// No token in clear in any input: only inside Pulumi secrets.
 			for _, r := range m.Resources() {
@@ -311,5 +341,87 @@ func BenchmarkProgram(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "resources")
 		})
+	}
+}
+
+// vmNetworkPaths checks, on the declared resources of gke-shared, the
+// network paths a reviewer looks for: each fleet's VM subnetwork reaches
+// Google's APIs privately and the internet through its own Cloud NAT; the
+// only ingress to a job VM is from the cluster's pod range; no job VM has an
+// external address.
+func vmNetworkPaths(t *testing.T, m *infratest.Mocks) {
+	t.Helper()
+	subnets := map[string]bool{}
+	for _, r := range m.ByToken("gcp:compute/subnetwork:Subnetwork") {
+		name := r.Input("name").StringValue()
+		if !strings.HasSuffix(name, "-vms") {
+			continue
+		}
+		subnets[r.Name] = true
+		if !r.Input("privateIpGoogleAccess").BoolValue() {
+			t.Errorf("VM subnetwork %s has no Private Google Access", name)
+		}
+	}
+	if len(subnets) != 2 {
+		t.Errorf("VM subnetworks %v, want one per fleet", subnets)
+	}
+	nats := 0
+	for _, r := range m.ByToken("gcp:compute/routerNat:RouterNat") {
+		if strings.HasSuffix(r.Input("name").StringValue(), "-vms") {
+			nats++
+		}
+	}
+	if nats != len(subnets) {
+		t.Errorf("%d Cloud NATs for %d VM subnetworks", nats, len(subnets))
+	}
+	var pods string
+	for _, r := range m.ByToken("gcp:container/cluster:Cluster") {
+		pods = r.Input("ipAllocationPolicy.clusterSecondaryRangeName").StringValue()
+	}
+	if pods == "" {
+		t.Fatal("no pods range on the cluster")
+	}
+	podsCIDR := ""
+	for _, r := range m.ByToken("gcp:compute/subnetwork:Subnetwork") {
+		if rs := r.Input("secondaryIpRanges"); rs.IsArray() {
+			for _, e := range rs.ArrayValue() {
+				if e.ObjectValue()["rangeName"].StringValue() == pods {
+					podsCIDR = e.ObjectValue()["ipCidrRange"].StringValue()
+				}
+			}
+		}
+	}
+	vmRules := 0
+	for _, r := range m.ByToken("gcp:compute/firewall:Firewall") {
+		targets := r.Input("targetTags")
+		if !targets.IsArray() || len(targets.ArrayValue()) == 0 {
+			t.Errorf("rule %s targets every instance of the VPC, the job VMs included", r.Name)
+			continue
+		}
+		tag := targets.ArrayValue()[0].StringValue()
+		if !strings.HasPrefix(tag, "runnerfleet-") {
+			continue // the nodes' rules
+		}
+		vmRules++
+		src := r.Input("sourceRanges").ArrayValue()
+		if len(src) != 1 || src[0].StringValue() != podsCIDR {
+			t.Errorf("rule %s admits %v to job VMs, want the pods range %s only", r.Name, src, podsCIDR)
+		}
+	}
+	if vmRules == 0 {
+		t.Error("no rule lets the managers reach the VMs")
+	}
+	for _, r := range m.ByToken("gcp:compute/instanceTemplate:InstanceTemplate") {
+		for _, nic := range r.Input("networkInterfaces").ArrayValue() {
+			if ac := nic.ObjectValue()["accessConfigs"]; ac.IsArray() && len(ac.ArrayValue()) > 0 {
+				t.Errorf("%s: a job VM with an external address", r.Name)
+			}
+		}
+	}
+	for _, r := range m.ByToken("kubernetes:core/v1:Secret") {
+		if c := r.Input("stringData." + shared.ConfigSecretKey); c.IsString() && strings.Contains(c.StringValue(), `"google-`) &&
+			!strings.Contains(c.StringValue(), `"google-use-internal-ip-only=true"`) {
+			t.Errorf("%s: a docker+machine VM with an external address", r.Name)
+		}
 	}
 }

@@ -107,6 +107,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, fmt.Errorf("declaring the network: %w", err)
 	}
+	for _, s := range args.SharedFleets {
+		if _, err := newSharedFleetNetwork(ctx, name+"-"+s.Namespace+"-vms", e, nw, s, pulumi.Parent(p)); err != nil {
+			return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", s.Name, err)
+		}
+	}
 	cl, err := newCluster(ctx, name+"-cluster", e, nw, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the GKE cluster: %w", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 )
 
 // Names of the subnet's secondary ranges, which the cluster's VPC-native IP
@@ -43,7 +44,7 @@ func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.Resourc
 	g, cluster := e.gcp, e.args.Cluster
 
 	vpc, err := compute.NewNetwork(ctx, name+"-vpc", &compute.NetworkArgs{
-		Name:                  pulumi.String(cluster),
+		Name:                  pulumi.String(stackconfig.GCPNetworkName(cluster)),
 		Description:           pulumi.String("runnerfleet: the network of GKE cluster " + cluster),
 		AutoCreateSubnetworks: pulumi.Bool(false),
 		RoutingMode:           pulumi.String("REGIONAL"),
@@ -108,6 +109,9 @@ func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.Resourc
 		Direction:    pulumi.String("INGRESS"),
 		Priority:     pulumi.Int(1000),
 		SourceRanges: pulumix.Strings([]string{g.SubnetCIDR, g.PodsCIDR}),
+		// Only the nodes: the shared fleets' VMs in this VPC are reached
+		// by their own rules (SharedFleetNetwork), from the pods alone.
+		TargetTags: pulumix.Strings([]string{n.NodeTag}),
 		Allows: []compute.FirewallAllowArgs{
 			{Protocol: pulumi.String("tcp")},
 			{Protocol: pulumi.String("udp")},

@@ -153,7 +153,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		ns := sharedfleet.Namespace(s)
 		if gsa := s.GCPServiceAccount; gsa != "" {
 			for _, grp := range s.Groups {
-				if err := workloadIdentity(gsa, ns, sharedfleet.ManagerServiceAccount(s, grp)); err != nil {
+				if err := workloadIdentity(gsa, ns, sharedfleet.ManagerServiceAccount(grp)); err != nil {
 					return nil, err
 				}
 			}

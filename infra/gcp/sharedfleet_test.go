@@ -33,11 +33,12 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"sharedFleets":
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "gcpServiceAccount": "`+managersGSA+`",
       "monitoring": {"gcpServiceAccount": "`+prometheusGSA+`"},
+      "vmNetwork": {"subnetwork": "projects/ci-project-1/regions/europe-west1/subnetworks/ci-shared-vms"},
       "groups": [
         {"name": "linux", "tokenConfigKey": "prodLinux", "project": "`+vmProject+`", "zone": "europe-west1-b", "machineType": "n2d-standard-4",
          "image": "runner-vm", "maxVMs": 100, "idleCount": 10, "idleTime": "30m", "scaling": {"minManagers": 2, "maxManagers": 4}},
         {"name": "fleeting", "executor": "docker-autoscaler", "tokenConfigKey": "prodFleeting", "project": "`+vmProject+`",
-         "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm", "instanceGroup": "ci-runners-c",
+         "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm",
          "maxVMs": 50, "idleCount": 5, "idleTime": "20m"}
       ]
     },
@@ -46,6 +47,7 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"sharedFleets":
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "gcpServiceAccount": "`+managersGSA+`",
       "cacheBucket": "ci-staging-cache",
+      "vmNetwork": {"cidr": "10.30.0.0/20"},
       "groups": [
         {"name": "linux", "tokenConfigKey": "stagingLinux", "zone": "europe-west1-b", "machineType": "e2-standard-2",
          "image": "runner-vm", "maxVMs": 10, "idleCount": 1, "idleTime": "10m"}
@@ -127,7 +129,7 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 	var fromSharedfleet []string
 	for _, s := range p.fleet.SharedFleets {
 		for _, g := range s.Groups {
-			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(s, g)))
+			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(g)))
 		}
 		if s.GCPServiceAccount != "" {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.GCName(sharedfleet.Namespace(s))))
@@ -257,11 +259,11 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		tokens, err := sharedfleet.ReadTokens(ctx, f)
+		tokens, err := sharedfleet.ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleet: f, Cluster: c, Tokens: tokens})
+		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens})
 		return err
 	})
 	if err != nil {

@@ -43,6 +43,7 @@ var Resources = []Package{
 	{"gcp", "compute", []string{
 		"gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork", "gcp:compute/router:Router",
 		"gcp:compute/routerNat:RouterNat", "gcp:compute/firewall:Firewall",
+		"gcp:compute/instanceTemplate:InstanceTemplate", "gcp:compute/instanceGroupManager:InstanceGroupManager",
 	}},
 	{"gcp", "container", []string{"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool"}},
 	{"gcp", "serviceaccount", []string{"gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember"}},
@@ -53,7 +54,7 @@ var Resources = []Package{
 	{"kubernetes", "helm/v3", []string{"kubernetes:helm.sh/v3:Release"}},
 	{"kubernetes", "core/v1", []string{
 		"kubernetes:core/v1:Namespace", "kubernetes:core/v1:Secret", "kubernetes:core/v1:ServiceAccount",
-		"kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:Service",
+		"kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:Service", "kubernetes:core/v1:PersistentVolumeClaim",
 	}},
 	{"kubernetes", "apps/v1", []string{"kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:DeploymentPatch"}},
 	{"kubernetes", "policy/v1", []string{"kubernetes:policy/v1:PodDisruptionBudget"}},

@@ -29,21 +29,25 @@
 //
 // # Graceful deploys
 //
-// A manager never dies mid-job. Its Deployment rolls with maxUnavailable 0
-// and maxSurge 1 (the new manager takes jobs before the old one stops), and
-// a preStop hook sends gitlab-runner SIGQUIT and waits for it to exit: it
-// takes no new job and finishes the running ones. The chart has no value for
-// a preStop hook, and Kubernetes stops containers with SIGTERM, which makes
-// gitlab-runner abort its jobs, so the hook is added by a server-side-apply
-// patch of the chart's Deployment (the chart's own unregister hook is off).
-// terminationGracePeriodSeconds is the fleet's jobTimeout (at least 3h)
-// plus ten minutes for the last job's report and the VMs' removal.
+// A manager never dies mid-job. A preStop hook, the chart's
+// deploymentLifecycle value, sends gitlab-runner SIGQUIT and waits for it to
+// exit: it takes no new job and finishes the running ones (Kubernetes stops
+// containers with SIGTERM, which makes gitlab-runner abort its jobs; the
+// chart's own unregister hook is off). terminationGracePeriodSeconds is the
+// fleet's jobTimeout (at least 3h) plus ten minutes for the last job's
+// report and the VMs' removal. A docker-autoscaler manager's Deployment rolls
+// with maxUnavailable 0 and maxSurge 1 (the new manager takes jobs before the
+// old one stops); a docker+machine manager's state volume may be owned by
+// one manager at a time, so it rolls with Recreate: the old one drains, then
+// the new one starts on the same state, while the group's other managers
+// serve. The pod template carries the hash of the config and token it runs,
+// so a rotated token rolls the managers.
 //
 // # config.toml
 //
 // Each manager's config.toml is rendered by runnerconfig from the group's
-// provisioning/sharedfleet.ManagerGroup.Config(), with the manager's
-// [session_server] added, and is what the manager runs, byte for byte but
+// provisioning/sharedfleet.Release.ConfigTOML(), with the manager's
+// [session_server], and is what the manager runs, byte for byte but
 // the token. The chart takes a runner configuration template
 // (runners.config), but its registration step keeps only the [[runners]]
 // entry of a template, fills the fields it sets itself from the chart's
@@ -95,40 +99,7 @@ import (
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
-)
-
-// The gitlab-runner chart every manager runs.
-const (
-	ChartName       = "gitlab-runner"
-	ChartRepository = "https://charts.gitlab.io"
-	// ChartVersion is pinned: chart 0.93.0 ships gitlab-runner 19.4.0, the
-	// release whose config structs the oracle checks config.toml against
-	// (runnerset/runnerconfig/oracle).
-	ChartVersion = "0.93.0"
-)
-
-// Ports and labels of the managers.
-const (
-	// SessionPort is where a manager's session server listens.
-	SessionPort = 8093
-	// TerminalPort is the port GitLab connects to: the Ingress's.
-	TerminalPort = 443
-	// MetricsPort is gitlab-runner's metrics listener.
-	MetricsPort = gitlabrunner.MetricsPort
-	// LabelRelease names a manager's release on its pod, which its
-	// session Service selects.
-	LabelRelease = vmfleet.PodLabelManager
-	// DrainMarginSeconds is added to the job timeout for a manager's grace
-	// period: the last job's report and its VM's removal.
-	DrainMarginSeconds = 600
-)
-
-// Token Secret keys the chart's runners.secret must have.
-const (
-	SecretKeyRunnerToken       = "runner-token"
-	SecretKeyRegistrationToken = "runner-registration-token"
 )
 
 // SharedFleets is every shared fleet of the stack, and the central
@@ -182,10 +153,10 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 // secrets the groups name, checking them all before anything is declared.
 // The program calls it once, next to the teams' secrets, and hands the
 // tokens to New.
-func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.StringOutput, error) {
+func ReadTokens(ctx *pulumi.Context, fleets []stackconfig.SharedFleet) (map[string]pulumi.StringOutput, error) {
 	out := map[string]pulumi.StringOutput{}
 	var problems []string
-	for i, s := range f.SharedFleets {
+	for i, s := range fleets {
 		for j, g := range s.Groups {
 			key := g.TokenConfigKey
 			if _, ok := out[key]; ok {
@@ -213,7 +184,9 @@ func ReadTokens(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.St
 
 // Args are what the shared fleets are declared from.
 type Args struct {
-	Fleet   *stackconfig.Fleet
+	// Fleets are the stack config's sharedFleets, decoded and defaulted
+	// (stackconfig.Decode).
+	Fleets  []stackconfig.SharedFleet
 	Cluster *kube.Cluster
 	// Tokens are the groups' runner tokens by config key (ReadTokens).
 	Tokens map[string]pulumi.StringOutput
@@ -223,14 +196,11 @@ type Args struct {
 // rendered and checked first: on any error nothing is declared.
 func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*SharedFleets, error) {
 	out := &SharedFleets{}
-	f, c, tokens := args.Fleet, args.Cluster, args.Tokens
-	if len(f.SharedFleets) == 0 {
+	fleets, c, tokens := args.Fleets, args.Cluster, args.Tokens
+	if len(fleets) == 0 {
 		return out, nil
 	}
-	if f.Platform != stackconfig.PlatformGKE {
-		return nil, fmt.Errorf("%s.sharedFleets: shared fleets run on the gke platform", stackconfig.Root)
-	}
-	for i, s := range f.SharedFleets {
+	for i, s := range fleets {
 		for j, g := range s.Groups {
 			if _, ok := tokens[g.TokenConfigKey]; !ok {
 				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d].tokenConfigKey: no token was read for config key %s (sharedfleet.ReadTokens)", stackconfig.Root, i, j, g.TokenConfigKey)
@@ -238,9 +208,9 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		}
 	}
 	var err error
-	plans := make([]*fleetPlan, len(f.SharedFleets))
-	for i := range f.SharedFleets {
-		if plans[i], err = planFleet(f, i); err != nil {
+	plans := make([]*fleetPlan, len(fleets))
+	for i := range fleets {
+		if plans[i], err = planFleet(fleets, i); err != nil {
 			return nil, err
 		}
 	}

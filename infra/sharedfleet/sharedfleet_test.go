@@ -3,9 +3,7 @@ package sharedfleet
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,14 +20,17 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
 const (
 	tokRelease      = "kubernetes:helm.sh/v3:Release"
+	tokClaim        = "kubernetes:core/v1:PersistentVolumeClaim"
 	tokPatch        = "kubernetes:apps/v1:DeploymentPatch"
 	tokScaledObject = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 	tokPDB          = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -65,6 +66,7 @@ const stackJSON = `{
       "gcpServiceAccount": "ci-shared-managers@ci-platform-example.iam.gserviceaccount.com",
       "monitoring": {"vmQuota": 800, "gcpServiceAccount": "ci-shared-prometheus@ci-platform-example.iam.gserviceaccount.com"},
       "webTerminal": {"domain": "terminals.ci.example.com", "allowedCIDRs": ["203.0.113.10/32", "198.51.100.0/28"]},
+      "vmNetwork": {"cidr": "10.30.0.0/20"},
       "groups": [
         {
           "name": "linux", "tokenConfigKey": "sharedProductionLinux",
@@ -78,7 +80,7 @@ const stackJSON = `{
         {
           "name": "fleeting", "executor": "docker-autoscaler", "tokenConfigKey": "sharedProductionFleeting",
           "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm",
-          "instanceGroup": "ci-runners-c", "maxVMs": 50, "idleCount": 5, "idleTime": "20m",
+          "maxVMs": 50, "idleCount": 5, "idleTime": "20m",
           "scaling": {"minManagers": 1, "maxManagers": 2, "targetUtilization": 0.5}
         }
       ]
@@ -88,6 +90,7 @@ const stackJSON = `{
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "jobTimeout": "4h",
       "cacheBucket": "ci-staging-cache",
+      "vmNetwork": {"subnetwork": "projects/ci-platform-example/regions/europe-west1/subnetworks/ci-staging-vms"},
       "groups": [
         {
           "name": "linux", "tokenConfigKey": "sharedStagingLinux",
@@ -132,11 +135,11 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
 			InCluster: true,
 		}
-		tokens, err := ReadTokens(ctx, f)
+		tokens, err := ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleet: f, Cluster: c, Tokens: tokens})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens})
 		return err
 	})
 	return m, out, err
@@ -215,7 +218,7 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 	for name, want := range managers {
 		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
 		for path, v := range map[string]string{
-			"name": name, "chart": "gitlab-runner", "version": ChartVersion, "namespace": want.fleet,
+			"name": name, "chart": "gitlab-runner", "version": shared.ChartVersion, "namespace": want.fleet,
 			"repositoryOpts.repo":     "https://charts.gitlab.io",
 			"values.fullnameOverride": name,
 			"values.gitlabUrl":        "https://gitlab.example.com",
@@ -236,12 +239,12 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 			t.Errorf("%s is not on the cluster's provider: %q", name, r.Provider)
 		}
 		labels := object(t, r, "values.podLabels")
-		if labels["runnerfleet.dev/manager"].StringValue() != want.group || labels[LabelRelease].StringValue() != name {
+		if labels["runnerfleet.dev/manager"].StringValue() != want.group || labels[shared.LabelRelease].StringValue() != name {
 			t.Errorf("%s: pod labels %v", name, labels)
 		}
 	}
-	if ChartVersion == "" || strings.HasPrefix(ChartVersion, "v") {
-		t.Errorf("chart version %q is not pinned as the chart repository spells it", ChartVersion)
+	if shared.ChartVersion == "" || strings.HasPrefix(shared.ChartVersion, "v") {
+		t.Errorf("chart version %q is not pinned as the chart repository spells it", shared.ChartVersion)
 	}
 }
 
@@ -254,16 +257,16 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	script := str(t, r, "values.preEntrypointScript")
 	// The one edit allowed: the pod's name for the incarnation placeholder
 	// (a constant expression; the token is in no command line).
-	copyCmd := `sed "s|` + vmfleet.IncarnationPlaceholder + `|${incarnation}|g" ` + chartSecretsDir + ConfigSecretFile + " > "
+	copyCmd := `sed "s|` + vmfleet.IncarnationPlaceholder + `|${incarnation}|g" /secrets/` + shared.ConfigSecretFile + " > "
 	if !strings.Contains(script, copyCmd) || strings.Count(script, "sed") != 1 || strings.Contains(script, "TOKEN") {
 		t.Errorf("%s: the start script does not copy the config Secret's config.toml as it is:\n%s", r.Name, script)
 	}
 	s := m.Get(t, tokSecret, r.Name+"-config")
-	if name := str(t, s, "metadata.name"); name != ConfigSecretName(str(t, r, "values.fullnameOverride")) {
+	if name := str(t, s, "metadata.name"); name != shared.ConfigSecretName(str(t, r, "values.fullnameOverride")) {
 		t.Errorf("%s: config Secret %s", r.Name, name)
 	}
 	// The Secret's constructor makes all of stringData secret, as the SDK's does.
-	if d := s.Inputs["stringData"]; !d.ContainsSecrets() || !s.Input("stringData."+ConfigSecretKey).IsString() {
+	if d := s.Inputs["stringData"]; !d.ContainsSecrets() || !s.Input("stringData."+shared.ConfigSecretKey).IsString() {
 		t.Errorf("%s: the config Secret's config.toml is not a Pulumi secret", r.Name)
 	}
 	if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
@@ -273,7 +276,7 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	if len(mounted) != 1 || mounted[0].ObjectValue()["name"].StringValue() != str(t, s, "metadata.name") {
 		t.Errorf("%s: the chart mounts %v, not the config Secret", r.Name, mounted)
 	}
-	full := str(t, s, "stringData."+ConfigSecretKey)
+	full := str(t, s, "stringData."+shared.ConfigSecretKey)
 	var withToken, template runnerconfig.Config
 	if _, err := toml.Decode(full, &withToken); err != nil {
 		t.Fatalf("%s: %v", r.Name, err)
@@ -291,9 +294,13 @@ func configOf(t *testing.T, m *infratest.Mocks, r infratest.Resource) string {
 	return full
 }
 
-func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
+func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *testing.T) {
 	m := deployedStack(t)
 	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := schema.Values()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +308,9 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 	for _, r := range m.ByToken(tokRelease) {
 		c := configOf(t, m, r)
 		if err := schema.Check([]byte(c)); err != nil {
+			t.Errorf("%s: %v\n%s", r.Name, err, c)
+		}
+		if err := values.Check([]byte(c)); err != nil {
 			t.Errorf("%s: %v\n%s", r.Name, err, c)
 		}
 		var parsed runnerconfig.Config
@@ -325,7 +335,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	c := configOf(t, m, m.Get(t, tokRelease, "shared-production-production-linux-1"))
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
-		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=ci-runner"`,
+		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=runnerfleet-production-dm,ci-runner"`,
 		// Each manager's VMs carry its own name and the incarnation the
 		// start script fills in.
 		`"google-label=runnerfleet-manager:production-linux-1"`, `"google-label=runnerfleet-fleet:production"`,
@@ -358,12 +368,18 @@ func TestManagersDrainGracefullyAndNeverDropBelowTheFloor(t *testing.T) {
 		if want.fleet == "staging" {
 			timeout = 4 * 3600
 		}
-		if grace < 10800 || int(grace) != timeout+DrainMarginSeconds {
+		if grace < 10800 || int(grace) != timeout+shared.DrainMarginSeconds {
 			t.Errorf("%s: terminationGracePeriodSeconds %v, want the job timeout %ds plus the margin", name, grace, timeout)
 		}
-		if s := str(t, r, "values.strategy.type"); s != "RollingUpdate" ||
-			num(t, r, "values.strategy.rollingUpdate.maxUnavailable") != 0 || num(t, r, "values.strategy.rollingUpdate.maxSurge") != 1 {
-			t.Errorf("%s: strategy %v", name, r.Input("values.strategy"))
+		// docker+machine managers keep their state on a volume one manager
+		// at a time may own: the old one drains, then the new one starts.
+		if strings.Contains(name, "fleeting") {
+			if s := str(t, r, "values.strategy.type"); s != "RollingUpdate" ||
+				num(t, r, "values.strategy.rollingUpdate.maxUnavailable") != 0 || num(t, r, "values.strategy.rollingUpdate.maxSurge") != 1 {
+				t.Errorf("%s: strategy %v", name, r.Input("values.strategy"))
+			}
+		} else if s := str(t, r, "values.strategy.type"); s != "Recreate" {
+			t.Errorf("%s: strategy %v, want Recreate for a manager with a state volume", name, r.Input("values.strategy"))
 		}
 		replicas := 0.0
 		if want.index < want.min {
@@ -378,18 +394,15 @@ func TestManagersDrainGracefullyAndNeverDropBelowTheFloor(t *testing.T) {
 		if v := r.Input("values.metrics.enabled"); !v.IsBool() || !v.BoolValue() {
 			t.Errorf("%s: metrics off", name)
 		}
-		p := m.Get(t, tokPatch, "shared-"+want.fleet+"-"+name+"-drain")
-		if str(t, p, "metadata.name") != name || str(t, p, "metadata.namespace") != want.fleet {
-			t.Errorf("%s: the drain patch patches %s/%s", name, str(t, p, "metadata.namespace"), str(t, p, "metadata.name"))
+		// The chart's deploymentLifecycle carries the drain: SIGQUIT, then
+		// wait for gitlab-runner to exit.
+		cmd := r.Input("values.deploymentLifecycle.preStop.exec.command")
+		if !cmd.IsArray() || len(cmd.ArrayValue()) != 3 || !strings.Contains(cmd.ArrayValue()[2].StringValue(), "kill -QUIT 1") {
+			t.Errorf("%s: preStop %v", name, cmd)
 		}
-		ctr := p.Input("spec.template.spec.containers").ArrayValue()[0].ObjectValue()
-		cmd := resource.NewObjectProperty(ctr).ObjectValue()["lifecycle"].ObjectValue()["preStop"].ObjectValue()["exec"].ObjectValue()["command"].ArrayValue()
-		if ctr["name"].StringValue() != name || !strings.Contains(cmd[2].StringValue(), "kill -QUIT 1") {
-			t.Errorf("%s: preStop %v on container %v", name, cmd, ctr["name"])
-		}
-		if !slices.ContainsFunc(p.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+r.Name) }) {
-			t.Errorf("%s: the drain patch does not wait for the release: %v", name, p.DependsOn)
-		}
+	}
+	if n := len(m.ByToken(tokPatch)); n != 0 {
+		t.Errorf("%d post-render patches; the chart's deploymentLifecycle does the job", n)
 	}
 }
 
@@ -434,14 +447,14 @@ func TestNoTokenIsInClearInAnyResource(t *testing.T) {
 			t.Errorf("%s: runners.secret %q, the token Secret is %s", name, secret, str(t, s, "metadata.name"))
 		}
 		data := s.Inputs["stringData"]
-		if !data.ContainsSecrets() || !s.Input("stringData."+SecretKeyRunnerToken).IsString() {
-			t.Errorf("%s: the Secret's %s is not a Pulumi secret", name, SecretKeyRunnerToken)
+		if !data.ContainsSecrets() || !s.Input("stringData."+shared.SecretKeyRunnerToken).IsString() {
+			t.Errorf("%s: the Secret's %s is not a Pulumi secret", name, shared.SecretKeyRunnerToken)
 		}
 		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+s.Name) }) {
 			t.Errorf("%s: the release does not wait for its token Secret", name)
 		}
 	}
-	if got := str(t, m.Get(t, tokSecret, "shared-production-production-fleeting-token"), "stringData."+SecretKeyRunnerToken); got != tokens["runnerfleet:sharedProductionFleeting"] {
+	if got := str(t, m.Get(t, tokSecret, "shared-production-production-fleeting-token"), "stringData."+shared.SecretKeyRunnerToken); got != tokens["runnerfleet:sharedProductionFleeting"] {
 		t.Errorf("the fleeting group's Secret holds another token")
 	}
 }
@@ -510,7 +523,7 @@ func TestEveryManagerHasATerminalHostReachableOnlyFromGitLab(t *testing.T) {
 		svc := m.Get(t, tokService, "shared-production-"+manager+"-session")
 		sel := object(t, svc, "spec.selector")
 		port := svc.Input("spec.ports").ArrayValue()[0].ObjectValue()
-		if sel[LabelRelease].StringValue() != manager || port["targetPort"].NumberValue() != SessionPort {
+		if sel[shared.LabelRelease].StringValue() != manager || port["targetPort"].NumberValue() != shared.SessionPort {
 			t.Errorf("%s: session Service selects %v, port %v", manager, sel, port)
 		}
 	}
@@ -677,62 +690,6 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 // config.toml of the config Secret byte for byte, readable by its owner
 // only, whatever the token holds (it never passes through the shell), and
 // fails when the Secret is not mounted.
-func TestStartScriptCopiesTheConfigSecretAsItIs(t *testing.T) {
-	dir := t.TempDir()
-	secrets := filepath.Join(dir, "secrets") + "/"
-	if err := os.Mkdir(secrets, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	script := strings.ReplaceAll(StartScript(false), chartSecretsDir, secrets)
-	path := filepath.Join(dir, "pre-entrypoint-script")
-	if err := os.WriteFile(path, []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/"); err == nil {
-		t.Errorf("the script ran without its config Secret:\n%s", out)
-	}
-	cfg := runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{Name: "m", URL: "https://gitlab.example.com", Executor: "docker+machine",
-		Machine: &runnerconfig.Machine{MachineDriver: "google", MachineName: "m-%s", MachineOptions: []string{"google-label=" + vmfleet.LabelIncarnation + ":" + vmfleet.IncarnationPlaceholder}}}}}
-	secret, err := runnerconfig.Render(runnerconfig.WithToken(cfg, "glrt-x|;s|https://gitlab.example.com|https://evil.example.com&\n$(touch pwned)`id`"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(secrets+ConfigSecretFile, secret, 0o400); err != nil {
-		t.Fatal(err)
-	}
-	// The pod's name becomes the incarnation its VMs carry (a GCE label
-	// value: lower case); nothing else changes.
-	want := []byte(strings.ReplaceAll(string(secret), vmfleet.IncarnationPlaceholder, vmfleet.IncarnationOfPod("Production-Linux-1-5d4c-x2x7q")))
-	if string(want) == string(secret) {
-		t.Fatal("the test config has no incarnation placeholder")
-	}
-	sh, err := execBash(t, path, "CONFIG_PATH_FOR_INIT="+dir+"/", "CI_SERVER_TOKEN=glrt-other|&", "HOSTNAME=Production-Linux-1-5d4c-x2x7q")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, sh)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "config.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(b) != string(want) {
-		t.Errorf("config.toml:\n%s\nwant:\n%s", b, want)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("config.toml mode %v (%v), want 0600", fi.Mode(), err)
-	}
-	if _, err := os.Stat("pwned"); err == nil {
-		t.Error("the token ran a command")
-	}
-}
-
-func execBash(t *testing.T, path string, env ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command("bash", path)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 // A fleet's Prometheus gets the stack's VM quota, or the groups' maxVMs
 // times their maxManagers when the stack names none.
 func TestMonitoringSpecQuota(t *testing.T) {
@@ -798,4 +755,101 @@ func gcArgs(pod resource.PropertyMap) string {
 		args = append(args, a.StringValue())
 	}
 	return " " + strings.Join(args, " ") + " "
+}
+
+// configHashes are the releases' pod template config hashes.
+func configHashes(t *testing.T, m *infratest.Mocks) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name := range managers {
+		r := m.Get(t, tokRelease, "shared-"+managers[name].fleet+"-"+name)
+		v := object(t, r, "values.podAnnotations")[resource.PropertyKey(resources.AnnotationConfigHash)]
+		for v.IsSecret() {
+			v = v.SecretValue().Element
+		}
+		if !v.IsString() || len(v.StringValue()) != 16 {
+			t.Fatalf("%s: config hash %v", name, v)
+		}
+		out[name] = v.StringValue()
+	}
+	return out
+}
+
+// A rotated token changes the managers' pod template, so the Deployment
+// rolls and the old managers drain onto the new token; the same token
+// changes nothing (the negative control).
+func TestARotatedTokenRollsTheManagers(t *testing.T) {
+	before := configHashes(t, deployedStack(t))
+	again, _, err := deploy(t, stackJSON, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := maps.Clone(tokens)
+	rotated["runnerfleet:sharedProductionLinux"] = "glrt-prodLinuxTokenRotated-77aa00"
+	m, _, err := deploy(t, stackJSON, rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, after := configHashes(t, again), configHashes(t, m)
+	for name, w := range managers {
+		if same[name] != before[name] {
+			t.Errorf("%s: the same token changed the pod template (%s → %s)", name, before[name], same[name])
+		}
+		rolled := after[name] != before[name]
+		if want := w.group == "production-linux"; rolled != want {
+			t.Errorf("%s: rolled %v on a new production-linux token, want %v", name, rolled, want)
+		}
+	}
+}
+
+// A docker+machine manager keeps its machine directory on a volume of its
+// own, and its VMs carry that volume's claim as their incarnation (so fleet
+// gc knows a restarted manager still owns them); docker-autoscaler managers,
+// whose plugin finds its VMs in its instance group, have none.
+func TestDockerMachineStateLivesOnAVolumePerManager(t *testing.T) {
+	m := deployedStack(t)
+	claims := map[string]infratest.Resource{}
+	for _, c := range m.ByToken(tokClaim) {
+		claims[str(t, c, "metadata.name")] = c
+	}
+	for name, want := range managers {
+		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		claim := shared.StateClaimName(name)
+		c, has := claims[claim]
+		if want.executor == "docker-autoscaler" {
+			if has || r.Input("values.volumes").IsArray() {
+				t.Errorf("%s: a docker-autoscaler manager has a state volume", name)
+			}
+			continue
+		}
+		if !has {
+			t.Errorf("%s: no state claim %s", name, claim)
+			continue
+		}
+		if modes := c.Input("spec.accessModes").ArrayValue(); len(modes) != 1 || modes[0].StringValue() != "ReadWriteOnce" || str(t, c, "metadata.namespace") != want.fleet {
+			t.Errorf("%s: claim %v", name, c.Inputs)
+		}
+		vols := r.Input("values.volumes").ArrayValue()
+		mounts := r.Input("values.volumeMounts").ArrayValue()
+		if len(vols) != 1 || vols[0].ObjectValue()["persistentVolumeClaim"].ObjectValue()["claimName"].StringValue() != claim ||
+			len(mounts) != 1 || mounts[0].ObjectValue()["mountPath"].StringValue() != shared.MachineStatePath ||
+			mounts[0].ObjectValue()["name"].StringValue() != vols[0].ObjectValue()["name"].StringValue() {
+			t.Errorf("%s: volumes %v mounts %v", name, vols, mounts)
+		}
+		if got := object(t, r, "values.podLabels")[resource.PropertyKey(vmfleet.PodLabelIncarnation)]; !got.IsString() || got.StringValue() != claim {
+			t.Errorf("%s: incarnation label %v, want %s", name, got, claim)
+		}
+		env := r.Input("values.envVars").ArrayValue()
+		if len(env) != 1 || env[0].ObjectValue()["name"].StringValue() != shared.EnvIncarnation || env[0].ObjectValue()["value"].StringValue() != claim {
+			t.Errorf("%s: env %v", name, env)
+		}
+		if !slices.ContainsFunc(r.DependsOn, func(u string) bool { return strings.HasSuffix(u, "::"+c.Name) }) {
+			t.Errorf("%s: the release does not wait for its claim", name)
+		}
+		// The config drains idle VMs when the manager shuts down.
+		full := configOf(t, m, r)
+		if !strings.Contains(full, "[machine.shutdown_drain]") || !strings.Contains(full, "enabled = true") {
+			t.Errorf("%s: no shutdown drain:\n%s", name, full)
+		}
+	}
 }

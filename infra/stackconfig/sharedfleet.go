@@ -48,9 +48,50 @@ type SharedFleet struct {
 	// WebTerminal exposes every manager's session server, for GitLab's
 	// interactive web terminals; without it the managers run none.
 	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
+	// VMNetwork is where the fleet's VMs live, in the cluster's VPC.
+	VMNetwork VMNetwork `json:"vmNetwork"`
 	// Groups are the fleet's manager groups (sharedfleet.ManagerGroup, the
 	// one model of a group, decoded from the stack config as it is).
 	Groups []sharedfleet.ManagerGroup `json:"groups"`
+}
+
+// VMNetwork is the subnetwork of a fleet's VMs: one the program declares
+// (CIDR), with Private Google Access and a Cloud NAT of its own, or an
+// existing one of the cluster's VPC (Subnetwork) whose egress is its
+// owner's. Either way the program declares the firewall rule that lets the
+// cluster's pod range, and nothing else, reach the VMs' ports.
+type VMNetwork struct {
+	// CIDR is the range of the subnetwork the program declares, such as
+	// 10.30.0.0/20; it may not overlap the cluster's ranges or another
+	// fleet's.
+	CIDR string `json:"cidr,omitempty"`
+	// Subnetwork names an existing subnetwork of the cluster's VPC in the
+	// region instead: projects/<project>/regions/<region>/subnetworks/<name>.
+	Subnetwork string `json:"subnetwork,omitempty"`
+}
+
+// GCPNetworkName is the name of the VPC the gke platform declares for
+// cluster: its nodes, pods and the shared fleets' VMs live in it.
+func GCPNetworkName(cluster string) string { return cluster }
+
+// VMSubnetworkName is the subnetwork the program declares for the VMs of
+// the fleet in namespace fleet of cluster.
+func VMSubnetworkName(cluster, fleet string) string { return cluster + "-" + fleet + "-vms" }
+
+// VMFirewallName is the firewall rule that lets the managers reach the
+// VMs tagged tag (sharedfleet.ManagerGroup.VMNetworkTag) in cluster's VPC.
+func VMFirewallName(cluster, tag string) string { return cluster + "-" + tag }
+
+// maxGCEName is the longest name of a GCE subnetwork, router or firewall rule.
+const maxGCEName = 63
+
+// VMSubnetwork is the resource path of the fleet's VM subnetwork.
+// in project and region of cluster.
+func (s SharedFleet) VMSubnetwork(project, region, cluster string) string {
+	if s.VMNetwork.Subnetwork != "" {
+		return s.VMNetwork.Subnetwork
+	}
+	return fmt.Sprintf("projects/%s/regions/%s/subnetworks/%s", project, region, VMSubnetworkName(cluster, s.Namespace))
 }
 
 // SharedFleetMonitoring is a fleet's own Prometheus.
@@ -106,21 +147,6 @@ func (s SharedFleet) JobTimeoutOrDefault() time.Duration {
 	return s.JobTimeout.Duration
 }
 
-// ManagerName is the group's manager name (sharedfleet.ManagerName).
-func (s SharedFleet) ManagerName(g sharedfleet.ManagerGroup) string {
-	return sharedfleet.ManagerName(s.Namespace, g.Name)
-}
-
-// ManagerNames are the group's managers, one Helm release each:
-// <namespace>-<group>-<n>.
-func (s SharedFleet) ManagerNames(g sharedfleet.ManagerGroup) []string {
-	out := make([]string, g.Scaling.MaxManagers)
-	for i := range out {
-		out[i] = s.ManagerName(g) + "-" + strconv.Itoa(i)
-	}
-	return out
-}
-
 // setSharedFleetDefaults fills the shared fleets' defaults. Validate calls
 // it (Decode's setDefaults predates the shared fleets); it is idempotent.
 func (f *Fleet) setSharedFleetDefaults() {
@@ -167,6 +193,8 @@ func (f *Fleet) setSharedFleetDefaults() {
 			g.Fleet, g.GitLabURL, g.CacheBucket = s.Namespace, s.GitLabURL, s.CacheBucket
 			if f.GCP != nil {
 				g.Region = f.GCP.Region
+				g.Network = fmt.Sprintf("projects/%s/global/networks/%s", f.GCP.Project, GCPNetworkName(f.ClusterName))
+				g.Subnetwork = s.VMSubnetwork(f.GCP.Project, f.GCP.Region, f.ClusterName)
 			}
 		}
 	}
@@ -202,6 +230,7 @@ func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 		taken[t.Namespace] = "a team's namespace"
 	}
 	names := map[string]int{}
+	errs = append(errs, f.validateVMNetworks(p)...)
 	for i := range f.SharedFleets {
 		s := &f.SharedFleets[i]
 		sp := p.Index(i)
@@ -281,6 +310,77 @@ func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
 	return errs
 }
 
+var subnetworkPath = regexp.MustCompile(`^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/regions/([a-z]+-[a-z]+[0-9]+)/subnetworks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateVMNetworks checks each fleet's vmNetwork: one of cidr or
+// subnetwork, a range that overlaps none of the cluster's ranges and no
+// other fleet's, a subnetwork in the region.
+func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	type taken struct {
+		what string
+		pfx  netip.Prefix
+	}
+	var ranges []taken
+	for _, r := range []struct{ key, value string }{
+		{"subnetCIDR", f.GCP.SubnetCIDR}, {"podsCIDR", f.GCP.PodsCIDR}, {"servicesCIDR", f.GCP.ServicesCIDR}, {"masterCIDR", f.GCP.MasterCIDR},
+	} {
+		if pfx, msg := parseCIDR(r.value); msg == "" {
+			ranges = append(ranges, taken{"gcp." + r.key, pfx})
+		}
+	}
+	for i, s := range f.SharedFleets {
+		np := p.Index(i).Child("vmNetwork")
+		n := s.VMNetwork
+		nsPath := p.Index(i).Child("namespace")
+		if s.Namespace == s.Name {
+			nsPath = p.Index(i).Child("name")
+		}
+		long := len(s.Namespace) > sharedfleet.MaxFleetNameForTags
+		for _, g := range s.Groups {
+			long = long || len(VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
+		}
+		if n.CIDR != "" {
+			long = long || len(VMSubnetworkName(f.ClusterName, s.Namespace)) > maxGCEName
+		}
+		if long {
+			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf(
+				"names the fleet's VM network tags (%s), firewall rules (%s) and subnetwork (%s), which GCE allows up to %d characters; shorten the fleet's namespace (at most %d) or the clusterName",
+				sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM), VMFirewallName(f.ClusterName, sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM)), VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, sharedfleet.MaxFleetNameForTags)))
+		}
+		switch {
+		case n.CIDR == "" && n.Subnetwork == "":
+			errs = append(errs, field.Required(np, "the subnetwork of the fleet's VMs: cidr for one the program declares (for example {cidr: 10.30.0.0/20}, clear of the cluster's ranges), or subnetwork for an existing one of the cluster's VPC"))
+		case n.CIDR != "" && n.Subnetwork != "":
+			errs = append(errs, field.Invalid(np, n.CIDR+" and "+n.Subnetwork, "set cidr (the program declares the subnetwork) or subnetwork (an existing one), not both"))
+		case n.Subnetwork != "":
+			m := subnetworkPath.FindStringSubmatch(n.Subnetwork)
+			switch {
+			case m == nil:
+				errs = append(errs, field.Invalid(np.Child("subnetwork"), n.Subnetwork, "a subnetwork as projects/<project>/regions/<region>/subnetworks/<name>"))
+			case m[1] != f.GCP.Region:
+				errs = append(errs, field.Invalid(np.Child("subnetwork"), n.Subnetwork, fmt.Sprintf("is in region %s; the fleet's VMs run in the cluster's region %s", m[1], f.GCP.Region)))
+			}
+		default:
+			pfx, msg := parseCIDR(n.CIDR)
+			if msg != "" {
+				errs = append(errs, field.Invalid(np.Child("cidr"), n.CIDR, msg))
+				continue
+			}
+			if pfx.Bits() > 29 {
+				errs = append(errs, field.Invalid(np.Child("cidr"), n.CIDR, "GCE subnetworks are at most /29; the fleet's VMs need room, for example a /20"))
+			}
+			for _, t := range ranges {
+				if t.pfx.Overlaps(pfx) {
+					errs = append(errs, field.Invalid(np.Child("cidr"), n.CIDR, fmt.Sprintf("overlaps %s (%s); choose a range clear of the cluster's and the other fleets' ranges", t.what, t.pfx)))
+				}
+			}
+			ranges = append(ranges, taken{fmt.Sprintf("sharedFleets[%d].vmNetwork.cidr", i), pfx})
+		}
+	}
+	return errs
+}
+
 func (w *WebTerminal) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, m := range validation.IsDNS1123Subdomain(w.Domain) {
@@ -330,8 +430,12 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 	if sc.TargetUtilization <= 0 || sc.TargetUtilization > 1 {
 		errs = append(errs, field.Invalid(p.Child("scaling", "targetUtilization"), sc.TargetUtilization, "a share of concurrent in (0, 1], such as 0.7"))
 	}
+	if g.Project != "" && g.Project != f.GCP.Project && s.VMNetwork.Subnetwork == "" {
+		errs = append(errs, field.Invalid(p.Child("project"), g.Project, fmt.Sprintf(
+			"the program puts the VMs in a subnetwork of the cluster's VPC in project %s; leave project out, or name a Shared VPC subnetwork in vmNetwork.subnetwork that project %s may use", f.GCP.Project, g.Project)))
+	}
 	if sc.MaxManagers >= 1 {
-		names := s.ManagerNames(g)
+		names := g.ManagerNames()
 		if last := names[len(names)-1]; len(last) > maxReleaseName {
 			errs = append(errs, field.Invalid(p.Child("name"), g.Name, fmt.Sprintf(
 				"its managers' names (%s) would exceed Helm's %d-character release names; shorten the group's name or the fleet's namespace", last, maxReleaseName)))

@@ -26,6 +26,7 @@ func sharedFleetStack() map[string]any {
       "gcpServiceAccount": "ci-shared@ci-project-1.iam.gserviceaccount.com",
       "monitoring": {"vmQuota": 500},
       "webTerminal": {"domain": "terminals.ci.example.com", "allowedCIDRs": ["203.0.113.10/32", "198.51.100.0/28"]},
+      "vmNetwork": {"cidr": "10.30.0.0/20"},
       "groups": [
         {
           "name": "linux", "tokenConfigKey": "sharedProductionLinux",
@@ -38,13 +39,15 @@ func sharedFleetStack() map[string]any {
         {
           "name": "autoscaler", "executor": "docker-autoscaler", "tokenConfigKey": "sharedProductionAutoscaler",
           "zone": "europe-west1-c", "machineType": "n2d-standard-8", "image": "runner-vm",
-          "instanceGroup": "ci-runners-c", "maxVMs": 50, "idleCount": 5, "idleTime": "20m"
+          "periods": [{"periods": ["* 0-7,19-23 * * mon-fri"], "idleCount": 1, "idleTime": "10m"}],
+          "maxVMs": 50, "idleCount": 5, "idleTime": "20m"
         }
       ]
     },
     {
       "name": "staging",
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+      "vmNetwork": {"cidr": "10.30.16.0/20"},
       "groups": [
         {
           "name": "linux", "tokenConfigKey": "sharedStagingLinux",
@@ -104,7 +107,7 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 	if auto.Scaling.MinManagers != 1 || auto.Scaling.MaxManagers != 1 || auto.Scaling.TargetUtilization != 0.7 {
 		t.Errorf("scaling defaults %+v", auto.Scaling)
 	}
-	if got := prod.ManagerNames(linux); strings.Join(got, ",") != "production-linux-0,production-linux-1,production-linux-2,production-linux-3,production-linux-4,production-linux-5" {
+	if got := linux.ManagerNames(); strings.Join(got, ",") != "production-linux-0,production-linux-1,production-linux-2,production-linux-3,production-linux-4,production-linux-5" {
 		t.Errorf("managers %v", got)
 	}
 	// The decoded group is the renderer's, with what it takes from the
@@ -138,8 +141,32 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].timezone"}},
 		{"unknown executor", func(v map[string]any) { group(v)["executor"] = "shell" },
 			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].executor: Invalid value: "shell" is not docker+machine or docker-autoscaler`}},
-		{"autoscaler without its instance group", func(v map[string]any) { delete(at(v, "sharedFleets", 0, "groups", 1), "instanceGroup") },
-			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].instanceGroup"}},
+		{"an instance group named: the program declares them", func(v map[string]any) { at(v, "sharedFleets", 0, "groups", 1)["instanceGroup"] = "ci-runners-c" },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].instanceGroup: Forbidden: unknown key"}},
+		{"zone outside the region", func(v map[string]any) { group(v)["zone"] = "us-east1-b" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].zone: Invalid value: "us-east1-b" is not a zone of region europe-west1; use one such as europe-west1-b`}},
+		{"VM range overlapping the pods'", func(v map[string]any) { at(v, "sharedFleets", 0)["vmNetwork"] = map[string]any{"cidr": "10.21.0.0/20"} },
+			[]string{`runnerfleet:fleet.sharedFleets[0].vmNetwork.cidr: Invalid value: "10.21.0.0/20": overlaps gcp.podsCIDR (10.20.0.0/14); choose a range clear of`}},
+		{"VM ranges of two fleets overlapping", func(v map[string]any) { at(v, "sharedFleets", 1)["vmNetwork"] = map[string]any{"cidr": "10.30.8.0/21"} },
+			[]string{`runnerfleet:fleet.sharedFleets[1].vmNetwork.cidr: Invalid value: "10.30.8.0/21": overlaps sharedFleets[0].vmNetwork.cidr (10.30.0.0/20)`}},
+		{"no VM network", func(v map[string]any) { delete(at(v, "sharedFleets", 1), "vmNetwork") },
+			[]string{"runnerfleet:fleet.sharedFleets[1].vmNetwork: Required value: the subnetwork of the fleet's VMs: cidr"}},
+		{"an existing subnetwork of another region", func(v map[string]any) {
+			at(v, "sharedFleets", 1)["vmNetwork"] = map[string]any{"subnetwork": "projects/ci-project-1/regions/us-east1/subnetworks/vms"}
+		}, []string{"runnerfleet:fleet.sharedFleets[1].vmNetwork.subnetwork", "is in region us-east1; the fleet's VMs run in the cluster's region europe-west1"}},
+		{"VMs in another project without a shared subnetwork", func(v map[string]any) { group(v)["project"] = "ci-other-project" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].groups[0].project: Invalid value: "ci-other-project": the program puts the VMs in a subnetwork of the cluster's VPC`}},
+		{"7-field period on docker-autoscaler", func(v map[string]any) {
+			at(v, "sharedFleets", 0, "groups", 1)["periods"] = []any{map[string]any{"periods": []any{"* * 0-7 * * mon-fri *"}, "idleCount": 1, "idleTime": "10m"}}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[1].periods[0].periods[0]", "has 7 fields; docker-autoscaler policy periods are 5-field unix cron", "drop the seconds and year fields"}},
+		{"5-field period on docker+machine", func(v map[string]any) {
+			group(v)["periods"] = []any{map[string]any{"periods": []any{"* 0-7 * * mon-fri"}, "idleCount": 1, "idleTime": "10m"}}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].periods[0]", "docker+machine periods have 7"}},
+		{"fleet name too long for its VM tags", func(v map[string]any) {
+			at(v, "sharedFleets", 1)["namespace"] = "staging-fleet-with-a-namespace-of-46-character"
+		}, []string{`runnerfleet:fleet.sharedFleets[1].namespace: Invalid value: "staging-fleet-with-a-namespace-of-46-character": names the fleet's VM network tags`, "at most 45"}},
+		{"Windows group on docker+machine", func(v map[string]any) { group(v)["windows"] = true },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].executor", "Windows managers need docker-autoscaler"}},
 		{"more managers at least than at most", func(v map[string]any) { group(v)["scaling"] = map[string]any{"minManagers": 4, "maxManagers": 3} },
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Invalid value: 3: below minManagers (4)"}},
 		{"utilization above one", func(v map[string]any) { group(v)["scaling"] = map[string]any{"targetUtilization": 1.5} },

@@ -40,7 +40,10 @@ func TestManagerObjectsAreAcceptedByTheAPIServerAndKEDAsSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range []client.Object{g.MetricsService(), g.PodDisruptionBudget(s), so} {
+	g.Scaling = Scaling{MinManagers: 1, MaxManagers: 1}
+	r := g.Releases("terminals.example.com")[0]
+	objs := []client.Object{g.MetricsService(), g.PodDisruptionBudget(s), so, g.ServiceAccount("ci@ci-prod.iam.gserviceaccount.com"), r.SessionService(g.Fleet), r.StateClaim(g.Fleet)}
+	for _, obj := range objs {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("creating %T %s: %v", obj, obj.GetName(), err)
 		}

@@ -12,15 +12,16 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gorhill/cronexpr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
 // Executors of a manager group.
@@ -35,7 +36,10 @@ const DefaultConcurrent = 100
 // Period is an autoscaling period: while one of its cron expressions
 // matches, IdleCount VMs wait idle for IdleTime.
 type Period struct {
-	// Periods are cron expressions with seconds, such as "* * 9-17 * * mon-fri *".
+	// Periods are cron expressions in the executor's own format:
+	// docker+machine's have 7 fields, seconds first and "*" (gitlab-runner's
+	// cronexpr), such as "* * 9-17 * * mon-fri *"; docker-autoscaler's are
+	// 5-field unix cron (fleeting's taskscaler), such as "* 9-17 * * mon-fri".
 	Periods   []string        `json:"periods"`
 	Timezone  string          `json:"timezone,omitempty"`
 	IdleCount int             `json:"idleCount"`
@@ -79,24 +83,95 @@ type ManagerGroup struct {
 	MaxBuilds int `json:"maxBuilds,omitempty"`
 	// Periods change IdleCount and IdleTime while a cron expression matches.
 	Periods []Period `json:"periods,omitempty"`
-	// InstanceGroup is docker-autoscaler's managed instance group.
-	InstanceGroup string `json:"instanceGroup,omitempty"`
-	// Windows managers run Windows VMs through docker-autoscaler (WinRM)
-	// and default to vmfleet.WindowsConcurrent jobs.
+	// Windows managers run Windows VMs through docker-autoscaler (WinRM),
+	// default to vmfleet.WindowsConcurrent jobs and to Windows job
+	// defaults (WindowsJobImage, pwsh, WindowsCacheDir).
 	Windows bool `json:"windows,omitempty"`
-	// JobImage is the default image of jobs.
+	// JobImage is the default image of jobs; default DefaultJobImage
+	// (WindowsJobImage for Windows).
 	JobImage string `json:"jobImage,omitempty"`
 	// Scaling bounds the group's managers.
 	Scaling Scaling `json:"scaling,omitempty"`
 
-	// Fleet (the fleet's namespace), GitLabURL, Region and CacheBucket come
-	// from the fleet and the stack, not from keys of the group: the stack
-	// config's defaults fill them.
+	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket and
+	// the VMs' Network and Subnetwork (resource paths) come from the fleet
+	// and the stack, not from keys of the group: the stack config's
+	// defaults fill them.
 	Fleet       string `json:"-"`
 	GitLabURL   string `json:"-"`
 	Region      string `json:"-"`
 	CacheBucket string `json:"-"`
+	Network     string `json:"-"`
+	Subnetwork  string `json:"-"`
 }
+
+// Job defaults of a group.
+const (
+	DefaultJobImage = "alpine:3.22"
+	DefaultCacheDir = "/cache"
+	// WindowsJobImage matches the Windows Server 2022 VMs.
+	WindowsJobImage = "mcr.microsoft.com/windows/servercore:ltsc2022"
+	WindowsCacheDir = `C:\cache`
+	WindowsShell    = "pwsh"
+)
+
+// Ports the managers reach their VMs on.
+const (
+	// DockerPort is docker+machine's Docker daemon (TLS).
+	DockerPort = 2376
+	// SSHPort is docker+machine's provisioning and fleeting's ssh connector.
+	SSHPort = 22
+	// WinRMPort and WinRMSPort are fleeting's winrm connector (HTTP and HTTPS).
+	WinRMPort  = 5985
+	WinRMSPort = 5986
+)
+
+// VMPorts are the TCP ports the group's managers open on its VMs: Docker
+// and SSH for docker+machine, the connector's for docker-autoscaler.
+func (g ManagerGroup) VMPorts() []int {
+	switch g.access() {
+	case AccessWinRM:
+		return []int{WinRMPort, WinRMSPort}
+	case AccessSSH:
+		return []int{SSHPort}
+	}
+	return []int{SSHPort, DockerPort}
+}
+
+// VM access kinds: which ports a group's managers use on its VMs, and so
+// which of the fleet's firewall rules admits them.
+const (
+	AccessDockerMachine = "dm"
+	AccessSSH           = "ssh"
+	AccessWinRM         = "winrm"
+)
+
+func (g ManagerGroup) access() string {
+	switch {
+	case g.Executor == ExecutorDockerAutoscaler && g.Windows:
+		return AccessWinRM
+	case g.Executor == ExecutorDockerAutoscaler:
+		return AccessSSH
+	}
+	return AccessDockerMachine
+}
+
+// VMNetworkTag is the network tag of the group's VMs, which one firewall
+// rule of the fleet targets with exactly the ports of VMPorts: the groups of
+// a fleet whose managers use the same ports share it.
+func (g ManagerGroup) VMNetworkTag() string { return VMNetworkTag(g.Fleet, g.access()) }
+
+// VMNetworkTag is the tag of fleet's VMs of access kind access.
+func VMNetworkTag(fleet, access string) string { return "runnerfleet-" + fleet + "-" + access }
+
+// MaxFleetNameForTags is the longest fleet namespace whose VM tags are GCE
+// network tags (at most 63 characters).
+const MaxFleetNameForTags = 63 - len("runnerfleet-") - len("-"+AccessWinRM)
+
+// InstanceGroupName is the zonal managed instance group of manager, a
+// docker-autoscaler manager: fleeting's googlecloud plugin wants one group
+// per manager, whose size it alone sets.
+func InstanceGroupName(manager string) string { return manager }
 
 // SpotVMs reports whether the group's VMs are spot VMs (the default).
 func (g ManagerGroup) SpotVMs() bool { return g.Spot == nil || *g.Spot }
@@ -128,9 +203,6 @@ func (g ManagerGroup) Validate() error {
 			bad("executor", "Windows managers need docker-autoscaler: docker+machine has no Windows VMs")
 		}
 	case ExecutorDockerAutoscaler:
-		if g.InstanceGroup == "" {
-			bad("instanceGroup", "docker-autoscaler needs the managed instance group its VMs come from")
-		}
 	default:
 		bad("executor", "%q is not %s or %s", g.Executor, ExecutorDockerMachine, ExecutorDockerAutoscaler)
 	}
@@ -169,8 +241,12 @@ func (g ManagerGroup) Validate() error {
 			bad(field+".periods", "needs at least one cron expression, such as \"* * 9-17 * * mon-fri *\"")
 		}
 		for j, c := range p.Periods {
-			if _, err := cronexpr.Parse(c); err != nil {
-				bad(fmt.Sprintf("%s.periods[%d]", field, j), "%q is not a cron expression (%v); gitlab-runner reads seconds, minutes, hours, days, months, weekdays and an optional year, such as \"* * 9-17 * * mon-fri *\"", c, err)
+			check, fix := oracle.MachinePeriod, "write it as docker+machine reads it"
+			if g.Executor == ExecutorDockerAutoscaler {
+				check, fix = oracle.PolicyPeriod, "docker-autoscaler reads 5-field unix cron; drop the seconds and year fields"
+			}
+			if err := check(c); err != nil {
+				bad(fmt.Sprintf("%s.periods[%d]", field, j), "%v; %s", err, fix)
 			}
 		}
 		if p.Timezone != "" {
@@ -195,6 +271,16 @@ func (g ManagerGroup) ManagerName() string { return ManagerName(g.Fleet, g.Name)
 // fleet share (<fleet>-<group>), defined once for the stack config and the
 // builders.
 func ManagerName(fleet, group string) string { return fleet + "-" + group }
+
+// ManagerNames are the group's managers, one Helm release each:
+// <fleet>-<group>-<n> for n below Scaling.MaxManagers.
+func (g ManagerGroup) ManagerNames() []string {
+	out := make([]string, max(g.Scaling.MaxManagers, 0))
+	for i := range out {
+		out[i] = g.ManagerName() + "-" + strconv.Itoa(i)
+	}
+	return out
+}
 
 // Owner is the owner manager gives its autoscaled VMs: fleet, group,
 // manager, hosted in Kubernetes, and the incarnation the start script fills
@@ -239,9 +325,12 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 	default:
 		concurrent = DefaultConcurrent
 	}
-	jobImage := g.JobImage
-	if jobImage == "" {
-		jobImage = "alpine:3.22"
+	jobImage, cacheDir, shell := DefaultJobImage, DefaultCacheDir, ""
+	if g.Windows {
+		jobImage, cacheDir, shell = WindowsJobImage, WindowsCacheDir, WindowsShell
+	}
+	if g.JobImage != "" {
+		jobImage = g.JobImage
 	}
 	r := runnerconfig.Runner{
 		Name:               manager,
@@ -249,12 +338,14 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 		Token:              runnerconfig.TokenPlaceholder,
 		Limit:              g.MaxVMs,
 		RequestConcurrency: min(concurrent, 10),
-		Docker:             &runnerconfig.Docker{Image: jobImage, Volumes: []string{"/cache"}, ShmSize: 0},
+		Shell:              shell,
+		Docker:             &runnerconfig.Docker{Image: jobImage, Volumes: []string{cacheDir}, ShmSize: 0},
 	}
 	if g.CacheBucket != "" {
 		r.Cache = &runnerconfig.Cache{Type: "gcs", Path: g.Fleet, Shared: true, GCS: &runnerconfig.CacheGCS{BucketName: g.CacheBucket}}
 	}
 	labels := owner.Labels()
+	var global *runnerconfig.MachineConfig
 	switch g.Executor {
 	case "", ExecutorDockerMachine:
 		r.Executor = ExecutorDockerMachine
@@ -263,11 +354,21 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			"google-zone=" + g.Zone,
 			"google-machine-type=" + g.MachineType,
 			"google-machine-image=" + g.Image,
+			// No external address: the managers reach the VMs over the
+			// VPC, the VMs reach out through Cloud NAT.
 			"google-use-internal-ip-only=true",
 			fmt.Sprintf("google-preemptible=%t", g.SpotVMs()),
+			// The program declares the VMs' firewall rules (only the
+			// managers' pods reach them); the driver's own rule would open
+			// the Docker port to 0.0.0.0/0.
+			"google-skip-firewall-create=true",
+			"google-tags=" + strings.Join(append([]string{g.VMNetworkTag()}, g.NetworkTags...), ","),
 		}
-		if len(g.NetworkTags) > 0 {
-			opts = append(opts, "google-tags="+strings.Join(g.NetworkTags, ","))
+		if g.Network != "" {
+			opts = append(opts, "google-network="+g.Network)
+		}
+		if g.Subnetwork != "" {
+			opts = append(opts, "google-subnetwork="+g.Subnetwork)
 		}
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			opts = append(opts, "google-label="+k+":"+labels[k])
@@ -286,6 +387,12 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			})
 		}
 		r.Machine = m
+		// On shutdown (a rollout, a scale-down, a pulumi destroy) the
+		// manager removes its idle VMs once its jobs are done, so no VM
+		// outlives the manager that knows it.
+		global = &runnerconfig.MachineConfig{ShutdownDrain: &runnerconfig.MachineShutdownDrain{
+			Enabled: true, Concurrency: 3, MaxRetries: 3, RetryBackoff: runnerconfig.Duration(5 * time.Second),
+		}}
 	case ExecutorDockerAutoscaler:
 		r.Executor = ExecutorDockerAutoscaler
 		a := &runnerconfig.Autoscaler{
@@ -293,7 +400,7 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			CapacityPerInstance: 1,
 			MaxUseCount:         g.MaxBuilds,
 			MaxInstances:        g.MaxVMs,
-			PluginConfig:        map[string]string{"name": g.InstanceGroup, "project": g.Project, "zone": g.Zone},
+			PluginConfig:        map[string]string{"name": InstanceGroupName(manager), "project": g.Project, "zone": g.Zone},
 			ConnectorConfig:     &runnerconfig.ConnectorConfig{OS: "linux", Protocol: "ssh", Username: "runner", UseExternalAddr: false},
 			Policy:              []runnerconfig.AutoscalerPolicy{{Periods: []string{"* * * * *"}, IdleCount: g.IdleCount, IdleTime: runnerconfig.Duration(g.IdleTime.Duration)}},
 		}
@@ -313,6 +420,16 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 		LogFormat:       "json",
 		ListenAddress:   gitlabrunner.ListenAddress,
 		ShutdownTimeout: runnerconfig.ForcedShutdownTimeout,
+		Machine:         global,
 		Runners:         []runnerconfig.Runner{r},
 	}, nil
+}
+
+// InstanceTemplateLabels are the labels of the VMs of docker-autoscaler
+// manager's instance group: its Owner's but the incarnation, which a
+// template cannot know (fleet gc leaves a group's VMs to the group).
+func (g ManagerGroup) InstanceTemplateLabels(manager string) map[string]string {
+	o := g.Owner(manager)
+	o.Incarnation = ""
+	return o.Labels()
 }

@@ -19,20 +19,32 @@ func production() ManagerGroup {
 		Project: "ci-prod", Region: "us-east1", Zone: "us-east1-c", MachineType: "n2d-standard-2",
 		Image: "projects/ci-prod/global/images/family/runner-vm", Spot: ptr.To(true), NetworkTags: []string{"ci-runner"},
 		MaxVMs: 100, IdleCount: 20, IdleTime: metav1.Duration{Duration: 30 * time.Minute}, MaxBuilds: 1, CacheBucket: "ci-prod-cache",
+		Network: "projects/ci-prod/global/networks/ci", Subnetwork: "projects/ci-prod/regions/us-east1/subnetworks/ci-production-vms",
 		Periods: []Period{{Periods: []string{"* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"}, Timezone: "UTC", IdleCount: 5, IdleTime: metav1.Duration{Duration: 10 * time.Minute}}},
 	}
 }
 
-func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
+// autoscaler is production() on docker-autoscaler, with its periods in
+// fleeting's 5-field format.
+func autoscaler() ManagerGroup {
+	g := production()
+	g.Executor = ExecutorDockerAutoscaler
+	g.Periods[0].Periods = []string{"* 0-7,19-23 * * mon-fri", "* * * * sat,sun"}
+	return g
+}
+
+func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *testing.T) {
 	schema, err := oracle.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	autoscaler := production()
-	autoscaler.Executor, autoscaler.InstanceGroup = ExecutorDockerAutoscaler, "ci-prod-runners"
-	windows := autoscaler
-	windows.Name, windows.Windows, windows.InstanceGroup = "windows", true, "ci-prod-windows"
-	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler, "windows": windows} {
+	values, err := schema.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows := autoscaler()
+	windows.Name, windows.Windows = "windows", true
+	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler(), "windows": windows} {
 		t.Run(name, func(t *testing.T) {
 			c, err := g.Config()
 			if err != nil {
@@ -43,6 +55,9 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := schema.Check(out); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if err := values.Check(out); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
@@ -57,7 +72,9 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	r := c.Runners[0]
 	opts := strings.Join(r.Machine.MachineOptions, " ")
 	for _, want := range []string{"google-use-internal-ip-only=true", "google-preemptible=true", "google-zone=us-east1-c",
-		"google-machine-type=n2d-standard-2", "google-label=runnerfleet-manager:production-shared-gce", "google-tags=ci-runner"} {
+		"google-machine-type=n2d-standard-2", "google-label=runnerfleet-manager:production-shared-gce",
+		"google-tags=runnerfleet-production-dm,ci-runner", "google-skip-firewall-create=true",
+		"google-network=projects/ci-prod/global/networks/ci", "google-subnetwork=projects/ci-prod/regions/us-east1/subnetworks/ci-production-vms"} {
 		if !strings.Contains(opts, want) {
 			t.Errorf("MachineOptions lack %s: %v", want, r.Machine.MachineOptions)
 		}
@@ -82,7 +99,9 @@ func TestBadGroupsAreRefusedNamingTheKey(t *testing.T) {
 		{"bad cron", func(g *ManagerGroup) { g.Periods[0].Periods = []string{"* * 25 * * mon-fri *"} }, []string{".periods[0].periods[0]", "not a cron expression"}},
 		{"bad time zone", func(g *ManagerGroup) { g.Periods[0].Timezone = "Mars/Olympus" }, []string{".periods[0].timezone"}},
 		{"unknown executor", func(g *ManagerGroup) { g.Executor = "shell" }, []string{".executor", `"shell" is not docker+machine or docker-autoscaler`}},
-		{"autoscaler without a group", func(g *ManagerGroup) { g.Executor = ExecutorDockerAutoscaler }, []string{".instanceGroup"}},
+		{"7-field periods on docker-autoscaler", func(g *ManagerGroup) { g.Executor = ExecutorDockerAutoscaler }, []string{".periods[0].periods[0]", "has 7 fields", "5-field unix cron"}},
+		{"period active one second a minute", func(g *ManagerGroup) { g.Periods[0].Periods = []string{"0 * 9-17 * * mon-fri *"} }, []string{".periods[0].periods[0]", `the seconds field must be "*"`}},
+		{"windows on docker+machine", func(g *ManagerGroup) { g.Windows = true }, []string{".executor", "Windows managers need docker-autoscaler"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,13 +136,56 @@ func TestWindowsManagersAreWinRMAutoscalersWith400Jobs(t *testing.T) {
 	if err := g.Validate(); err == nil || !strings.Contains(err.Error(), "Windows managers need docker-autoscaler") {
 		t.Fatalf("windows on docker+machine: %v", err)
 	}
-	g.Executor, g.InstanceGroup = ExecutorDockerAutoscaler, "wsrm-vms"
+	g = autoscaler()
+	g.Windows = true
 	c, err := g.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := c.Runners[0].Autoscaler.ConnectorConfig
+	r := c.Runners[0]
+	cc := r.Autoscaler.ConnectorConfig
 	if c.Concurrent != 400 || cc.OS != "windows" || cc.Protocol != "winrm" {
 		t.Errorf("concurrent %d, connector %+v", c.Concurrent, cc)
+	}
+	// Windows defaults: a Windows job image, PowerShell, a Windows cache path.
+	if r.Docker.Image != WindowsJobImage || r.Shell != "pwsh" || len(r.Docker.Volumes) != 1 || r.Docker.Volumes[0] != `C:\cache` {
+		t.Errorf("windows job defaults: image %s, shell %q, volumes %v", r.Docker.Image, r.Shell, r.Docker.Volumes)
+	}
+	if ports := g.VMPorts(); len(ports) != 2 || ports[0] != WinRMPort || ports[1] != WinRMSPort {
+		t.Errorf("windows VM ports %v, want WinRM's", ports)
+	}
+}
+
+// BenchmarkOraclesPerConfig renders one manager's config.toml and checks it
+// with both oracles (keys and values), as every rendered config is.
+func BenchmarkOraclesPerConfig(b *testing.B) {
+	schema, err := oracle.Load(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	values, err := schema.Values()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler()} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := g.Config()
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := runnerconfig.Render(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := schema.Check(out); err != nil {
+					b.Fatal(err)
+				}
+				if err := values.Check(out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

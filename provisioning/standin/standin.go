@@ -42,6 +42,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Version is what the stand-in reports as its gitlab-runner version.
@@ -88,7 +89,7 @@ func ReadConfig(path string) (*Config, error) {
 		if r.URL == "" || r.Token == "" {
 			return nil, fmt.Errorf("%s: runners[%d] (%q) needs url and token", path, i, r.Name)
 		}
-		if strings.Contains(r.Token, "__") {
+		if r.Token == runnerconfig.TokenPlaceholder {
 			return nil, fmt.Errorf("%s: runners[%d] (%q): the token is still a placeholder: the init container did not substitute it", path, i, r.Name)
 		}
 	}

@@ -23,6 +23,11 @@ const (
 	// AnnotationIdleTime on a manager's pods is the longest IdleTime of
 	// its config.toml, a Go duration: fleet gc refuses a grace below it.
 	AnnotationIdleTime = "runnerfleet.dev/idle-time"
+	// PodLabelIncarnation on a manager's pods names the incarnation of a
+	// manager whose docker+machine state lives on a volume of its own (the
+	// volume's claim): every pod that mounts it is that incarnation. Pods
+	// without it are incarnations of their own (IncarnationOfPod).
+	PodLabelIncarnation = "runnerfleet.dev/incarnation"
 )
 
 // KubeSource proves Kubernetes-hosted managers: every pod labelled
@@ -67,6 +72,9 @@ func (s *KubeSource) Managers(ctx context.Context) ([]Manager, error) {
 				continue // its containers are gone, and its state with them
 			}
 			m := Manager{Name: p.Labels[PodLabelManager], Incarnation: IncarnationOfPod(p.Name)}
+			if inc := p.Labels[PodLabelIncarnation]; inc != "" {
+				m.Incarnation = inc
+			}
 			if v := p.Annotations[AnnotationIdleTime]; v != "" {
 				d, err := time.ParseDuration(v)
 				if err != nil {

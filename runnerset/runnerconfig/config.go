@@ -29,6 +29,7 @@ type Config struct {
 	ListenAddress   string         `toml:"listen_address,omitempty"`
 	ShutdownTimeout int            `toml:"shutdown_timeout,omitempty"`
 	SessionServer   *SessionServer `toml:"session_server,omitempty"`
+	Machine         *MachineConfig `toml:"machine,omitempty"`
 	Runners         []Runner       `toml:"runners"`
 }
 
@@ -45,6 +46,7 @@ type Runner struct {
 	URL                string      `toml:"url"`
 	Token              string      `toml:"token"`
 	Executor           string      `toml:"executor"`
+	Shell              string      `toml:"shell,omitempty"`
 	Limit              int         `toml:"limit,omitempty"`
 	RequestConcurrency int         `toml:"request_concurrency,omitempty"`
 	OutputLimit        int         `toml:"output_limit,omitempty"`
@@ -113,6 +115,19 @@ type AutoscalerPolicy struct {
 	Timezone  string   `toml:"timezone,omitempty"`
 	IdleCount int      `toml:"idle_count"`
 	IdleTime  Duration `toml:"idle_time"`
+}
+
+// MachineConfig is the global [machine] section of docker+machine.
+type MachineConfig struct {
+	ShutdownDrain *MachineShutdownDrain `toml:"shutdown_drain,omitempty"`
+}
+
+// MachineShutdownDrain removes a manager's idle VMs when it shuts down.
+type MachineShutdownDrain struct {
+	Enabled      bool     `toml:"enabled"`
+	Concurrency  int      `toml:"concurrency,omitempty"`
+	MaxRetries   int      `toml:"max_retries,omitempty"`
+	RetryBackoff Duration `toml:"retry_backoff,omitempty"`
 }
 
 // Duration is written the way gitlab-runner reads durations: "20m0s".

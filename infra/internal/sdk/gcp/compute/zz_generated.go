@@ -426,6 +426,210 @@ func NewFirewall(ctx *pulumi.Context, name string, args *FirewallArgs, opts ...p
 	return &res, nil
 }
 
+// InstanceTemplate is gcp:compute/instanceTemplate:InstanceTemplate, pinned to gcp v9.6.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/instancetemplate/
+type InstanceTemplate struct {
+	pulumi.CustomResourceState
+
+	AdvancedMachineFeatures    pulumix.Output[*InstanceTemplateAdvancedMachineFeatures]   `pulumi:"advancedMachineFeatures"`
+	CanIpForward               pulumi.BoolPtrOutput                                       `pulumi:"canIpForward"`
+	ConfidentialInstanceConfig pulumix.Output[InstanceTemplateConfidentialInstanceConfig] `pulumi:"confidentialInstanceConfig"`
+	CreationTimestamp          pulumi.StringOutput                                        `pulumi:"creationTimestamp"`
+	Description                pulumi.StringPtrOutput                                     `pulumi:"description"`
+	Disks                      pulumix.Output[[]InstanceTemplateDisk]                     `pulumi:"disks"`
+	EffectiveLabels            pulumi.StringMapOutput                                     `pulumi:"effectiveLabels"`
+	EnableDisplay              pulumi.BoolPtrOutput                                       `pulumi:"enableDisplay"`
+	GuestAccelerators          pulumix.Output[[]InstanceTemplateGuestAccelerator]         `pulumi:"guestAccelerators"`
+	InstanceDescription        pulumi.StringPtrOutput                                     `pulumi:"instanceDescription"`
+	KeyRevocationActionType    pulumi.StringPtrOutput                                     `pulumi:"keyRevocationActionType"`
+	Labels                     pulumi.StringMapOutput                                     `pulumi:"labels"`
+	MachineType                pulumi.StringOutput                                        `pulumi:"machineType"`
+	Metadata                   pulumi.StringMapOutput                                     `pulumi:"metadata"`
+	MetadataFingerprint        pulumi.StringOutput                                        `pulumi:"metadataFingerprint"`
+	MetadataStartupScript      pulumi.StringPtrOutput                                     `pulumi:"metadataStartupScript"`
+	MinCpuPlatform             pulumi.StringPtrOutput                                     `pulumi:"minCpuPlatform"`
+	Name                       pulumi.StringOutput                                        `pulumi:"name"`
+	NamePrefix                 pulumi.StringOutput                                        `pulumi:"namePrefix"`
+	NetworkInterfaces          pulumix.Output[[]InstanceTemplateNetworkInterface]         `pulumi:"networkInterfaces"`
+	NetworkPerformanceConfig   pulumix.Output[*InstanceTemplateNetworkPerformanceConfig]  `pulumi:"networkPerformanceConfig"`
+	NumericId                  pulumi.StringOutput                                        `pulumi:"numericId"`
+	PartnerMetadata            pulumi.StringMapOutput                                     `pulumi:"partnerMetadata"`
+	Project                    pulumi.StringOutput                                        `pulumi:"project"`
+	PulumiLabels               pulumi.StringMapOutput                                     `pulumi:"pulumiLabels"`
+	Region                     pulumi.StringOutput                                        `pulumi:"region"`
+	ReservationAffinity        pulumix.Output[*InstanceTemplateReservationAffinity]       `pulumi:"reservationAffinity"`
+	ResourceManagerTags        pulumi.StringMapOutput                                     `pulumi:"resourceManagerTags"`
+	ResourcePolicies           pulumi.StringPtrOutput                                     `pulumi:"resourcePolicies"`
+	Scheduling                 pulumix.Output[InstanceTemplateScheduling]                 `pulumi:"scheduling"`
+	SelfLink                   pulumi.StringOutput                                        `pulumi:"selfLink"`
+	SelfLinkUnique             pulumi.StringOutput                                        `pulumi:"selfLinkUnique"`
+	ServiceAccount             pulumix.Output[*InstanceTemplateServiceAccount]            `pulumi:"serviceAccount"`
+	ShieldedInstanceConfig     pulumix.Output[InstanceTemplateShieldedInstanceConfig]     `pulumi:"shieldedInstanceConfig"`
+	Tags                       pulumi.StringArrayOutput                                   `pulumi:"tags"`
+	TagsFingerprint            pulumi.StringOutput                                        `pulumi:"tagsFingerprint"`
+}
+
+// InstanceTemplateArgs are the inputs of InstanceTemplate.
+type InstanceTemplateArgs struct {
+	AdvancedMachineFeatures    *InstanceTemplateAdvancedMachineFeaturesArgs    `pulumi:"advancedMachineFeatures"`
+	CanIpForward               pulumi.BoolPtrInput                             `pulumi:"canIpForward"`
+	ConfidentialInstanceConfig *InstanceTemplateConfidentialInstanceConfigArgs `pulumi:"confidentialInstanceConfig"`
+	Description                pulumi.StringPtrInput                           `pulumi:"description"`
+	Disks                      []InstanceTemplateDiskArgs                      `pulumi:"disks"`
+	EnableDisplay              pulumi.BoolPtrInput                             `pulumi:"enableDisplay"`
+	GuestAccelerators          []InstanceTemplateGuestAcceleratorArgs          `pulumi:"guestAccelerators"`
+	InstanceDescription        pulumi.StringPtrInput                           `pulumi:"instanceDescription"`
+	KeyRevocationActionType    pulumi.StringPtrInput                           `pulumi:"keyRevocationActionType"`
+	Labels                     pulumi.StringMapInput                           `pulumi:"labels"`
+	MachineType                pulumi.StringInput                              `pulumi:"machineType"`
+	Metadata                   pulumi.StringMapInput                           `pulumi:"metadata"`
+	MetadataStartupScript      pulumi.StringPtrInput                           `pulumi:"metadataStartupScript"`
+	MinCpuPlatform             pulumi.StringPtrInput                           `pulumi:"minCpuPlatform"`
+	Name                       pulumi.StringPtrInput                           `pulumi:"name"`
+	NamePrefix                 pulumi.StringPtrInput                           `pulumi:"namePrefix"`
+	NetworkInterfaces          []InstanceTemplateNetworkInterfaceArgs          `pulumi:"networkInterfaces"`
+	NetworkPerformanceConfig   *InstanceTemplateNetworkPerformanceConfigArgs   `pulumi:"networkPerformanceConfig"`
+	PartnerMetadata            pulumi.StringMapInput                           `pulumi:"partnerMetadata"`
+	Project                    pulumi.StringPtrInput                           `pulumi:"project"`
+	Region                     pulumi.StringPtrInput                           `pulumi:"region"`
+	ReservationAffinity        *InstanceTemplateReservationAffinityArgs        `pulumi:"reservationAffinity"`
+	ResourceManagerTags        pulumi.StringMapInput                           `pulumi:"resourceManagerTags"`
+	ResourcePolicies           pulumi.StringPtrInput                           `pulumi:"resourcePolicies"`
+	Scheduling                 *InstanceTemplateSchedulingArgs                 `pulumi:"scheduling"`
+	ServiceAccount             *InstanceTemplateServiceAccountArgs             `pulumi:"serviceAccount"`
+	ShieldedInstanceConfig     *InstanceTemplateShieldedInstanceConfigArgs     `pulumi:"shieldedInstanceConfig"`
+	Tags                       pulumi.StringArrayInput                         `pulumi:"tags"`
+}
+
+var instanceTemplateSchema = &rf.Schema{
+	Token:         "gcp:compute/instanceTemplate:InstanceTemplate",
+	Doc:           "https://www.pulumi.com/registry/packages/gcp/api-docs/compute/instancetemplate/",
+	Inputs:        []string{"advancedMachineFeatures", "canIpForward", "confidentialInstanceConfig", "description", "disks", "enableDisplay", "guestAccelerators", "instanceDescription", "keyRevocationActionType", "labels", "machineType", "metadata", "metadataStartupScript", "minCpuPlatform", "name", "namePrefix", "networkInterfaces", "networkPerformanceConfig", "partnerMetadata", "project", "region", "reservationAffinity", "resourceManagerTags", "resourcePolicies", "scheduling", "serviceAccount", "shieldedInstanceConfig", "tags"},
+	Outputs:       []string{"advancedMachineFeatures", "canIpForward", "confidentialInstanceConfig", "creationTimestamp", "description", "disks", "effectiveLabels", "enableDisplay", "guestAccelerators", "instanceDescription", "keyRevocationActionType", "labels", "machineType", "metadata", "metadataFingerprint", "metadataStartupScript", "minCpuPlatform", "name", "namePrefix", "networkInterfaces", "networkPerformanceConfig", "numericId", "partnerMetadata", "project", "pulumiLabels", "region", "reservationAffinity", "resourceManagerTags", "resourcePolicies", "scheduling", "selfLink", "selfLinkUnique", "serviceAccount", "shieldedInstanceConfig", "tags", "tagsFingerprint"},
+	Required:      []string{"disks", "machineType"},
+	SecretOutputs: []string{"effectiveLabels", "pulumiLabels"},
+}
+
+func init() {
+	rf.AddSchema(instanceTemplateSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args InstanceTemplateArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewInstanceTemplate(ctx, name, &args, opts...)
+	})
+}
+
+// NewInstanceTemplate declares a gcp:compute/instanceTemplate:InstanceTemplate as the SDK's NewInstanceTemplate would.
+func NewInstanceTemplate(ctx *pulumi.Context, name string, args *InstanceTemplateArgs, opts ...pulumi.ResourceOption) (*InstanceTemplate, error) {
+	if args == nil {
+		args = &InstanceTemplateArgs{}
+	}
+	var res InstanceTemplate
+	if err := rf.Declare(ctx, instanceTemplateSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// InstanceGroupManager is gcp:compute/instanceGroupManager:InstanceGroupManager, pinned to gcp v9.6.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/instancegroupmanager/
+type InstanceGroupManager struct {
+	pulumi.CustomResourceState
+
+	AllInstancesConfig          pulumix.Output[*InstanceGroupManagerAllInstancesConfig]     `pulumi:"allInstancesConfig"`
+	AutoHealingPolicies         pulumix.Output[*InstanceGroupManagerAutoHealingPolicies]    `pulumi:"autoHealingPolicies"`
+	BaseInstanceName            pulumi.StringOutput                                         `pulumi:"baseInstanceName"`
+	CreationTimestamp           pulumi.StringOutput                                         `pulumi:"creationTimestamp"`
+	Description                 pulumi.StringPtrOutput                                      `pulumi:"description"`
+	Fingerprint                 pulumi.StringOutput                                         `pulumi:"fingerprint"`
+	InstanceGroup               pulumi.StringOutput                                         `pulumi:"instanceGroup"`
+	InstanceGroupManagerId      pulumi.IntOutput                                            `pulumi:"instanceGroupManagerId"`
+	InstanceLifecyclePolicy     pulumix.Output[InstanceGroupManagerInstanceLifecyclePolicy] `pulumi:"instanceLifecyclePolicy"`
+	ListManagedInstancesResults pulumi.StringPtrOutput                                      `pulumi:"listManagedInstancesResults"`
+	Name                        pulumi.StringOutput                                         `pulumi:"name"`
+	NamedPorts                  pulumix.Output[[]InstanceGroupManagerNamedPort]             `pulumi:"namedPorts"`
+	Operation                   pulumi.StringOutput                                         `pulumi:"operation"`
+	Params                      pulumix.Output[*InstanceGroupManagerParams]                 `pulumi:"params"`
+	Project                     pulumi.StringOutput                                         `pulumi:"project"`
+	ResourcePolicies            pulumix.Output[*InstanceGroupManagerResourcePolicies]       `pulumi:"resourcePolicies"`
+	SelfLink                    pulumi.StringOutput                                         `pulumi:"selfLink"`
+	StandbyPolicy               pulumix.Output[InstanceGroupManagerStandbyPolicy]           `pulumi:"standbyPolicy"`
+	StatefulDisks               pulumix.Output[[]InstanceGroupManagerStatefulDisk]          `pulumi:"statefulDisks"`
+	StatefulExternalIps         pulumix.Output[[]InstanceGroupManagerStatefulExternalIp]    `pulumi:"statefulExternalIps"`
+	StatefulInternalIps         pulumix.Output[[]InstanceGroupManagerStatefulInternalIp]    `pulumi:"statefulInternalIps"`
+	Statuses                    pulumix.Output[[]InstanceGroupManagerStatus]                `pulumi:"statuses"`
+	TargetPools                 pulumi.StringArrayOutput                                    `pulumi:"targetPools"`
+	TargetSize                  pulumi.IntOutput                                            `pulumi:"targetSize"`
+	TargetStoppedSize           pulumi.IntOutput                                            `pulumi:"targetStoppedSize"`
+	TargetSuspendedSize         pulumi.IntOutput                                            `pulumi:"targetSuspendedSize"`
+	UpdatePolicy                pulumix.Output[InstanceGroupManagerUpdatePolicy]            `pulumi:"updatePolicy"`
+	Versions                    pulumix.Output[[]InstanceGroupManagerVersion]               `pulumi:"versions"`
+	WaitForInstances            pulumi.BoolPtrOutput                                        `pulumi:"waitForInstances"`
+	WaitForInstancesStatus      pulumi.StringPtrOutput                                      `pulumi:"waitForInstancesStatus"`
+	Zone                        pulumi.StringOutput                                         `pulumi:"zone"`
+}
+
+// InstanceGroupManagerArgs are the inputs of InstanceGroupManager.
+type InstanceGroupManagerArgs struct {
+	AllInstancesConfig          *InstanceGroupManagerAllInstancesConfigArgs      `pulumi:"allInstancesConfig"`
+	AutoHealingPolicies         *InstanceGroupManagerAutoHealingPoliciesArgs     `pulumi:"autoHealingPolicies"`
+	BaseInstanceName            pulumi.StringInput                               `pulumi:"baseInstanceName"`
+	Description                 pulumi.StringPtrInput                            `pulumi:"description"`
+	InstanceLifecyclePolicy     *InstanceGroupManagerInstanceLifecyclePolicyArgs `pulumi:"instanceLifecyclePolicy"`
+	ListManagedInstancesResults pulumi.StringPtrInput                            `pulumi:"listManagedInstancesResults"`
+	Name                        pulumi.StringPtrInput                            `pulumi:"name"`
+	NamedPorts                  []InstanceGroupManagerNamedPortArgs              `pulumi:"namedPorts"`
+	Params                      *InstanceGroupManagerParamsArgs                  `pulumi:"params"`
+	Project                     pulumi.StringPtrInput                            `pulumi:"project"`
+	ResourcePolicies            *InstanceGroupManagerResourcePoliciesArgs        `pulumi:"resourcePolicies"`
+	StandbyPolicy               *InstanceGroupManagerStandbyPolicyArgs           `pulumi:"standbyPolicy"`
+	StatefulDisks               []InstanceGroupManagerStatefulDiskArgs           `pulumi:"statefulDisks"`
+	StatefulExternalIps         []InstanceGroupManagerStatefulExternalIpArgs     `pulumi:"statefulExternalIps"`
+	StatefulInternalIps         []InstanceGroupManagerStatefulInternalIpArgs     `pulumi:"statefulInternalIps"`
+	TargetPools                 pulumi.StringArrayInput                          `pulumi:"targetPools"`
+	TargetSize                  pulumi.IntPtrInput                               `pulumi:"targetSize"`
+	TargetStoppedSize           pulumi.IntPtrInput                               `pulumi:"targetStoppedSize"`
+	TargetSuspendedSize         pulumi.IntPtrInput                               `pulumi:"targetSuspendedSize"`
+	UpdatePolicy                *InstanceGroupManagerUpdatePolicyArgs            `pulumi:"updatePolicy"`
+	Versions                    []InstanceGroupManagerVersionArgs                `pulumi:"versions"`
+	WaitForInstances            pulumi.BoolPtrInput                              `pulumi:"waitForInstances"`
+	WaitForInstancesStatus      pulumi.StringPtrInput                            `pulumi:"waitForInstancesStatus"`
+	Zone                        pulumi.StringPtrInput                            `pulumi:"zone"`
+}
+
+var instanceGroupManagerSchema = &rf.Schema{
+	Token:    "gcp:compute/instanceGroupManager:InstanceGroupManager",
+	Doc:      "https://www.pulumi.com/registry/packages/gcp/api-docs/compute/instancegroupmanager/",
+	Inputs:   []string{"allInstancesConfig", "autoHealingPolicies", "baseInstanceName", "description", "instanceLifecyclePolicy", "listManagedInstancesResults", "name", "namedPorts", "params", "project", "resourcePolicies", "standbyPolicy", "statefulDisks", "statefulExternalIps", "statefulInternalIps", "targetPools", "targetSize", "targetStoppedSize", "targetSuspendedSize", "updatePolicy", "versions", "waitForInstances", "waitForInstancesStatus", "zone"},
+	Outputs:  []string{"allInstancesConfig", "autoHealingPolicies", "baseInstanceName", "creationTimestamp", "description", "fingerprint", "instanceGroup", "instanceGroupManagerId", "instanceLifecyclePolicy", "listManagedInstancesResults", "name", "namedPorts", "operation", "params", "project", "resourcePolicies", "selfLink", "standbyPolicy", "statefulDisks", "statefulExternalIps", "statefulInternalIps", "statuses", "targetPools", "targetSize", "targetStoppedSize", "targetSuspendedSize", "updatePolicy", "versions", "waitForInstances", "waitForInstancesStatus", "zone"},
+	Required: []string{"baseInstanceName", "versions"},
+}
+
+func init() {
+	rf.AddSchema(instanceGroupManagerSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args InstanceGroupManagerArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewInstanceGroupManager(ctx, name, &args, opts...)
+	})
+}
+
+// NewInstanceGroupManager declares a gcp:compute/instanceGroupManager:InstanceGroupManager as the SDK's NewInstanceGroupManager would.
+func NewInstanceGroupManager(ctx *pulumi.Context, name string, args *InstanceGroupManagerArgs, opts ...pulumi.ResourceOption) (*InstanceGroupManager, error) {
+	if args == nil {
+		args = &InstanceGroupManagerArgs{}
+	}
+	var res InstanceGroupManager
+	if err := rf.Declare(ctx, instanceGroupManagerSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // FirewallAllow is the value of the SDK's FirewallAllowOutput.
 type FirewallAllow struct {
 	Ports    []string `pulumi:"ports"`
@@ -468,6 +672,612 @@ type FirewallParams struct {
 // FirewallParamsArgs are the inputs of the SDK's FirewallParamsArgs.
 type FirewallParamsArgs struct {
 	ResourceManagerTags pulumi.StringMapInput `pulumi:"resourceManagerTags"`
+}
+
+// InstanceGroupManagerAllInstancesConfig is the value of the SDK's InstanceGroupManagerAllInstancesConfigOutput.
+type InstanceGroupManagerAllInstancesConfig struct {
+	Labels   map[string]string `pulumi:"labels"`
+	Metadata map[string]string `pulumi:"metadata"`
+}
+
+// InstanceGroupManagerAllInstancesConfigArgs are the inputs of the SDK's InstanceGroupManagerAllInstancesConfigArgs.
+type InstanceGroupManagerAllInstancesConfigArgs struct {
+	Labels   pulumi.StringMapInput `pulumi:"labels"`
+	Metadata pulumi.StringMapInput `pulumi:"metadata"`
+}
+
+// InstanceGroupManagerAutoHealingPolicies is the value of the SDK's InstanceGroupManagerAutoHealingPoliciesOutput.
+type InstanceGroupManagerAutoHealingPolicies struct {
+	HealthCheck     string `pulumi:"healthCheck"`
+	InitialDelaySec int    `pulumi:"initialDelaySec"`
+}
+
+// InstanceGroupManagerAutoHealingPoliciesArgs are the inputs of the SDK's InstanceGroupManagerAutoHealingPoliciesArgs.
+type InstanceGroupManagerAutoHealingPoliciesArgs struct {
+	HealthCheck     pulumi.StringInput `pulumi:"healthCheck"`
+	InitialDelaySec pulumi.IntInput    `pulumi:"initialDelaySec"`
+}
+
+// InstanceGroupManagerInstanceLifecyclePolicy is the value of the SDK's InstanceGroupManagerInstanceLifecyclePolicyOutput.
+type InstanceGroupManagerInstanceLifecyclePolicy struct {
+	DefaultActionOnFailure *string                                              `pulumi:"defaultActionOnFailure"`
+	ForceUpdateOnRepair    *string                                              `pulumi:"forceUpdateOnRepair"`
+	OnFailedHealthCheck    *string                                              `pulumi:"onFailedHealthCheck"`
+	OnRepair               *InstanceGroupManagerInstanceLifecyclePolicyOnRepair `pulumi:"onRepair"`
+}
+
+// InstanceGroupManagerInstanceLifecyclePolicyArgs are the inputs of the SDK's InstanceGroupManagerInstanceLifecyclePolicyArgs.
+type InstanceGroupManagerInstanceLifecyclePolicyArgs struct {
+	DefaultActionOnFailure pulumi.StringPtrInput                                    `pulumi:"defaultActionOnFailure"`
+	ForceUpdateOnRepair    pulumi.StringPtrInput                                    `pulumi:"forceUpdateOnRepair"`
+	OnFailedHealthCheck    pulumi.StringPtrInput                                    `pulumi:"onFailedHealthCheck"`
+	OnRepair               *InstanceGroupManagerInstanceLifecyclePolicyOnRepairArgs `pulumi:"onRepair"`
+}
+
+// InstanceGroupManagerInstanceLifecyclePolicyOnRepair is the value of the SDK's InstanceGroupManagerInstanceLifecyclePolicyOnRepairOutput.
+type InstanceGroupManagerInstanceLifecyclePolicyOnRepair struct {
+	AllowChangingZone *string `pulumi:"allowChangingZone"`
+}
+
+// InstanceGroupManagerInstanceLifecyclePolicyOnRepairArgs are the inputs of the SDK's InstanceGroupManagerInstanceLifecyclePolicyOnRepairArgs.
+type InstanceGroupManagerInstanceLifecyclePolicyOnRepairArgs struct {
+	AllowChangingZone pulumi.StringPtrInput `pulumi:"allowChangingZone"`
+}
+
+// InstanceGroupManagerNamedPort is the value of the SDK's InstanceGroupManagerNamedPortOutput.
+type InstanceGroupManagerNamedPort struct {
+	Name string `pulumi:"name"`
+	Port int    `pulumi:"port"`
+}
+
+// InstanceGroupManagerNamedPortArgs are the inputs of the SDK's InstanceGroupManagerNamedPortArgs.
+type InstanceGroupManagerNamedPortArgs struct {
+	Name pulumi.StringInput `pulumi:"name"`
+	Port pulumi.IntInput    `pulumi:"port"`
+}
+
+// InstanceGroupManagerParams is the value of the SDK's InstanceGroupManagerParamsOutput.
+type InstanceGroupManagerParams struct {
+	ResourceManagerTags map[string]string `pulumi:"resourceManagerTags"`
+}
+
+// InstanceGroupManagerParamsArgs are the inputs of the SDK's InstanceGroupManagerParamsArgs.
+type InstanceGroupManagerParamsArgs struct {
+	ResourceManagerTags pulumi.StringMapInput `pulumi:"resourceManagerTags"`
+}
+
+// InstanceGroupManagerResourcePolicies is the value of the SDK's InstanceGroupManagerResourcePoliciesOutput.
+type InstanceGroupManagerResourcePolicies struct {
+	WorkloadPolicy *string `pulumi:"workloadPolicy"`
+}
+
+// InstanceGroupManagerResourcePoliciesArgs are the inputs of the SDK's InstanceGroupManagerResourcePoliciesArgs.
+type InstanceGroupManagerResourcePoliciesArgs struct {
+	WorkloadPolicy pulumi.StringPtrInput `pulumi:"workloadPolicy"`
+}
+
+// InstanceGroupManagerStandbyPolicy is the value of the SDK's InstanceGroupManagerStandbyPolicyOutput.
+type InstanceGroupManagerStandbyPolicy struct {
+	InitialDelaySec *int    `pulumi:"initialDelaySec"`
+	Mode            *string `pulumi:"mode"`
+}
+
+// InstanceGroupManagerStandbyPolicyArgs are the inputs of the SDK's InstanceGroupManagerStandbyPolicyArgs.
+type InstanceGroupManagerStandbyPolicyArgs struct {
+	InitialDelaySec pulumi.IntPtrInput    `pulumi:"initialDelaySec"`
+	Mode            pulumi.StringPtrInput `pulumi:"mode"`
+}
+
+// InstanceGroupManagerStatefulDisk is the value of the SDK's InstanceGroupManagerStatefulDiskOutput.
+type InstanceGroupManagerStatefulDisk struct {
+	DeleteRule *string `pulumi:"deleteRule"`
+	DeviceName string  `pulumi:"deviceName"`
+}
+
+// InstanceGroupManagerStatefulDiskArgs are the inputs of the SDK's InstanceGroupManagerStatefulDiskArgs.
+type InstanceGroupManagerStatefulDiskArgs struct {
+	DeleteRule pulumi.StringPtrInput `pulumi:"deleteRule"`
+	DeviceName pulumi.StringInput    `pulumi:"deviceName"`
+}
+
+// InstanceGroupManagerStatefulExternalIp is the value of the SDK's InstanceGroupManagerStatefulExternalIpOutput.
+type InstanceGroupManagerStatefulExternalIp struct {
+	DeleteRule    *string `pulumi:"deleteRule"`
+	InterfaceName *string `pulumi:"interfaceName"`
+}
+
+// InstanceGroupManagerStatefulExternalIpArgs are the inputs of the SDK's InstanceGroupManagerStatefulExternalIpArgs.
+type InstanceGroupManagerStatefulExternalIpArgs struct {
+	DeleteRule    pulumi.StringPtrInput `pulumi:"deleteRule"`
+	InterfaceName pulumi.StringPtrInput `pulumi:"interfaceName"`
+}
+
+// InstanceGroupManagerStatefulInternalIp is the value of the SDK's InstanceGroupManagerStatefulInternalIpOutput.
+type InstanceGroupManagerStatefulInternalIp struct {
+	DeleteRule    *string `pulumi:"deleteRule"`
+	InterfaceName *string `pulumi:"interfaceName"`
+}
+
+// InstanceGroupManagerStatefulInternalIpArgs are the inputs of the SDK's InstanceGroupManagerStatefulInternalIpArgs.
+type InstanceGroupManagerStatefulInternalIpArgs struct {
+	DeleteRule    pulumi.StringPtrInput `pulumi:"deleteRule"`
+	InterfaceName pulumi.StringPtrInput `pulumi:"interfaceName"`
+}
+
+// InstanceGroupManagerStatus is the value of the SDK's InstanceGroupManagerStatusOutput.
+type InstanceGroupManagerStatus struct {
+	AllInstancesConfigs []InstanceGroupManagerStatusAllInstancesConfig `pulumi:"allInstancesConfigs"`
+	IsStable            *bool                                          `pulumi:"isStable"`
+	Statefuls           []InstanceGroupManagerStatusStateful           `pulumi:"statefuls"`
+	VersionTargets      []InstanceGroupManagerStatusVersionTarget      `pulumi:"versionTargets"`
+}
+
+// InstanceGroupManagerStatusAllInstancesConfig is the value of the SDK's InstanceGroupManagerStatusAllInstancesConfigOutput.
+type InstanceGroupManagerStatusAllInstancesConfig struct {
+	CurrentRevision *string `pulumi:"currentRevision"`
+	Effective       *bool   `pulumi:"effective"`
+}
+
+// InstanceGroupManagerStatusStateful is the value of the SDK's InstanceGroupManagerStatusStatefulOutput.
+type InstanceGroupManagerStatusStateful struct {
+	HasStatefulConfig  *bool                                                 `pulumi:"hasStatefulConfig"`
+	PerInstanceConfigs []InstanceGroupManagerStatusStatefulPerInstanceConfig `pulumi:"perInstanceConfigs"`
+}
+
+// InstanceGroupManagerStatusStatefulPerInstanceConfig is the value of the SDK's InstanceGroupManagerStatusStatefulPerInstanceConfigOutput.
+type InstanceGroupManagerStatusStatefulPerInstanceConfig struct {
+	AllEffective *bool `pulumi:"allEffective"`
+}
+
+// InstanceGroupManagerStatusVersionTarget is the value of the SDK's InstanceGroupManagerStatusVersionTargetOutput.
+type InstanceGroupManagerStatusVersionTarget struct {
+	IsReached *bool `pulumi:"isReached"`
+}
+
+// InstanceGroupManagerUpdatePolicy is the value of the SDK's InstanceGroupManagerUpdatePolicyOutput.
+type InstanceGroupManagerUpdatePolicy struct {
+	MaxSurgeFixed               *int    `pulumi:"maxSurgeFixed"`
+	MaxSurgePercent             *int    `pulumi:"maxSurgePercent"`
+	MaxUnavailableFixed         *int    `pulumi:"maxUnavailableFixed"`
+	MaxUnavailablePercent       *int    `pulumi:"maxUnavailablePercent"`
+	MinReadySec                 *int    `pulumi:"minReadySec"`
+	MinimalAction               string  `pulumi:"minimalAction"`
+	MostDisruptiveAllowedAction *string `pulumi:"mostDisruptiveAllowedAction"`
+	ReplacementMethod           *string `pulumi:"replacementMethod"`
+	Type                        string  `pulumi:"type"`
+}
+
+// InstanceGroupManagerUpdatePolicyArgs are the inputs of the SDK's InstanceGroupManagerUpdatePolicyArgs.
+type InstanceGroupManagerUpdatePolicyArgs struct {
+	MaxSurgeFixed               pulumi.IntPtrInput    `pulumi:"maxSurgeFixed"`
+	MaxSurgePercent             pulumi.IntPtrInput    `pulumi:"maxSurgePercent"`
+	MaxUnavailableFixed         pulumi.IntPtrInput    `pulumi:"maxUnavailableFixed"`
+	MaxUnavailablePercent       pulumi.IntPtrInput    `pulumi:"maxUnavailablePercent"`
+	MinReadySec                 pulumi.IntPtrInput    `pulumi:"minReadySec"`
+	MinimalAction               pulumi.StringInput    `pulumi:"minimalAction"`
+	MostDisruptiveAllowedAction pulumi.StringPtrInput `pulumi:"mostDisruptiveAllowedAction"`
+	ReplacementMethod           pulumi.StringPtrInput `pulumi:"replacementMethod"`
+	Type                        pulumi.StringInput    `pulumi:"type"`
+}
+
+// InstanceGroupManagerVersion is the value of the SDK's InstanceGroupManagerVersionOutput.
+type InstanceGroupManagerVersion struct {
+	InstanceTemplate string                                 `pulumi:"instanceTemplate"`
+	Name             *string                                `pulumi:"name"`
+	TargetSize       *InstanceGroupManagerVersionTargetSize `pulumi:"targetSize"`
+}
+
+// InstanceGroupManagerVersionArgs are the inputs of the SDK's InstanceGroupManagerVersionArgs.
+type InstanceGroupManagerVersionArgs struct {
+	InstanceTemplate pulumi.StringInput                         `pulumi:"instanceTemplate"`
+	Name             pulumi.StringPtrInput                      `pulumi:"name"`
+	TargetSize       *InstanceGroupManagerVersionTargetSizeArgs `pulumi:"targetSize"`
+}
+
+// InstanceGroupManagerVersionTargetSize is the value of the SDK's InstanceGroupManagerVersionTargetSizeOutput.
+type InstanceGroupManagerVersionTargetSize struct {
+	Fixed   *int `pulumi:"fixed"`
+	Percent *int `pulumi:"percent"`
+}
+
+// InstanceGroupManagerVersionTargetSizeArgs are the inputs of the SDK's InstanceGroupManagerVersionTargetSizeArgs.
+type InstanceGroupManagerVersionTargetSizeArgs struct {
+	Fixed   pulumi.IntPtrInput `pulumi:"fixed"`
+	Percent pulumi.IntPtrInput `pulumi:"percent"`
+}
+
+// InstanceTemplateAdvancedMachineFeatures is the value of the SDK's InstanceTemplateAdvancedMachineFeaturesOutput.
+type InstanceTemplateAdvancedMachineFeatures struct {
+	EnableNestedVirtualization *bool   `pulumi:"enableNestedVirtualization"`
+	EnableUefiNetworking       *bool   `pulumi:"enableUefiNetworking"`
+	PerformanceMonitoringUnit  *string `pulumi:"performanceMonitoringUnit"`
+	ThreadsPerCore             *int    `pulumi:"threadsPerCore"`
+	TurboMode                  *string `pulumi:"turboMode"`
+	VisibleCoreCount           *int    `pulumi:"visibleCoreCount"`
+}
+
+// InstanceTemplateAdvancedMachineFeaturesArgs are the inputs of the SDK's InstanceTemplateAdvancedMachineFeaturesArgs.
+type InstanceTemplateAdvancedMachineFeaturesArgs struct {
+	EnableNestedVirtualization pulumi.BoolPtrInput   `pulumi:"enableNestedVirtualization"`
+	EnableUefiNetworking       pulumi.BoolPtrInput   `pulumi:"enableUefiNetworking"`
+	PerformanceMonitoringUnit  pulumi.StringPtrInput `pulumi:"performanceMonitoringUnit"`
+	ThreadsPerCore             pulumi.IntPtrInput    `pulumi:"threadsPerCore"`
+	TurboMode                  pulumi.StringPtrInput `pulumi:"turboMode"`
+	VisibleCoreCount           pulumi.IntPtrInput    `pulumi:"visibleCoreCount"`
+}
+
+// InstanceTemplateConfidentialInstanceConfig is the value of the SDK's InstanceTemplateConfidentialInstanceConfigOutput.
+type InstanceTemplateConfidentialInstanceConfig struct {
+	ConfidentialInstanceType  *string `pulumi:"confidentialInstanceType"`
+	EnableConfidentialCompute *bool   `pulumi:"enableConfidentialCompute"`
+}
+
+// InstanceTemplateConfidentialInstanceConfigArgs are the inputs of the SDK's InstanceTemplateConfidentialInstanceConfigArgs.
+type InstanceTemplateConfidentialInstanceConfigArgs struct {
+	ConfidentialInstanceType  pulumi.StringPtrInput `pulumi:"confidentialInstanceType"`
+	EnableConfidentialCompute pulumi.BoolPtrInput   `pulumi:"enableConfidentialCompute"`
+}
+
+// InstanceTemplateDisk is the value of the SDK's InstanceTemplateDiskOutput.
+type InstanceTemplateDisk struct {
+	Architecture                *string                                          `pulumi:"architecture"`
+	AutoDelete                  *bool                                            `pulumi:"autoDelete"`
+	Boot                        *bool                                            `pulumi:"boot"`
+	DeviceName                  *string                                          `pulumi:"deviceName"`
+	DiskEncryptionKey           *InstanceTemplateDiskDiskEncryptionKey           `pulumi:"diskEncryptionKey"`
+	DiskName                    *string                                          `pulumi:"diskName"`
+	DiskSizeGb                  *int                                             `pulumi:"diskSizeGb"`
+	DiskType                    *string                                          `pulumi:"diskType"`
+	GuestOsFeatures             []string                                         `pulumi:"guestOsFeatures"`
+	Interface                   *string                                          `pulumi:"interface"`
+	Labels                      map[string]string                                `pulumi:"labels"`
+	Mode                        *string                                          `pulumi:"mode"`
+	ProvisionedIops             *int                                             `pulumi:"provisionedIops"`
+	ProvisionedThroughput       *int                                             `pulumi:"provisionedThroughput"`
+	ResourceManagerTags         map[string]string                                `pulumi:"resourceManagerTags"`
+	ResourcePolicies            *string                                          `pulumi:"resourcePolicies"`
+	Source                      *string                                          `pulumi:"source"`
+	SourceImage                 *string                                          `pulumi:"sourceImage"`
+	SourceImageEncryptionKey    *InstanceTemplateDiskSourceImageEncryptionKey    `pulumi:"sourceImageEncryptionKey"`
+	SourceSnapshot              *string                                          `pulumi:"sourceSnapshot"`
+	SourceSnapshotEncryptionKey *InstanceTemplateDiskSourceSnapshotEncryptionKey `pulumi:"sourceSnapshotEncryptionKey"`
+	Type                        *string                                          `pulumi:"type"`
+}
+
+// InstanceTemplateDiskArgs are the inputs of the SDK's InstanceTemplateDiskArgs.
+type InstanceTemplateDiskArgs struct {
+	Architecture                pulumi.StringPtrInput                                `pulumi:"architecture"`
+	AutoDelete                  pulumi.BoolPtrInput                                  `pulumi:"autoDelete"`
+	Boot                        pulumi.BoolPtrInput                                  `pulumi:"boot"`
+	DeviceName                  pulumi.StringPtrInput                                `pulumi:"deviceName"`
+	DiskEncryptionKey           *InstanceTemplateDiskDiskEncryptionKeyArgs           `pulumi:"diskEncryptionKey"`
+	DiskName                    pulumi.StringPtrInput                                `pulumi:"diskName"`
+	DiskSizeGb                  pulumi.IntPtrInput                                   `pulumi:"diskSizeGb"`
+	DiskType                    pulumi.StringPtrInput                                `pulumi:"diskType"`
+	GuestOsFeatures             pulumi.StringArrayInput                              `pulumi:"guestOsFeatures"`
+	Interface                   pulumi.StringPtrInput                                `pulumi:"interface"`
+	Labels                      pulumi.StringMapInput                                `pulumi:"labels"`
+	Mode                        pulumi.StringPtrInput                                `pulumi:"mode"`
+	ProvisionedIops             pulumi.IntPtrInput                                   `pulumi:"provisionedIops"`
+	ProvisionedThroughput       pulumi.IntPtrInput                                   `pulumi:"provisionedThroughput"`
+	ResourceManagerTags         pulumi.StringMapInput                                `pulumi:"resourceManagerTags"`
+	ResourcePolicies            pulumi.StringPtrInput                                `pulumi:"resourcePolicies"`
+	Source                      pulumi.StringPtrInput                                `pulumi:"source"`
+	SourceImage                 pulumi.StringPtrInput                                `pulumi:"sourceImage"`
+	SourceImageEncryptionKey    *InstanceTemplateDiskSourceImageEncryptionKeyArgs    `pulumi:"sourceImageEncryptionKey"`
+	SourceSnapshot              pulumi.StringPtrInput                                `pulumi:"sourceSnapshot"`
+	SourceSnapshotEncryptionKey *InstanceTemplateDiskSourceSnapshotEncryptionKeyArgs `pulumi:"sourceSnapshotEncryptionKey"`
+	Type                        pulumi.StringPtrInput                                `pulumi:"type"`
+}
+
+// InstanceTemplateDiskDiskEncryptionKey is the value of the SDK's InstanceTemplateDiskDiskEncryptionKeyOutput.
+type InstanceTemplateDiskDiskEncryptionKey struct {
+	KmsKeySelfLink       *string `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount *string `pulumi:"kmsKeyServiceAccount"`
+}
+
+// InstanceTemplateDiskDiskEncryptionKeyArgs are the inputs of the SDK's InstanceTemplateDiskDiskEncryptionKeyArgs.
+type InstanceTemplateDiskDiskEncryptionKeyArgs struct {
+	KmsKeySelfLink       pulumi.StringPtrInput `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount pulumi.StringPtrInput `pulumi:"kmsKeyServiceAccount"`
+}
+
+// InstanceTemplateDiskSourceImageEncryptionKey is the value of the SDK's InstanceTemplateDiskSourceImageEncryptionKeyOutput.
+type InstanceTemplateDiskSourceImageEncryptionKey struct {
+	KmsKeySelfLink       *string `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount *string `pulumi:"kmsKeyServiceAccount"`
+	RawKey               *string `pulumi:"rawKey"`
+	RsaEncryptedKey      *string `pulumi:"rsaEncryptedKey"`
+}
+
+// InstanceTemplateDiskSourceImageEncryptionKeyArgs are the inputs of the SDK's InstanceTemplateDiskSourceImageEncryptionKeyArgs.
+type InstanceTemplateDiskSourceImageEncryptionKeyArgs struct {
+	KmsKeySelfLink       pulumi.StringPtrInput `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount pulumi.StringPtrInput `pulumi:"kmsKeyServiceAccount"`
+	RawKey               pulumi.StringPtrInput `pulumi:"rawKey"`
+	RsaEncryptedKey      pulumi.StringPtrInput `pulumi:"rsaEncryptedKey"`
+}
+
+// InstanceTemplateDiskSourceSnapshotEncryptionKey is the value of the SDK's InstanceTemplateDiskSourceSnapshotEncryptionKeyOutput.
+type InstanceTemplateDiskSourceSnapshotEncryptionKey struct {
+	KmsKeySelfLink       *string `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount *string `pulumi:"kmsKeyServiceAccount"`
+	RawKey               *string `pulumi:"rawKey"`
+	RsaEncryptedKey      *string `pulumi:"rsaEncryptedKey"`
+}
+
+// InstanceTemplateDiskSourceSnapshotEncryptionKeyArgs are the inputs of the SDK's InstanceTemplateDiskSourceSnapshotEncryptionKeyArgs.
+type InstanceTemplateDiskSourceSnapshotEncryptionKeyArgs struct {
+	KmsKeySelfLink       pulumi.StringPtrInput `pulumi:"kmsKeySelfLink"`
+	KmsKeyServiceAccount pulumi.StringPtrInput `pulumi:"kmsKeyServiceAccount"`
+	RawKey               pulumi.StringPtrInput `pulumi:"rawKey"`
+	RsaEncryptedKey      pulumi.StringPtrInput `pulumi:"rsaEncryptedKey"`
+}
+
+// InstanceTemplateGuestAccelerator is the value of the SDK's InstanceTemplateGuestAcceleratorOutput.
+type InstanceTemplateGuestAccelerator struct {
+	Count int    `pulumi:"count"`
+	Type  string `pulumi:"type"`
+}
+
+// InstanceTemplateGuestAcceleratorArgs are the inputs of the SDK's InstanceTemplateGuestAcceleratorArgs.
+type InstanceTemplateGuestAcceleratorArgs struct {
+	Count pulumi.IntInput    `pulumi:"count"`
+	Type  pulumi.StringInput `pulumi:"type"`
+}
+
+// InstanceTemplateNetworkInterface is the value of the SDK's InstanceTemplateNetworkInterfaceOutput.
+type InstanceTemplateNetworkInterface struct {
+	AccessConfigs            []InstanceTemplateNetworkInterfaceAccessConfig     `pulumi:"accessConfigs"`
+	AliasIpRanges            []InstanceTemplateNetworkInterfaceAliasIpRange     `pulumi:"aliasIpRanges"`
+	InternalIpv6PrefixLength *int                                               `pulumi:"internalIpv6PrefixLength"`
+	Ipv6AccessConfigs        []InstanceTemplateNetworkInterfaceIpv6AccessConfig `pulumi:"ipv6AccessConfigs"`
+	Ipv6AccessType           *string                                            `pulumi:"ipv6AccessType"`
+	Ipv6Address              *string                                            `pulumi:"ipv6Address"`
+	Name                     *string                                            `pulumi:"name"`
+	Network                  *string                                            `pulumi:"network"`
+	NetworkAttachment        *string                                            `pulumi:"networkAttachment"`
+	NetworkIp                *string                                            `pulumi:"networkIp"`
+	NicType                  *string                                            `pulumi:"nicType"`
+	QueueCount               *int                                               `pulumi:"queueCount"`
+	StackType                *string                                            `pulumi:"stackType"`
+	Subnetwork               *string                                            `pulumi:"subnetwork"`
+	SubnetworkProject        *string                                            `pulumi:"subnetworkProject"`
+}
+
+// InstanceTemplateNetworkInterfaceAccessConfig is the value of the SDK's InstanceTemplateNetworkInterfaceAccessConfigOutput.
+type InstanceTemplateNetworkInterfaceAccessConfig struct {
+	NatIp               *string `pulumi:"natIp"`
+	NetworkTier         *string `pulumi:"networkTier"`
+	PublicPtrDomainName *string `pulumi:"publicPtrDomainName"`
+}
+
+// InstanceTemplateNetworkInterfaceAccessConfigArgs are the inputs of the SDK's InstanceTemplateNetworkInterfaceAccessConfigArgs.
+type InstanceTemplateNetworkInterfaceAccessConfigArgs struct {
+	NatIp               pulumi.StringPtrInput `pulumi:"natIp"`
+	NetworkTier         pulumi.StringPtrInput `pulumi:"networkTier"`
+	PublicPtrDomainName pulumi.StringPtrInput `pulumi:"publicPtrDomainName"`
+}
+
+// InstanceTemplateNetworkInterfaceAliasIpRange is the value of the SDK's InstanceTemplateNetworkInterfaceAliasIpRangeOutput.
+type InstanceTemplateNetworkInterfaceAliasIpRange struct {
+	IpCidrRange         string  `pulumi:"ipCidrRange"`
+	SubnetworkRangeName *string `pulumi:"subnetworkRangeName"`
+}
+
+// InstanceTemplateNetworkInterfaceAliasIpRangeArgs are the inputs of the SDK's InstanceTemplateNetworkInterfaceAliasIpRangeArgs.
+type InstanceTemplateNetworkInterfaceAliasIpRangeArgs struct {
+	IpCidrRange         pulumi.StringInput    `pulumi:"ipCidrRange"`
+	SubnetworkRangeName pulumi.StringPtrInput `pulumi:"subnetworkRangeName"`
+}
+
+// InstanceTemplateNetworkInterfaceArgs are the inputs of the SDK's InstanceTemplateNetworkInterfaceArgs.
+type InstanceTemplateNetworkInterfaceArgs struct {
+	AccessConfigs            []InstanceTemplateNetworkInterfaceAccessConfigArgs     `pulumi:"accessConfigs"`
+	AliasIpRanges            []InstanceTemplateNetworkInterfaceAliasIpRangeArgs     `pulumi:"aliasIpRanges"`
+	InternalIpv6PrefixLength pulumi.IntPtrInput                                     `pulumi:"internalIpv6PrefixLength"`
+	Ipv6AccessConfigs        []InstanceTemplateNetworkInterfaceIpv6AccessConfigArgs `pulumi:"ipv6AccessConfigs"`
+	Ipv6AccessType           pulumi.StringPtrInput                                  `pulumi:"ipv6AccessType"`
+	Ipv6Address              pulumi.StringPtrInput                                  `pulumi:"ipv6Address"`
+	Name                     pulumi.StringPtrInput                                  `pulumi:"name"`
+	Network                  pulumi.StringPtrInput                                  `pulumi:"network"`
+	NetworkAttachment        pulumi.StringPtrInput                                  `pulumi:"networkAttachment"`
+	NetworkIp                pulumi.StringPtrInput                                  `pulumi:"networkIp"`
+	NicType                  pulumi.StringPtrInput                                  `pulumi:"nicType"`
+	QueueCount               pulumi.IntPtrInput                                     `pulumi:"queueCount"`
+	StackType                pulumi.StringPtrInput                                  `pulumi:"stackType"`
+	Subnetwork               pulumi.StringPtrInput                                  `pulumi:"subnetwork"`
+	SubnetworkProject        pulumi.StringPtrInput                                  `pulumi:"subnetworkProject"`
+}
+
+// InstanceTemplateNetworkInterfaceIpv6AccessConfig is the value of the SDK's InstanceTemplateNetworkInterfaceIpv6AccessConfigOutput.
+type InstanceTemplateNetworkInterfaceIpv6AccessConfig struct {
+	ExternalIpv6             *string `pulumi:"externalIpv6"`
+	ExternalIpv6PrefixLength *string `pulumi:"externalIpv6PrefixLength"`
+	Name                     *string `pulumi:"name"`
+	NetworkTier              string  `pulumi:"networkTier"`
+	PublicPtrDomainName      *string `pulumi:"publicPtrDomainName"`
+}
+
+// InstanceTemplateNetworkInterfaceIpv6AccessConfigArgs are the inputs of the SDK's InstanceTemplateNetworkInterfaceIpv6AccessConfigArgs.
+type InstanceTemplateNetworkInterfaceIpv6AccessConfigArgs struct {
+	ExternalIpv6             pulumi.StringPtrInput `pulumi:"externalIpv6"`
+	ExternalIpv6PrefixLength pulumi.StringPtrInput `pulumi:"externalIpv6PrefixLength"`
+	Name                     pulumi.StringPtrInput `pulumi:"name"`
+	NetworkTier              pulumi.StringInput    `pulumi:"networkTier"`
+	PublicPtrDomainName      pulumi.StringPtrInput `pulumi:"publicPtrDomainName"`
+}
+
+// InstanceTemplateNetworkPerformanceConfig is the value of the SDK's InstanceTemplateNetworkPerformanceConfigOutput.
+type InstanceTemplateNetworkPerformanceConfig struct {
+	TotalEgressBandwidthTier string `pulumi:"totalEgressBandwidthTier"`
+}
+
+// InstanceTemplateNetworkPerformanceConfigArgs are the inputs of the SDK's InstanceTemplateNetworkPerformanceConfigArgs.
+type InstanceTemplateNetworkPerformanceConfigArgs struct {
+	TotalEgressBandwidthTier pulumi.StringInput `pulumi:"totalEgressBandwidthTier"`
+}
+
+// InstanceTemplateReservationAffinity is the value of the SDK's InstanceTemplateReservationAffinityOutput.
+type InstanceTemplateReservationAffinity struct {
+	SpecificReservation *InstanceTemplateReservationAffinitySpecificReservation `pulumi:"specificReservation"`
+	Type                string                                                  `pulumi:"type"`
+}
+
+// InstanceTemplateReservationAffinityArgs are the inputs of the SDK's InstanceTemplateReservationAffinityArgs.
+type InstanceTemplateReservationAffinityArgs struct {
+	SpecificReservation *InstanceTemplateReservationAffinitySpecificReservationArgs `pulumi:"specificReservation"`
+	Type                pulumi.StringInput                                          `pulumi:"type"`
+}
+
+// InstanceTemplateReservationAffinitySpecificReservation is the value of the SDK's InstanceTemplateReservationAffinitySpecificReservationOutput.
+type InstanceTemplateReservationAffinitySpecificReservation struct {
+	Key    string   `pulumi:"key"`
+	Values []string `pulumi:"values"`
+}
+
+// InstanceTemplateReservationAffinitySpecificReservationArgs are the inputs of the SDK's InstanceTemplateReservationAffinitySpecificReservationArgs.
+type InstanceTemplateReservationAffinitySpecificReservationArgs struct {
+	Key    pulumi.StringInput      `pulumi:"key"`
+	Values pulumi.StringArrayInput `pulumi:"values"`
+}
+
+// InstanceTemplateScheduling is the value of the SDK's InstanceTemplateSchedulingOutput.
+type InstanceTemplateScheduling struct {
+	AutomaticRestart          *bool                                               `pulumi:"automaticRestart"`
+	AvailabilityDomain        *int                                                `pulumi:"availabilityDomain"`
+	GracefulShutdown          *InstanceTemplateSchedulingGracefulShutdown         `pulumi:"gracefulShutdown"`
+	HostErrorTimeoutSeconds   *int                                                `pulumi:"hostErrorTimeoutSeconds"`
+	InstanceTerminationAction *string                                             `pulumi:"instanceTerminationAction"`
+	LocalSsdRecoveryTimeouts  []InstanceTemplateSchedulingLocalSsdRecoveryTimeout `pulumi:"localSsdRecoveryTimeouts"`
+	MaintenanceInterval       *string                                             `pulumi:"maintenanceInterval"`
+	MaxRunDuration            *InstanceTemplateSchedulingMaxRunDuration           `pulumi:"maxRunDuration"`
+	MinNodeCpus               *int                                                `pulumi:"minNodeCpus"`
+	NodeAffinities            []InstanceTemplateSchedulingNodeAffinity            `pulumi:"nodeAffinities"`
+	OnHostMaintenance         *string                                             `pulumi:"onHostMaintenance"`
+	OnInstanceStopAction      *InstanceTemplateSchedulingOnInstanceStopAction     `pulumi:"onInstanceStopAction"`
+	Preemptible               *bool                                               `pulumi:"preemptible"`
+	ProvisioningModel         *string                                             `pulumi:"provisioningModel"`
+	SkipGuestOsShutdown       *bool                                               `pulumi:"skipGuestOsShutdown"`
+	TerminationTime           *string                                             `pulumi:"terminationTime"`
+}
+
+// InstanceTemplateSchedulingArgs are the inputs of the SDK's InstanceTemplateSchedulingArgs.
+type InstanceTemplateSchedulingArgs struct {
+	AutomaticRestart          pulumi.BoolPtrInput                                     `pulumi:"automaticRestart"`
+	AvailabilityDomain        pulumi.IntPtrInput                                      `pulumi:"availabilityDomain"`
+	GracefulShutdown          *InstanceTemplateSchedulingGracefulShutdownArgs         `pulumi:"gracefulShutdown"`
+	HostErrorTimeoutSeconds   pulumi.IntPtrInput                                      `pulumi:"hostErrorTimeoutSeconds"`
+	InstanceTerminationAction pulumi.StringPtrInput                                   `pulumi:"instanceTerminationAction"`
+	LocalSsdRecoveryTimeouts  []InstanceTemplateSchedulingLocalSsdRecoveryTimeoutArgs `pulumi:"localSsdRecoveryTimeouts"`
+	MaintenanceInterval       pulumi.StringPtrInput                                   `pulumi:"maintenanceInterval"`
+	MaxRunDuration            *InstanceTemplateSchedulingMaxRunDurationArgs           `pulumi:"maxRunDuration"`
+	MinNodeCpus               pulumi.IntPtrInput                                      `pulumi:"minNodeCpus"`
+	NodeAffinities            []InstanceTemplateSchedulingNodeAffinityArgs            `pulumi:"nodeAffinities"`
+	OnHostMaintenance         pulumi.StringPtrInput                                   `pulumi:"onHostMaintenance"`
+	OnInstanceStopAction      *InstanceTemplateSchedulingOnInstanceStopActionArgs     `pulumi:"onInstanceStopAction"`
+	Preemptible               pulumi.BoolPtrInput                                     `pulumi:"preemptible"`
+	ProvisioningModel         pulumi.StringPtrInput                                   `pulumi:"provisioningModel"`
+	SkipGuestOsShutdown       pulumi.BoolPtrInput                                     `pulumi:"skipGuestOsShutdown"`
+	TerminationTime           pulumi.StringPtrInput                                   `pulumi:"terminationTime"`
+}
+
+// InstanceTemplateSchedulingGracefulShutdown is the value of the SDK's InstanceTemplateSchedulingGracefulShutdownOutput.
+type InstanceTemplateSchedulingGracefulShutdown struct {
+	Enabled     bool                                                   `pulumi:"enabled"`
+	MaxDuration *InstanceTemplateSchedulingGracefulShutdownMaxDuration `pulumi:"maxDuration"`
+}
+
+// InstanceTemplateSchedulingGracefulShutdownArgs are the inputs of the SDK's InstanceTemplateSchedulingGracefulShutdownArgs.
+type InstanceTemplateSchedulingGracefulShutdownArgs struct {
+	Enabled     pulumi.BoolInput                                           `pulumi:"enabled"`
+	MaxDuration *InstanceTemplateSchedulingGracefulShutdownMaxDurationArgs `pulumi:"maxDuration"`
+}
+
+// InstanceTemplateSchedulingGracefulShutdownMaxDuration is the value of the SDK's InstanceTemplateSchedulingGracefulShutdownMaxDurationOutput.
+type InstanceTemplateSchedulingGracefulShutdownMaxDuration struct {
+	Nanos   *int `pulumi:"nanos"`
+	Seconds int  `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingGracefulShutdownMaxDurationArgs are the inputs of the SDK's InstanceTemplateSchedulingGracefulShutdownMaxDurationArgs.
+type InstanceTemplateSchedulingGracefulShutdownMaxDurationArgs struct {
+	Nanos   pulumi.IntPtrInput `pulumi:"nanos"`
+	Seconds pulumi.IntInput    `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingLocalSsdRecoveryTimeout is the value of the SDK's InstanceTemplateSchedulingLocalSsdRecoveryTimeoutOutput.
+type InstanceTemplateSchedulingLocalSsdRecoveryTimeout struct {
+	Nanos   *int `pulumi:"nanos"`
+	Seconds int  `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingLocalSsdRecoveryTimeoutArgs are the inputs of the SDK's InstanceTemplateSchedulingLocalSsdRecoveryTimeoutArgs.
+type InstanceTemplateSchedulingLocalSsdRecoveryTimeoutArgs struct {
+	Nanos   pulumi.IntPtrInput `pulumi:"nanos"`
+	Seconds pulumi.IntInput    `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingMaxRunDuration is the value of the SDK's InstanceTemplateSchedulingMaxRunDurationOutput.
+type InstanceTemplateSchedulingMaxRunDuration struct {
+	Nanos   *int `pulumi:"nanos"`
+	Seconds int  `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingMaxRunDurationArgs are the inputs of the SDK's InstanceTemplateSchedulingMaxRunDurationArgs.
+type InstanceTemplateSchedulingMaxRunDurationArgs struct {
+	Nanos   pulumi.IntPtrInput `pulumi:"nanos"`
+	Seconds pulumi.IntInput    `pulumi:"seconds"`
+}
+
+// InstanceTemplateSchedulingNodeAffinity is the value of the SDK's InstanceTemplateSchedulingNodeAffinityOutput.
+type InstanceTemplateSchedulingNodeAffinity struct {
+	Key      string   `pulumi:"key"`
+	Operator string   `pulumi:"operator"`
+	Values   []string `pulumi:"values"`
+}
+
+// InstanceTemplateSchedulingNodeAffinityArgs are the inputs of the SDK's InstanceTemplateSchedulingNodeAffinityArgs.
+type InstanceTemplateSchedulingNodeAffinityArgs struct {
+	Key      pulumi.StringInput      `pulumi:"key"`
+	Operator pulumi.StringInput      `pulumi:"operator"`
+	Values   pulumi.StringArrayInput `pulumi:"values"`
+}
+
+// InstanceTemplateSchedulingOnInstanceStopAction is the value of the SDK's InstanceTemplateSchedulingOnInstanceStopActionOutput.
+type InstanceTemplateSchedulingOnInstanceStopAction struct {
+	DiscardLocalSsd *bool `pulumi:"discardLocalSsd"`
+}
+
+// InstanceTemplateSchedulingOnInstanceStopActionArgs are the inputs of the SDK's InstanceTemplateSchedulingOnInstanceStopActionArgs.
+type InstanceTemplateSchedulingOnInstanceStopActionArgs struct {
+	DiscardLocalSsd pulumi.BoolPtrInput `pulumi:"discardLocalSsd"`
+}
+
+// InstanceTemplateServiceAccount is the value of the SDK's InstanceTemplateServiceAccountOutput.
+type InstanceTemplateServiceAccount struct {
+	Email  *string  `pulumi:"email"`
+	Scopes []string `pulumi:"scopes"`
+}
+
+// InstanceTemplateServiceAccountArgs are the inputs of the SDK's InstanceTemplateServiceAccountArgs.
+type InstanceTemplateServiceAccountArgs struct {
+	Email  pulumi.StringPtrInput   `pulumi:"email"`
+	Scopes pulumi.StringArrayInput `pulumi:"scopes"`
+}
+
+// InstanceTemplateShieldedInstanceConfig is the value of the SDK's InstanceTemplateShieldedInstanceConfigOutput.
+type InstanceTemplateShieldedInstanceConfig struct {
+	EnableIntegrityMonitoring *bool `pulumi:"enableIntegrityMonitoring"`
+	EnableSecureBoot          *bool `pulumi:"enableSecureBoot"`
+	EnableVtpm                *bool `pulumi:"enableVtpm"`
+}
+
+// InstanceTemplateShieldedInstanceConfigArgs are the inputs of the SDK's InstanceTemplateShieldedInstanceConfigArgs.
+type InstanceTemplateShieldedInstanceConfigArgs struct {
+	EnableIntegrityMonitoring pulumi.BoolPtrInput `pulumi:"enableIntegrityMonitoring"`
+	EnableSecureBoot          pulumi.BoolPtrInput `pulumi:"enableSecureBoot"`
+	EnableVtpm                pulumi.BoolPtrInput `pulumi:"enableVtpm"`
 }
 
 // NetworkParams is the value of the SDK's NetworkParamsOutput.

@@ -282,6 +282,57 @@ func NewService(ctx *pulumi.Context, name string, args *ServiceArgs, opts ...pul
 	return &res, nil
 }
 
+// PersistentVolumeClaim is kubernetes:core/v1:PersistentVolumeClaim, pinned to kubernetes v4.29.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/persistentvolumeclaim/
+type PersistentVolumeClaim struct {
+	pulumi.CustomResourceState
+
+	ApiVersion pulumi.StringOutput                          `pulumi:"apiVersion"`
+	Kind       pulumi.StringOutput                          `pulumi:"kind"`
+	Metadata   pulumix.Output[metav1.ObjectMeta]            `pulumi:"metadata"`
+	Spec       pulumix.Output[PersistentVolumeClaimSpec]    `pulumi:"spec"`
+	Status     pulumix.Output[*PersistentVolumeClaimStatus] `pulumi:"status"`
+}
+
+// PersistentVolumeClaimArgs are the inputs of PersistentVolumeClaim.
+type PersistentVolumeClaimArgs struct {
+	ApiVersion pulumi.StringPtrInput          `pulumi:"apiVersion"`
+	Kind       pulumi.StringPtrInput          `pulumi:"kind"`
+	Metadata   *metav1.ObjectMetaArgs         `pulumi:"metadata"`
+	Spec       *PersistentVolumeClaimSpecArgs `pulumi:"spec"`
+}
+
+var persistentVolumeClaimSchema = &rf.Schema{
+	Token:   "kubernetes:core/v1:PersistentVolumeClaim",
+	Doc:     "https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/persistentvolumeclaim/",
+	Inputs:  []string{"apiVersion", "kind", "metadata", "spec"},
+	Outputs: []string{"apiVersion", "kind", "metadata", "spec", "status"},
+	Consts:  map[string]string{"apiVersion": "v1", "kind": "PersistentVolumeClaim"},
+}
+
+func init() {
+	rf.AddSchema(persistentVolumeClaimSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args PersistentVolumeClaimArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewPersistentVolumeClaim(ctx, name, &args, opts...)
+	})
+}
+
+// NewPersistentVolumeClaim declares a kubernetes:core/v1:PersistentVolumeClaim as the SDK's NewPersistentVolumeClaim would.
+func NewPersistentVolumeClaim(ctx *pulumi.Context, name string, args *PersistentVolumeClaimArgs, opts ...pulumi.ResourceOption) (*PersistentVolumeClaim, error) {
+	if args == nil {
+		args = &PersistentVolumeClaimArgs{}
+	}
+	var res PersistentVolumeClaim
+	if err := rf.Declare(ctx, persistentVolumeClaimSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // AWSElasticBlockStoreVolumeSource is the value of the SDK's AWSElasticBlockStoreVolumeSourceOutput.
 type AWSElasticBlockStoreVolumeSource struct {
 	FsType    *string `pulumi:"fsType"`
@@ -1881,6 +1932,12 @@ type LocalObjectReferencePatchArgs struct {
 	Name pulumi.StringPtrInput `pulumi:"name"`
 }
 
+// ModifyVolumeStatus is the value of the SDK's ModifyVolumeStatusOutput.
+type ModifyVolumeStatus struct {
+	Status                          string  `pulumi:"status"`
+	TargetVolumeAttributesClassName *string `pulumi:"targetVolumeAttributesClassName"`
+}
+
 // NFSVolumeSource is the value of the SDK's NFSVolumeSourceOutput.
 type NFSVolumeSource struct {
 	Path     string `pulumi:"path"`
@@ -2076,6 +2133,16 @@ type ObjectReferenceArgs struct {
 	Uid             pulumi.StringPtrInput `pulumi:"uid"`
 }
 
+// PersistentVolumeClaimCondition is the value of the SDK's PersistentVolumeClaimConditionOutput.
+type PersistentVolumeClaimCondition struct {
+	LastProbeTime      *string `pulumi:"lastProbeTime"`
+	LastTransitionTime *string `pulumi:"lastTransitionTime"`
+	Message            *string `pulumi:"message"`
+	Reason             *string `pulumi:"reason"`
+	Status             string  `pulumi:"status"`
+	Type               string  `pulumi:"type"`
+}
+
 // PersistentVolumeClaimSpec is the value of the SDK's PersistentVolumeClaimSpecOutput.
 type PersistentVolumeClaimSpec struct {
 	AccessModes               []string                    `pulumi:"accessModes"`
@@ -2126,6 +2193,19 @@ type PersistentVolumeClaimSpecPatchArgs struct {
 	VolumeAttributesClassName pulumi.StringPtrInput                `pulumi:"volumeAttributesClassName"`
 	VolumeMode                pulumi.StringPtrInput                `pulumi:"volumeMode"`
 	VolumeName                pulumi.StringPtrInput                `pulumi:"volumeName"`
+}
+
+// PersistentVolumeClaimStatus is the value of the SDK's PersistentVolumeClaimStatusOutput.
+type PersistentVolumeClaimStatus struct {
+	AccessModes                      []string                         `pulumi:"accessModes"`
+	AllocatedResourceStatuses        map[string]string                `pulumi:"allocatedResourceStatuses"`
+	AllocatedResources               map[string]string                `pulumi:"allocatedResources"`
+	Capacity                         map[string]string                `pulumi:"capacity"`
+	Conditions                       []PersistentVolumeClaimCondition `pulumi:"conditions"`
+	CurrentVolumeAttributesClassName *string                          `pulumi:"currentVolumeAttributesClassName"`
+	ModifyVolumeStatus               *ModifyVolumeStatus              `pulumi:"modifyVolumeStatus"`
+	Phase                            *string                          `pulumi:"phase"`
+	ResizeStatus                     *string                          `pulumi:"resizeStatus"`
 }
 
 // PersistentVolumeClaimTemplate is the value of the SDK's PersistentVolumeClaimTemplateOutput.

@@ -1,0 +1,198 @@
+package gcp
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	fleetmodel "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+)
+
+// SharedFleetNetwork is where one shared fleet's VMs live, in the cluster's
+// VPC:
+//
+//   - a subnetwork of the fleet's vmNetwork.cidr with Private Google Access
+//     (the cache bucket, Artifact Registry and the Compute API without a
+//     public address), and a Cloud NAT of its own for everything else
+//     (GitLab, public image registries); or the existing subnetwork the
+//     stack names, whose egress is its owner's;
+//   - firewall rules from exactly the cluster's pod range, where the
+//     managers run, each to the VMs of the groups that use one set of
+//     ports, tagged so, and on those ports only (Docker 2376 and SSH 22 for
+//     docker+machine, the fleeting connector's, SSH 22 or WinRM 5985/5986,
+//     for docker-autoscaler). The
+//     VPC admits nothing else: its implied rule denies ingress, the
+//     cluster's own internal rule targets only the nodes, and no VM has an
+//     external address, so nothing on the internet reaches one;
+//   - for each docker-autoscaler manager an instance template (no external
+//     address, the VM tag, the labels of vmfleet.Owner) and a zonal managed
+//     instance group of its own, which fleeting's googlecloud plugin sizes
+//     (no autoscaler, as the plugin requires; the program never sets the
+//     size, and a new template reaches only new VMs, never one running a
+//     job).
+type SharedFleetNetwork struct {
+	pulumi.ResourceState
+
+	// Subnetwork is the VMs' subnetwork's resource path.
+	Subnetwork string
+	// InstanceGroups are the docker-autoscaler managers' groups by manager.
+	InstanceGroups map[string]*compute.InstanceGroupManager
+}
+
+// vmSourceRanges are the only sources that reach the VMs: the cluster's
+// pod range, where the managers run.
+func vmSourceRanges(g *stackconfig.GCP) []string { return []string{g.PodsCIDR} }
+
+func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network, s stackconfig.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
+	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.gcp.Project, e.gcp.Region, e.args.Cluster), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
+	if err := ctx.RegisterComponentResource("runnerfleet:gcp:SharedFleetNetwork", name, n, opts...); err != nil {
+		return nil, err
+	}
+	g, cluster, fleet := e.gcp, e.args.Cluster, s.Namespace
+	subnetwork := pulumi.String(n.Subnetwork).ToStringOutput()
+	if cidr := s.VMNetwork.CIDR; cidr != "" {
+		subnetName := stackconfig.VMSubnetworkName(cluster, fleet)
+		sub, err := compute.NewSubnetwork(ctx, name+"-subnet", &compute.SubnetworkArgs{
+			Name:                  pulumi.String(subnetName),
+			Description:           pulumi.String("runnerfleet: the job VMs of shared fleet " + fleet),
+			Network:               nw.Network,
+			Region:                pulumi.String(g.Region),
+			IpCidrRange:           pulumi.String(cidr),
+			PrivateIpGoogleAccess: pulumi.Bool(true),
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the VM subnetwork of fleet %s: %w", fleet, err)
+		}
+		subnetwork = sub.ID().ToStringOutput()
+		router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
+			Name:        pulumi.String(subnetName),
+			Description: pulumi.String("runnerfleet: Cloud NAT of the job VMs of shared fleet " + fleet),
+			Network:     nw.Network,
+			Region:      pulumi.String(g.Region),
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the VM router of fleet %s: %w", fleet, err)
+		}
+		_, err = compute.NewRouterNat(ctx, name+"-nat", &compute.RouterNatArgs{
+			Name:                          pulumi.String(subnetName),
+			Router:                        router.Name,
+			Region:                        pulumi.String(g.Region),
+			NatIpAllocateOption:           pulumi.String("AUTO_ONLY"),
+			SourceSubnetworkIpRangesToNat: pulumi.String("LIST_OF_SUBNETWORKS"),
+			Subnetworks: []compute.RouterNatSubnetworkArgs{{
+				Name:                 sub.ID(),
+				SourceIpRangesToNats: pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
+			}},
+			// Jobs pull images: ports as a busy VM needs them.
+			EnableEndpointIndependentMapping: pulumi.Bool(false),
+			EnableDynamicPortAllocation:      pulumi.Bool(true),
+			MinPortsPerVm:                    pulumi.Int(64),
+			MaxPortsPerVm:                    pulumi.Int(8192),
+			LogConfig:                        &compute.RouterNatLogConfigArgs{Enable: pulumi.Bool(true), Filter: pulumi.String("ERRORS_ONLY")},
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the VM Cloud NAT of fleet %s: %w", fleet, err)
+		}
+	}
+
+	// One rule per set of ports the fleet's groups use, each targeting the
+	// tag of the groups that use exactly those ports.
+	declared := map[string]bool{}
+	for _, grp := range s.Groups {
+		tag := grp.VMNetworkTag()
+		if declared[tag] {
+			continue
+		}
+		declared[tag] = true
+		ports := make([]string, 0, 2)
+		for _, p := range grp.VMPorts() {
+			ports = append(ports, strconv.Itoa(p))
+		}
+		_, err := compute.NewFirewall(ctx, name+"-"+tag, &compute.FirewallArgs{
+			Name:         pulumi.String(stackconfig.VMFirewallName(cluster, tag)),
+			Description:  pulumi.String("runnerfleet: the managers of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + tag),
+			Network:      nw.Network,
+			Direction:    pulumi.String("INGRESS"),
+			Priority:     pulumi.Int(1000),
+			SourceRanges: pulumix.Strings(vmSourceRanges(g)),
+			TargetTags:   pulumix.Strings([]string{tag}),
+			Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(ports)}},
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the VM firewall rule %s of fleet %s: %w", tag, fleet, err)
+		}
+	}
+
+	for _, grp := range s.Groups {
+		if grp.Executor != fleetmodel.ExecutorDockerAutoscaler {
+			continue
+		}
+		tags := append([]string{grp.VMNetworkTag()}, grp.NetworkTags...)
+		for _, manager := range grp.ManagerNames() {
+			tpl, err := compute.NewInstanceTemplate(ctx, name+"-"+manager+"-template", &compute.InstanceTemplateArgs{
+				// Templates cannot change: a new one is made, then the group
+				// pointed at it, then the old one deleted.
+				NamePrefix:  pulumi.String(manager + "-"),
+				Description: pulumi.String("runnerfleet: job VMs of docker-autoscaler manager " + manager),
+				Project:     pulumi.String(grp.Project),
+				MachineType: pulumi.String(grp.MachineType),
+				Disks: []compute.InstanceTemplateDiskArgs{{
+					SourceImage: pulumi.String(grp.Image),
+					Boot:        pulumi.Bool(true),
+					AutoDelete:  pulumi.Bool(true),
+					Labels:      pulumix.StringMap(grp.InstanceTemplateLabels(manager)),
+				}},
+				// No access config: no external address.
+				NetworkInterfaces: []compute.InstanceTemplateNetworkInterfaceArgs{{
+					Network:    nw.Network,
+					Subnetwork: subnetwork,
+				}},
+				Scheduling: scheduling(grp.SpotVMs()),
+				Tags:       pulumix.Strings(tags),
+				Labels:     pulumix.StringMap(grp.InstanceTemplateLabels(manager)),
+			}, e.opts(n)...)
+			if err != nil {
+				return nil, fmt.Errorf("creating the instance template of manager %s: %w", manager, err)
+			}
+			mig, err := compute.NewInstanceGroupManager(ctx, name+"-"+manager+"-group", &compute.InstanceGroupManagerArgs{
+				Name:             pulumi.String(fleetmodel.InstanceGroupName(manager)),
+				Description:      pulumi.String("runnerfleet: job VMs of docker-autoscaler manager " + manager + "; sized by its fleeting plugin"),
+				Project:          pulumi.String(grp.Project),
+				Zone:             pulumi.String(grp.Zone),
+				BaseInstanceName: pulumi.String(manager),
+				Versions:         []compute.InstanceGroupManagerVersionArgs{{InstanceTemplate: tpl.SelfLinkUnique}},
+				// A new template reaches new VMs only: a VM running a job
+				// is never replaced under it.
+				UpdatePolicy: &compute.InstanceGroupManagerUpdatePolicyArgs{
+					Type:          pulumi.String("OPPORTUNISTIC"),
+					MinimalAction: pulumi.String("REFRESH"),
+				},
+			}, e.opts(n, pulumi.IgnoreChanges([]string{"targetSize"}))...)
+			if err != nil {
+				return nil, fmt.Errorf("creating the instance group of manager %s: %w", manager, err)
+			}
+			n.InstanceGroups[manager] = mig
+		}
+	}
+	return n, ctx.RegisterResourceOutputs(n, pulumi.Map{"subnetwork": subnetwork})
+}
+
+// scheduling is the job VMs' scheduling: spot VMs are deleted when
+// preempted (a preempted VM's job is lost either way; a stopped one would
+// only hold its disk).
+func scheduling(spot bool) *compute.InstanceTemplateSchedulingArgs {
+	if !spot {
+		return &compute.InstanceTemplateSchedulingArgs{AutomaticRestart: pulumi.Bool(true), OnHostMaintenance: pulumi.String("MIGRATE")}
+	}
+	return &compute.InstanceTemplateSchedulingArgs{
+		Preemptible:               pulumi.Bool(true),
+		ProvisioningModel:         pulumi.String("SPOT"),
+		AutomaticRestart:          pulumi.Bool(false),
+		OnHostMaintenance:         pulumi.String("TERMINATE"),
+		InstanceTerminationAction: pulumi.String("DELETE"),
+	}
+}

@@ -1,0 +1,359 @@
+package sharedfleet
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
+)
+
+// The gitlab-runner chart every manager runs.
+const (
+	ChartName       = "gitlab-runner"
+	ChartRepository = "https://charts.gitlab.io"
+	// ChartVersion is pinned: chart 0.93.0 ships gitlab-runner 19.4.0, the
+	// release whose config structs the oracle checks config.toml against
+	// (runnerset/runnerconfig/oracle). The chart values the program passes
+	// are checked against ChartValues.
+	ChartVersion = "0.93.0"
+)
+
+// Ports, labels and timings of the managers.
+const (
+	// SessionPort is where a manager's session server listens.
+	SessionPort = 8093
+	// TerminalPort is the port GitLab connects to: the Ingress's.
+	TerminalPort = 443
+	// MetricsPort is gitlab-runner's metrics listener.
+	MetricsPort = gitlabrunner.MetricsPort
+	// LabelRelease names a manager's release on its pod, which its
+	// session Service selects.
+	LabelRelease = vmfleet.PodLabelManager
+	// DrainMarginSeconds is added to the job timeout for a manager's grace
+	// period: the last job's report and its VM's removal.
+	DrainMarginSeconds = 600
+)
+
+// Token Secret keys the chart's runners.secret must have.
+const (
+	SecretKeyRunnerToken       = "runner-token"
+	SecretKeyRegistrationToken = "runner-registration-token"
+)
+
+// The config Secret of a manager: its whole config.toml, token included,
+// written by the program (a Pulumi secret), which the chart mounts at
+// /secrets/ConfigSecretFile through its secrets value.
+const (
+	ConfigSecretKey  = "config-toml"
+	ConfigSecretFile = "runnerfleet-config.toml"
+	chartSecretsDir  = "/secrets/"
+)
+
+// ConfigSecretName is the config Secret of the manager whose release is release.
+func ConfigSecretName(release string) string { return release + "-config" }
+
+// TokenSecretName is the token Secret of the group's releases (the chart's
+// runners.secret).
+func (g ManagerGroup) TokenSecretName() string { return g.ManagerName() + "-token" }
+
+// ConfigPathFallback is where the chart's image reads config.toml when the
+// chart's entrypoint does not say (CONFIG_PATH_FOR_INIT).
+const ConfigPathFallback = "/home/gitlab-runner/.gitlab-runner/"
+
+// Manager state: docker+machine keeps a machine directory per VM (its
+// address, TLS certificates, SSH key) under MACHINE_STORAGE_PATH, by
+// default ~/.docker/machine. A docker+machine manager's is a
+// PersistentVolume of its own, so a restarted or rolled manager knows the
+// VMs its predecessor created.
+const (
+	// MachineStatePath is where the state volume is mounted: the chart's
+	// image runs as gitlab-runner, whose home is /home/gitlab-runner.
+	MachineStatePath = "/home/gitlab-runner/.docker/machine"
+	// MachineStateSize is the state volume's size: a few KiB per VM.
+	MachineStateSize   = "1Gi"
+	machineStateVolume = "machine-state"
+)
+
+// StateClaimName is the state PersistentVolumeClaim of manager release.
+func StateClaimName(release string) string { return release + "-state" }
+
+// Release is one manager of a group: one Helm release of the chart.
+type Release struct {
+	Group ManagerGroup
+	// Name is the release's, <fleet>-<group>-<n>, and the manager's.
+	Name  string
+	Index int
+	// Host is the web terminal hostname; "" without one.
+	Host string
+}
+
+// Releases are the group's managers; with a terminal domain each has the
+// hostname <release>.<domain>.
+func (g ManagerGroup) Releases(terminalDomain string) []Release {
+	var out []Release
+	for i, name := range g.ManagerNames() {
+		r := Release{Group: g, Name: name, Index: i}
+		if terminalDomain != "" {
+			r.Host = name + "." + terminalDomain
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// KeepsState reports whether the manager keeps docker+machine state on a
+// volume of its own.
+func (r Release) KeepsState() bool { return r.Group.Executor != ExecutorDockerAutoscaler }
+
+// ConfigTOML is the config.toml the manager runs, with its [session_server]
+// when it has a terminal host; token goes in through the TOML encoder,
+// never by text substitution, so no token can change another key. bucket
+// fills the cache bucket when the group names none.
+func (r Release) ConfigTOML(bucket, token string) (string, error) {
+	g := r.Group
+	if g.CacheBucket == "" {
+		g.CacheBucket = bucket
+	}
+	c, err := g.ConfigFor(r.Name)
+	if err != nil {
+		return "", err
+	}
+	if r.Host != "" {
+		c.SessionServer = &runnerconfig.SessionServer{
+			ListenAddress:    fmt.Sprintf("0.0.0.0:%d", SessionPort),
+			AdvertiseAddress: fmt.Sprintf("%s:%d", r.Host, TerminalPort),
+			SessionTimeout:   1800,
+		}
+	}
+	b, err := runnerconfig.Render(runnerconfig.WithToken(c, token))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// ConfigHash is the pod template annotation (resources.AnnotationConfigHash)
+// of the manager: config.toml and the token, as the controller annotates a
+// RunnerSet's managers, so a new token (or config) rolls and drains them.
+// The chart's own checksum/secrets covers only its own, empty, Secret.
+func (r Release) ConfigHash(configTOML, token string) string {
+	return resources.ConfigHash([]byte(configTOML), token)
+}
+
+// StateClaim is the manager's state volume claim (KeepsState).
+func (r Release) StateClaim(namespace string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: StateClaimName(r.Name), Namespace: namespace, Labels: map[string]string{
+			LabelManagerPod: r.Group.ManagerName(), LabelRelease: r.Name, resources.LabelManagedBy: resources.ManagedBy,
+		}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(MachineStateSize)}},
+		},
+	}
+}
+
+// SessionService routes the manager's terminal port to its session server.
+func (r Release) SessionService(namespace string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-session", Namespace: namespace, Labels: map[string]string{
+			LabelManagerPod: r.Group.ManagerName(), resources.LabelManagedBy: resources.ManagedBy, LabelRelease: r.Name,
+		}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{LabelRelease: r.Name},
+			Ports: []corev1.ServicePort{{
+				Name: "session", Port: TerminalPort, TargetPort: intstr.FromInt32(SessionPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// ServiceAccount is the Kubernetes ServiceAccount every manager of the
+// group runs as, annotated with gcpServiceAccount for Workload Identity.
+func (g ManagerGroup) ServiceAccount(gcpServiceAccount string) *corev1.ServiceAccount {
+	sa := &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		// gitlab-runner's docker+machine and docker-autoscaler executors
+		// never call the Kubernetes API; Workload Identity needs no token.
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	if gcpServiceAccount != "" {
+		sa.Annotations = map[string]string{resources.AnnotationWorkloadIdentity: gcpServiceAccount}
+	}
+	return sa
+}
+
+// StartScript is the chart's preEntrypointScript: it runs after the chart
+// registered the runner and before gitlab-runner starts, and puts in place
+// the config.toml the program rendered, token included, from the config
+// Secret the chart mounts. The token never passes through the shell: the
+// file is copied as it is. docker-autoscaler managers then install the
+// fleeting plugins their config names.
+//
+// The incarnation it writes into the VMs' labels is the pod's name, or,
+// for a manager whose docker+machine state is on its own volume, the
+// volume's claim (RUNNERFLEET_INCARNATION): the state, and so the
+// knowledge of the VMs, outlives the pod.
+func StartScript(fleeting bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `# runnerfleet: config.toml is the one runnerfleet rendered, global section
+# and [session_server] included, which a chart template cannot carry.
+set -euo pipefail
+dir="${CONFIG_PATH_FOR_INIT:-%s}"
+umask 077
+# The VMs this manager creates carry the incarnation of its docker+machine
+# state: the state volume's claim when it has one, else the pod's name (a
+# pod's hostname, which bash sets from the kernel if the environment has
+# none). fleet gc finds the VMs of an incarnation that is gone. Only the
+# placeholder is replaced; every other byte, the token's included, is
+# copied as it is.
+incarnation="$(printf %%s "${%s:-${HOSTNAME:?the pod has no hostname}}" | tr 'A-Z' 'a-z')"
+case "$incarnation" in
+  *[!a-z0-9-]*) echo "runnerfleet: the incarnation $incarnation is not a GCE label value" >&2; exit 1 ;;
+esac
+sed "s|%s|${incarnation}|g" %s%s > "${dir%%/}/config.toml.runnerfleet"
+mv "${dir%%/}/config.toml.runnerfleet" "${dir%%/}/config.toml"
+`, ConfigPathFallback, EnvIncarnation, vmfleet.IncarnationPlaceholder, chartSecretsDir, ConfigSecretFile)
+	if fleeting {
+		b.WriteString(`gitlab-runner fleeting --config "${dir%/}/config.toml" install
+`)
+	}
+	return b.String()
+}
+
+// EnvIncarnation carries a stateful manager's incarnation into its start
+// script; vmfleet.PodLabelIncarnation carries it to fleet gc.
+const EnvIncarnation = "RUNNERFLEET_INCARNATION"
+
+// imageValues splits an image reference into the chart's image values.
+func imageValues(ref string) map[string]any {
+	slash := strings.LastIndex(ref, "/")
+	colon := strings.LastIndex(ref, ":")
+	repo, tag := ref[:colon], ref[colon+1:]
+	if colon < slash {
+		repo, tag = ref, "latest"
+	}
+	registry, image, _ := strings.Cut(repo, "/")
+	if !strings.ContainsAny(registry, ".:") && registry != "localhost" {
+		registry, image = "docker.io", repo
+	}
+	return map[string]any{"registry": registry, "image": image, "tag": tag}
+}
+
+// ReleaseSettings are what a release's values take from its fleet.
+type ReleaseSettings struct {
+	GitLabURL    string
+	ManagerImage string
+	// GraceSeconds is terminationGracePeriodSeconds: the fleet's job
+	// timeout plus DrainMarginSeconds.
+	GraceSeconds int64
+}
+
+// Values are the manager's chart values. configTOML, script and
+// configHash are known only at deploy time (Pulumi outputs in the
+// program): they are placed as given. Every path is one the pinned chart
+// reads (ChartValues).
+func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) map[string]any {
+	g := r.Group
+	replicas := 0
+	if int32(r.Index) < g.Scaling.MinManagers {
+		replicas = 1
+	}
+	strategy := map[string]any{
+		// The new manager takes jobs before the old one stops.
+		"type":          "RollingUpdate",
+		"rollingUpdate": map[string]any{"maxUnavailable": 0, "maxSurge": 1},
+	}
+	if r.KeepsState() {
+		// One manager at a time owns a state volume (ReadWriteOnce, and
+		// two docker+machine processes on one machine directory would
+		// hand the same idle VM to two jobs): the old one drains, then the
+		// new one starts on its state. The group's other managers serve.
+		strategy = map[string]any{"type": "Recreate"}
+	}
+	v := map[string]any{
+		"fullnameOverride": r.Name,
+		"replicas":         replicas,
+		"gitlabUrl":        s.GitLabURL,
+		// The runner token comes from this Secret, never from values.
+		"runners": map[string]any{
+			"secret": g.TokenSecretName(),
+			// The name config.toml gives the runner.
+			"name":     g.ManagerName(),
+			"executor": g.Executor,
+			"config":   configTOML,
+		},
+		"unregisterRunners":             false,
+		"concurrent":                    g.Concurrent,
+		"checkInterval":                 3,
+		"logFormat":                     "json",
+		"shutdown_timeout":              runnerconfig.ForcedShutdownTimeout,
+		"terminationGracePeriodSeconds": s.GraceSeconds,
+		"strategy":                      strategy,
+		// SIGQUIT, then wait: gitlab-runner takes no new job and exits
+		// once its jobs are done (Kubernetes' SIGTERM would abort them).
+		"deploymentLifecycle": map[string]any{"preStop": map[string]any{"exec": map[string]any{
+			"command": toAny(gitlabrunner.DrainCommand()),
+		}}},
+		"metrics":        map[string]any{"enabled": true, "portName": "metrics", "port": MetricsPort},
+		"service":        map[string]any{"enabled": false},
+		"sessionServer":  map[string]any{"enabled": false},
+		"rbac":           map[string]any{"create": false},
+		"serviceAccount": map[string]any{"create": false, "name": g.ManagerName()},
+		// fleet gc finds the manager by this label (a release scaled to
+		// zero has a Deployment and no pod).
+		"deploymentLabels": map[string]any{vmfleet.PodLabelManager: r.Name},
+		"podAnnotations": map[string]any{
+			// fleet gc refuses a grace shorter than this.
+			vmfleet.AnnotationIdleTime: g.LongestIdleTime().String(),
+			// A new token or config rolls (and drains) the manager.
+			resources.AnnotationConfigHash: configHash,
+		},
+		"podLabels": map[string]any{
+			LabelManagerPod:          g.ManagerName(),
+			LabelRelease:             r.Name,
+			resources.LabelManagedBy: resources.ManagedBy,
+		},
+		"resources": map[string]any{
+			"requests": map[string]any{"cpu": "250m", "memory": "512Mi"},
+			"limits":   map[string]any{"memory": "2Gi"},
+		},
+		"preEntrypointScript": script,
+		// The config Secret, at /secrets/<ConfigSecretFile>.
+		"secrets": []any{map[string]any{
+			"name":  ConfigSecretName(r.Name),
+			"items": []any{map[string]any{"key": ConfigSecretKey, "path": ConfigSecretFile}},
+		}},
+	}
+	if r.KeepsState() {
+		claim := StateClaimName(r.Name)
+		v["volumes"] = []any{map[string]any{"name": machineStateVolume, "persistentVolumeClaim": map[string]any{"claimName": claim}}}
+		v["volumeMounts"] = []any{map[string]any{"name": machineStateVolume, "mountPath": MachineStatePath}}
+		v["envVars"] = []any{map[string]any{"name": EnvIncarnation, "value": claim}}
+		v["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation] = claim
+	}
+	if s.ManagerImage != "" {
+		v["image"] = imageValues(s.ManagerImage)
+	}
+	return v
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
