@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
@@ -677,7 +678,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// needs from the API server. The config Secret the managers mount
 		// brings back its owner when someone edits or deletes it.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners), builder.OnlyMetadata).
-		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
+		// A class's spec brings back its RunnerSets; its status (written by
+		// the RunnerClass controller as they change) must not, or every
+		// RunnerSet's change would reconcile all of its class.
+		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
