@@ -3,13 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -52,14 +51,20 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	class.Status.ObservedGeneration = class.Generation
 	if equality.Semantic.DeepEqual(before.Status, class.Status) {
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: classRecount}, nil
 	}
 	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, class, patch); err != nil {
 		return conflictIsRequeue(fmt.Errorf("patching the status of RunnerClass %s: %w", class.Name, err))
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: classRecount}, nil
 }
+
+// classRecount is how often a class counts its RunnerSets again. The
+// counts are for people reading kubectl get; recounting on every RunnerSet
+// event made the RunnerSets' own reconciles more frequent (a test of
+// GitLab retry storms saw it), so they are counted on a timer instead.
+const classRecount = 30 * time.Second
 
 // classProblem says what makes class unusable, naming the field and the
 // fix, or returns "". Admission refuses most of it; this catches classes
@@ -98,14 +103,10 @@ func classProblem(class *v1alpha1.RunnerClass) (reason, message string) {
 	return "", ""
 }
 
-// setupWithManager registers the RunnerClass controller; RunnerSets
-// bring back their class when they come, go or change readiness.
+// setupWithManager registers the RunnerClass controller.
 func (r *ClassReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ClassName).
 		For(&v1alpha1.RunnerClass{}).
-		Watches(&v1alpha1.RunnerSet{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.RunnerSet).Spec.ClassName}}}
-		})).
 		Complete(r)
 }

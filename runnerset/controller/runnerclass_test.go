@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,7 @@ import (
 )
 
 // The controller writes a RunnerClass's status: Accepted, and how many
-// RunnerSets use it and how many of those are Ready, as they come and go.
+// RunnerSets use it and how many of those are Ready, recounted every 30 s.
 func TestRunnerClassStatusSaysAcceptedAndCountsItsRunnerSets(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -40,7 +41,7 @@ func TestRunnerClassStatusSaysAcceptedAndCountsItsRunnerSets(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "class accepted with 2 RunnerSets, 1 Ready", status(2, 1))
+	eventuallyWithin(t, 75*time.Second, "class accepted with 2 RunnerSets, 1 Ready", status(2, 1))
 	must(t, k8s.Delete(ctx, stuck))
-	eventually(t, "class counts 1 RunnerSet once the other is gone", status(1, 1))
+	eventuallyWithin(t, 75*time.Second, "class counts 1 RunnerSet once the other is gone", status(1, 1))
 }
