@@ -21,7 +21,6 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,7 +30,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/charts"
-	"github.com/runnerfleet/runnerfleet/internal/gomod"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
@@ -94,9 +92,6 @@ func valuesMap(t testing.TB, v any) map[string]any {
 func typed(t *testing.T, doc map[string]any) map[string]any {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: doc}
-	if u.GroupVersionKind() == install.ServiceMonitorGVK {
-		return canon(t, u) // no Go type: the API server's dry run judges it by its CRD
-	}
 	s := testenv.Scheme()
 	obj, err := s.New(u.GroupVersionKind())
 	if err != nil {
@@ -146,6 +141,8 @@ func nonDefaultValues() charts.Values {
 	v.LogLevel = "debug"
 	v.PodDisruptionBudget.Enabled = false
 	v.ServiceMonitor = charts.ServiceMonitor{Enabled: true, Interval: "15s", Labels: map[string]string{"release": "kube-prometheus-stack"}}
+	v.PrometheusRule = charts.Labelled{Enabled: true, Labels: map[string]string{"release": "kube-prometheus-stack"}}
+	v.Dashboards = charts.Labelled{Enabled: true, Labels: map[string]string{"team": "platform"}}
 	return v
 }
 
@@ -272,11 +269,11 @@ func TestSchemaRefusesWrongTypesAndUnknownKeys(t *testing.T) {
 // validation.
 func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	sm, err := serviceMonitorCRD(ctx)
+	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "prometheusrules")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(testenv.WithCRDs(sm))
+	env, err := testenv.Start(testenv.WithCRDs(operator...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +304,7 @@ func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 		}
 		want := []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
 		if tc.vals != nil {
-			want = append(want, "ServiceMonitor")
+			want = append(want, "ServiceMonitor", "PrometheusRule", "ConfigMap")
 		} else {
 			want = append(want, "PodDisruptionBudget")
 		}
@@ -373,21 +370,3 @@ func BenchmarkRender(b *testing.B) {
 }
 
 func metaName(n string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: n} }
-
-// prometheusOperatorVersion's CRDs judge the chart's ServiceMonitor.
-const prometheusOperatorVersion = "v0.85.0"
-
-// serviceMonitorCRD is the Prometheus operator's ServiceMonitor CRD, from
-// its module source, as it ships it.
-func serviceMonitorCRD(ctx context.Context) (*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := gomod.Download(ctx, "github.com/prometheus-operator/prometheus-operator", prometheusOperatorVersion)
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	return crd, yaml.Unmarshal(b, crd)
-}

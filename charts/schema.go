@@ -73,10 +73,18 @@ var values = []value{
 	{"podDisruptionBudget", "A PodDisruptionBudget that lets node drains take one controller replica at a time.", object([]value{
 		{"enabled", "Create the PodDisruptionBudget.", map[string]any{"type": "boolean"}},
 	})},
-	{"serviceMonitor", "A Prometheus operator ServiceMonitor for the controller's metrics (needs the operator's CRDs).", object([]value{
-		{"enabled", "Create the ServiceMonitor.", map[string]any{"type": "boolean"}},
+	{"serviceMonitor", "Prometheus operator ServiceMonitors for the controller's metrics and every RunnerSet's managers (needs the operator's CRDs; bind the ClusterRole runnerset-controller-metrics-reader to your Prometheus' ServiceAccount).", object([]value{
+		{"enabled", "Create the ServiceMonitors.", map[string]any{"type": "boolean"}},
 		{"interval", "Scrape interval, a Prometheus duration.", map[string]any{"type": "string", "pattern": `^([0-9]+(ms|s|m|h))+$`}},
 		{"labels", "Labels your Prometheus selects ServiceMonitors by, for example release: kube-prometheus-stack.", stringMap()},
+	})},
+	{"prometheusRule", "A Prometheus operator PrometheusRule with the team runners' alerts (needs the operator's CRDs).", object([]value{
+		{"enabled", "Create the PrometheusRule.", map[string]any{"type": "boolean"}},
+		{"labels", "Labels your Prometheus selects rules by, for example release: kube-prometheus-stack.", stringMap()},
+	})},
+	{"dashboards", "The Grafana dashboards as ConfigMaps labelled grafana_dashboard, which Grafana's sidecar loads.", object([]value{
+		{"enabled", "Create the dashboard ConfigMaps.", map[string]any{"type": "boolean"}},
+		{"labels", "More labels of the ConfigMaps.", stringMap()},
 	})},
 }
 

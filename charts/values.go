@@ -57,6 +57,14 @@ type Values struct {
 	LogLevel            string                      `json:"logLevel"`
 	PodDisruptionBudget Toggle                      `json:"podDisruptionBudget"`
 	ServiceMonitor      ServiceMonitor              `json:"serviceMonitor"`
+	PrometheusRule      Labelled                    `json:"prometheusRule"`
+	Dashboards          Labelled                    `json:"dashboards"`
+}
+
+// Labelled is an optional object and the labels its consumer selects it by.
+type Labelled struct {
+	Enabled bool              `json:"enabled"`
+	Labels  map[string]string `json:"labels"`
 }
 
 // ServiceMonitor is the Prometheus operator's scrape of the metrics Service.
@@ -92,6 +100,8 @@ func DefaultValues() Values {
 		LogLevel:            d.LogLevel,
 		PodDisruptionBudget: Toggle{Enabled: d.PodDisruptionBudget},
 		ServiceMonitor:      ServiceMonitor{Interval: d.ServiceMonitorInterval, Labels: map[string]string{}},
+		PrometheusRule:      Labelled{Labels: map[string]string{}},
+		Dashboards:          Labelled{Labels: map[string]string{}},
 	}
 }
 
@@ -133,6 +143,13 @@ func (v Values) Options(release, namespace string) install.Options {
 	o.ServiceMonitor, o.ServiceMonitorInterval = v.ServiceMonitor.Enabled, v.ServiceMonitor.Interval
 	if len(v.ServiceMonitor.Labels) > 0 {
 		o.ServiceMonitorLabels = maps.Clone(v.ServiceMonitor.Labels)
+	}
+	o.PrometheusRule, o.Dashboards = v.PrometheusRule.Enabled, v.Dashboards.Enabled
+	if len(v.PrometheusRule.Labels) > 0 {
+		o.PrometheusRuleLabels = maps.Clone(v.PrometheusRule.Labels)
+	}
+	if len(v.Dashboards.Labels) > 0 {
+		o.DashboardLabels = maps.Clone(v.Dashboards.Labels)
 	}
 	return o
 }

@@ -214,7 +214,11 @@ func (s *localStack) startController(ctx context.Context, cl *localcluster.Clust
 		Args: []string{
 			"--kubeconfig=" + cl.Kubeconfig,
 			"--leader-elect=false",
+			// Bound to localhost on the developer's own machine: plain
+			// HTTP, reachable only from it (a cluster install serves TLS
+			// behind TokenReview and SubjectAccessReview).
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+			"--metrics-secure=false",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
 		},
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),

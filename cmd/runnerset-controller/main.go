@@ -17,12 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 )
 
 func main() {
@@ -35,13 +36,17 @@ func main() {
 func run() error {
 	var (
 		metricsAddr    string
+		metricsSecure  bool
+		metricsCertDir string
 		probeAddr      string
 		leaderElection bool
 		leaderNS       string
 		qps            float64
 		burst          int
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 turns it off")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", fmt.Sprintf(":%d", install.MetricsPort), "address of the Prometheus metrics endpoint; 0 turns it off")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over TLS to callers the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone, only for a localhost bind address")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint; empty makes a self-signed certificate")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElection, "leader-elect", true, "elect a leader, so that only one replica reconciles at a time")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
@@ -85,7 +90,7 @@ func run() error {
 		Scheme:                  scheme,
 		MapperProvider:          func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
 		Cache:                   controller.CacheOptions(scheme, mapper),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metrics.Serving{BindAddress: metricsAddr, Secure: metricsSecure, CertDir: metricsCertDir}.Options(),
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElection,
 		LeaderElectionID:        "runnerset-controller.runnerfleet.dev",
@@ -100,6 +105,9 @@ func run() error {
 	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", controller.Name, err)
+	}
+	if err := metrics.Register(mgr, controller.CapacityKinds()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -282,6 +282,9 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 	for _, obj := range objs {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		s, ok := suffix[kind]
+		if obj.GetName() == install.MetricsReader {
+			s = "-controller-metrics-reader" // the second ClusterRole: who may scrape the controller
+		}
 		if !ok {
 			return nil, fmt.Errorf("kube: %s: the controller has a %s the program does not name", name, kind)
 		}

@@ -159,6 +159,12 @@ func blame(kind, class string, fields []string) string {
 	return "fix spec.capacity"
 }
 
+// CapacityKinds are the cluster-scoped kinds a RunnerSet's capacity may
+// have, for the metrics that count them. Callers get a copy.
+func CapacityKinds() []schema.GroupVersionKind {
+	return append([]schema.GroupVersionKind{}, capacityKinds...)
+}
+
 // capacityKinds are the cluster-scoped kinds a RunnerSet's capacity may
 // have, NodePools first so that nodes go before their node class.
 var capacityKinds = []schema.GroupVersionKind{

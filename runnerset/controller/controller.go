@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
@@ -46,6 +47,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -127,7 +129,9 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 		Secret: SecretTokens{Reader: apiReader},
 		GitLab: &GitLabTokens{
 			Client: c, APIReader: apiReader, Recorder: rec,
-			NewGitLab: func(url, pat string) (gitlab.Client, error) { return gitlab.New(url, pat, gitlab.Options{}) },
+			NewGitLab: func(url, pat string) (gitlab.Client, error) {
+				return gitlab.New(url, pat, gitlab.Options{Transport: metrics.GitLabTransport(nil)})
+			},
 		},
 	}}
 	for _, o := range opts {
@@ -207,7 +211,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, rs)
+		res, err := r.finalize(ctx, rs)
+		if err != nil {
+			metrics.ReconcileErrors.WithLabelValues(metrics.StepFinalize).Inc()
+		}
+		return res, err
 	}
 	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
 		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -240,6 +248,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 					fmt.Sprintf("%v; runnerfleet retries with backoff. If it persists, check the controller's permissions and the object named here", err))
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", st.condition, err))
+			metrics.ReconcileErrors.WithLabelValues(st.condition).Inc()
 		}
 		if after > 0 && (requeue == 0 || after < requeue) {
 			requeue = after
@@ -248,6 +257,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			blocked(rs, st.condition)
 			break
 		}
+	}
+	if s.token != nil {
+		metrics.TokenExpiries.Set(req.NamespacedName, s.token.ExpiresAt)
 	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation
@@ -260,6 +272,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.recordTransitions(before, rs)
 	if err := r.patchStatus(ctx, before, rs); err != nil {
 		errs = append(errs, err)
+		if !apierrors.IsConflict(err) {
+			metrics.ReconcileErrors.WithLabelValues(metrics.StepStatus).Inc()
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return conflictIsRequeue(err)
@@ -739,6 +754,7 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&appsv1.Deployment{}:            managed,
 		&corev1.ConfigMap{}:             managed,
 		&corev1.ServiceAccount{}:        managed,
+		&corev1.Service{}:               managed,
 		&rbacv1.Role{}:                  managed,
 		&rbacv1.RoleBinding{}:           managed,
 		&policyv1.PodDisruptionBudget{}: managed,
@@ -746,6 +762,11 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 		&networkingv1.NetworkPolicy{}:   managed,
 		&corev1.ResourceQuota{}:         managed,
 	}
+	// Manager pods, by metadata only, for the drain metrics: the selector
+	// keeps every other pod of the cluster out of memory.
+	managerPods := &metav1.PartialObjectMetadata{}
+	managerPods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	byObject[managerPods] = cache.ByObject{Label: labels.SelectorFromSet(resources.ManagerPods())}
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
 	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &kwokv1alpha1.KWOKNodeClass{}} {
@@ -787,6 +808,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.ServiceAccount{}).
+		Owns(&corev1.Service{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
@@ -795,7 +817,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// needs from the API server. The config Secret the managers mount
 		// brings back its owner when someone edits or deletes it.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretOwners), builder.OnlyMetadata).
-		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false))).
+		// A class's spec brings back its RunnerSets; its status (written by
+		// the RunnerClass controller as they change) must not, or every
+		// RunnerSet's change would reconcile all of its class.
+		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
@@ -814,7 +840,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		obj.SetGroupVersionKind(gvk)
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity), builder.OnlyMetadata)
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return err
+	}
+	// The RunnerClass controller counts a class's RunnerSets through the
+	// className index registered above.
+	return (&ClassReconciler{Client: r.Client}).setupWithManager(mgr)
 }
 
 // ownerOfCapacity maps a capacity object, or an object of a jobs

@@ -257,7 +257,7 @@ func (g *GitLabTokens) keep(ctx context.Context, rs *v1alpha1.RunnerSet, url str
 				return nil, fmt.Errorf("recording the settings of runner %d: %w", id, err)
 			}
 		}
-		return &RunnerToken{Value: value, SecretRef: ref, RunnerID: id, RenewAt: renewAt,
+		return &RunnerToken{Value: value, SecretRef: ref, RunnerID: id, RenewAt: renewAt, ExpiresAt: expires,
 			CheckAt: g.checks.next(rs.UID, now), Retire: g.retire(api, rs, sec, retired)}, nil
 	}
 	if !gone {
@@ -498,6 +498,7 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		SecretRef: v1alpha1.SecretKeyRef{Name: sec.Name, Key: keyToken},
 		RunnerID:  tok.RunnerID,
 		RenewAt:   renewTime(now, tok.ExpiresAt),
+		ExpiresAt: tok.ExpiresAt,
 		CheckAt:   g.checks.next(rs.UID, now),
 		// The next pass retires them, once the managers rolled.
 	}, nil

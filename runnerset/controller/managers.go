@@ -35,6 +35,9 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	} else if err := r.deleteOwned(ctx, s.rs, pdb); err != nil {
 		return false, 0, err
 	}
+	if err := r.apply(ctx, s.rs, resources.ManagerService(s.rs)); err != nil {
+		return false, 0, err
+	}
 	// Judge the rollout by what the API server returned for the write: a
 	// cached read right after an update may still show the old template
 	// fully available.

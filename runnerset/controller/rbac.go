@@ -13,8 +13,10 @@ package controller
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/status,verbs=patch
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/finalizers,verbs=update
 
-// RunnerClasses: the class step's Get and the watch that requeues RunnerSets.
+// RunnerClasses: the class step's Get and the watch that requeues RunnerSets;
+// the RunnerClass controller (ClassReconciler) patches their status.
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses/status,verbs=patch
 
 // Owned objects: watched (Owns), read from the cache and written by apply,
 // dry runs included; finalize scales the manager Deployment with a Patch.
@@ -23,6 +25,8 @@ package controller
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
+// The managers' headless metrics Service (resources.ManagerService).
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
 // The job ServiceAccount of the layout before jobs namespaces, left in the
@@ -44,8 +48,16 @@ package controller
 // finalize once the managers drained.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;delete
 
-// Pods: finalize lists a RunnerSet's manager and job pods by metadata.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// Pods: finalize lists a RunnerSet's manager and job pods by metadata; the
+// cache watches manager pods by metadata for the drain metrics.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+
+// Metrics: the metrics endpoint (runnerset/metrics.Serving) asks the API
+// server who a scraper is (TokenReview) and whether it may get /metrics
+// (SubjectAccessReview), as controller-runtime's
+// filters.WithAuthenticationAndAuthorization does.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Capacity: apply (dry run first) creates and updates it, deleteCapacity
 // reads and deletes it, and each kind the cluster has is watched by metadata

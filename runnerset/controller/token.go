@@ -44,7 +44,17 @@ type RunnerToken struct {
 	// Retire, when set, deletes the runners this one replaced; it is called
 	// once every manager runs on this token.
 	Retire func(context.Context) error
+	// ExpiresAt is when GitLab stops accepting the token; zero when it
+	// never expires or nobody said when.
+	ExpiresAt time.Time
 }
+
+// AnnotationTokenExpiresAt on a token Secret a team brings
+// (spec.gitlab.tokenSecretRef) says when its token expires, in RFC 3339
+// (2027-01-31T00:00:00Z): GitLab's token_expires_at of the runner. The
+// controller exports it as runnerfleet_runnerset_token_expiry_timestamp_seconds,
+// so an alert fires before the managers lose GitLab.
+const AnnotationTokenExpiresAt = "runnerfleet.dev/token-expires-at"
 
 // registrationTokenPrefix starts the runner registration tokens GitLab no
 // longer accepts.
@@ -61,7 +71,7 @@ func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ strin
 	if ref == nil {
 		return nil, &v1alpha1.Failure{Reason: v1alpha1.ReasonTokenSecretNotFound, Message: "spec.gitlab.tokenSecretRef is not set: name a Secret holding the runner's glrt- token"}
 	}
-	tok, err := readSecretKey(ctx, s.Reader, rs.Namespace, *ref, "spec.gitlab.tokenSecretRef", "the runner's glrt- token")
+	sec, tok, err := readSecret(ctx, s.Reader, rs.Namespace, *ref, "spec.gitlab.tokenSecretRef", "the runner's glrt- token")
 	if err != nil {
 		return nil, err
 	}
@@ -76,20 +86,25 @@ func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ strin
 			"the value under key %q of Secret %s/%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', like glrt-…): check for a trailing newline or a pasted label",
 			ref.KeyOrDefault(), rs.Namespace, ref.Name)
 	}
-	return &RunnerToken{Value: tok, SecretRef: v1alpha1.SecretKeyRef{Name: ref.Name, Key: ref.KeyOrDefault()}}, nil
+	out := &RunnerToken{Value: tok, SecretRef: v1alpha1.SecretKeyRef{Name: ref.Name, Key: ref.KeyOrDefault()}}
+	if v, ok := sec.Annotations[AnnotationTokenExpiresAt]; ok {
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, v1alpha1.Failf(v1alpha1.ReasonTokenMalformed,
+				"annotation %s of Secret %s/%s is %q, not an RFC 3339 time: write the token's expiry as GitLab shows it, such as 2027-01-31T00:00:00Z, or remove the annotation",
+				AnnotationTokenExpiresAt, rs.Namespace, ref.Name, v)
+		}
+		out.ExpiresAt = at
+	}
+	return out, nil
 }
 
 // Release implements TokenSource: a token the team brought stays theirs.
 func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet, string) error { return nil }
 
-// readSecretKey reads one key of a Secret straight from the API server (the
-// controller caches no Secrets), as a *v1alpha1.Failure when it is not there.
-func readSecretKey(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (string, error) {
-	_, v, err := readSecret(ctx, r, namespace, ref, field, what)
-	return v, err
-}
-
-// readSecret is readSecretKey that also returns the Secret.
+// readSecret reads one key of a Secret straight from the API server (the
+// controller caches no Secrets), as a *v1alpha1.Failure when it is not
+// there, and returns the Secret with it.
 func readSecret(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (*corev1.Secret, string, error) {
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {

@@ -116,6 +116,9 @@ type Options struct {
 	// default 2, negative for none. The controller's own backoff handles
 	// longer outages.
 	Retries int
+	// Transport sends the requests; default http.DefaultTransport. The
+	// controller counts them through runnerset/metrics.GitLabTransport.
+	Transport http.RoundTripper
 }
 
 // New returns a Client for the GitLab instance at baseURL (https://gitlab.example.com)
@@ -132,7 +135,7 @@ func New(baseURL, pat string, o Options) (Client, error) {
 	}
 	c, err := gl.NewClient(pat,
 		gl.WithBaseURL(strings.TrimSuffix(baseURL, "/")+"/api/v4"),
-		gl.WithHTTPClient(&http.Client{Timeout: o.Timeout}),
+		gl.WithHTTPClient(&http.Client{Timeout: o.Timeout, Transport: o.Transport}),
 		gl.WithCustomRetryMax(o.Retries),
 		gl.WithCustomRetryWaitMinMax(200*time.Millisecond, 2*time.Second),
 	)

@@ -11,20 +11,20 @@ import (
 	"fmt"
 	"maps"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
@@ -33,11 +33,20 @@ import (
 const Name = rbac.Name
 
 // Ports of the controller's container; the flags of cmd/runnerset-controller
-// are set from them.
+// are set from them. Metrics are served over TLS to callers the API server
+// authenticates and authorizes (runnerset/metrics.Serving).
 const (
-	MetricsPort = 8080
+	MetricsPort = 8443
 	ProbePort   = 8081
 )
+
+// MetricsReader is the ClusterRole that lets a scraper get /metrics from the
+// controller: bind it to your Prometheus' ServiceAccount (kube-prometheus-stack:
+// its prometheus ServiceAccount) with a ClusterRoleBinding.
+const MetricsReader = Name + "-metrics-reader"
+
+// MetricsPath is where the controller serves metrics.
+const MetricsPath = "/metrics"
 
 // NameLabel selects the controller's pods.
 const NameLabel = "app.kubernetes.io/name"
@@ -71,6 +80,15 @@ type Options struct {
 	ServiceMonitor         bool
 	ServiceMonitorInterval string
 	ServiceMonitorLabels   map[string]string
+	// PrometheusRule ships the team runners' alert rules
+	// (runnerset/monitoring.RuleGroups) to the Prometheus operator, with
+	// PrometheusRuleLabels (what its Prometheus selects rules by).
+	PrometheusRule       bool
+	PrometheusRuleLabels map[string]string
+	// Dashboards ships the Grafana dashboards as ConfigMaps Grafana's
+	// sidecar loads (label grafana_dashboard), with DashboardLabels.
+	Dashboards      bool
+	DashboardLabels map[string]string
 }
 
 // Defaults are the options of a release: the release's image, two replicas
@@ -139,6 +157,7 @@ func (o Options) Args() []string {
 	return []string{
 		"--leader-elect=true",
 		fmt.Sprintf("--metrics-bind-address=:%d", MetricsPort),
+		"--metrics-secure=true",
 		fmt.Sprintf("--health-probe-bind-address=:%d", ProbePort),
 		"--zap-log-level=" + o.LogLevel,
 	}
@@ -162,12 +181,30 @@ func Objects(o Options) ([]client.Object, error) {
 // Build is Objects without validating o: the chart's generator builds the
 // objects with placeholders for what Helm's values fill in.
 func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
-	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), Deployment(o), Service(o)}
+	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), MetricsReaderRole(o), Deployment(o), Service(o)}
 	if o.PodDisruptionBudget {
 		out = append(out, PodDisruptionBudget(o))
 	}
 	if o.ServiceMonitor {
-		out = append(out, ServiceMonitor(o))
+		l := o.labels()
+		maps.Copy(l, o.ServiceMonitorLabels)
+		out = append(out, ServiceMonitor(o), monitoring.ManagersServiceMonitor(o.Namespace, l, o.ServiceMonitorInterval))
+	}
+	if o.PrometheusRule {
+		l := o.labels()
+		maps.Copy(l, o.PrometheusRuleLabels)
+		out = append(out, monitoring.PrometheusRule(o.Namespace, l))
+	}
+	if o.Dashboards {
+		l := o.labels()
+		maps.Copy(l, o.DashboardLabels)
+		cms, err := monitoring.ConfigMaps(o.Namespace, l)
+		if err != nil {
+			panic(fmt.Sprintf("building the dashboards: %v", err)) // the dashboards are fixed code; the tests build them
+		}
+		for _, cm := range cms {
+			out = append(out, cm)
+		}
 	}
 	return out
 }
@@ -205,6 +242,17 @@ func ClusterRoleBinding(o Options) *rbacv1.ClusterRoleBinding {
 		ObjectMeta: metav1.ObjectMeta{Name: Name, Labels: o.labels()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: Name}},
+	}
+}
+
+// MetricsReaderRole grants GET /metrics, the one thing the controller's
+// metrics endpoint asks a scraper for (a SubjectAccessReview of the
+// non-resource URL).
+func MetricsReaderRole(o Options) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: MetricsReader, Labels: o.labels()},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{MetricsPath}, Verbs: []string{"get"}}},
 	}
 }
 
@@ -292,32 +340,31 @@ func Service(o Options) *corev1.Service {
 	}
 }
 
-// ServiceMonitorGVK is the Prometheus operator's ServiceMonitor.
-var ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
-
-// ServiceMonitor has the Prometheus operator scrape the metrics Service. It
-// is unstructured: the operator's Go module is not worth its weight for one
-// object; the tests check it against the operator's CRD.
-func ServiceMonitor(o Options) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{
-			"selector":  map[string]any{"matchLabels": toAny(Selector())},
-			"endpoints": []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": o.ServiceMonitorInterval}},
-		},
-	}}
-	u.SetGroupVersionKind(ServiceMonitorGVK)
-	u.SetNamespace(o.Namespace)
-	u.SetName(Name)
+// ServiceMonitor has the Prometheus operator scrape the metrics Service over
+// TLS with its own ServiceAccount token, which MetricsReader must be bound
+// to. The certificate is the controller's self-signed one, so it is not
+// verified; the token is what keeps strangers out.
+func ServiceMonitor(o Options) *monitoringv1.ServiceMonitor {
 	l := o.labels()
 	maps.Copy(l, o.ServiceMonitorLabels)
-	u.SetLabels(l)
-	return u
+	return &monitoringv1.ServiceMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: Name, Labels: l},
+		Spec: monitoringv1.ServiceMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: Selector()},
+			Endpoints: []monitoringv1.Endpoint{{
+				Port:            "metrics",
+				Path:            MetricsPath,
+				Scheme:          ptr.To(monitoringv1.Scheme("https")),
+				Interval:        monitoringv1.Duration(o.ServiceMonitorInterval),
+				BearerTokenFile: ServiceAccountTokenFile,
+				HTTPConfigWithProxyAndTLSFiles: monitoringv1.HTTPConfigWithProxyAndTLSFiles{HTTPConfigWithTLSFiles: monitoringv1.HTTPConfigWithTLSFiles{
+					TLSConfig: &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{InsecureSkipVerify: ptr.To(true)}},
+				}},
+			}},
+		},
+	}
 }
 
-func toAny(m map[string]string) map[string]any {
-	out := map[string]any{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
+// ServiceAccountTokenFile is where a pod finds its ServiceAccount token.
+const ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"

@@ -30,14 +30,14 @@ func TestDefaultsInstallTheReleaseHardened(t *testing.T) {
 		if x, ok := o.(*appsv1.Deployment); ok {
 			d = x
 		}
-		if cr, ok := o.(*rbacv1.ClusterRole); ok {
+		if cr, ok := o.(*rbacv1.ClusterRole); ok && cr.Name == install.Name {
 			want, _ := rbac.ClusterRole()
 			if !equality.Semantic.DeepEqual(cr.Rules, want.Rules) {
 				t.Error("the ClusterRole's rules are not the generated ones")
 			}
 		}
 	}
-	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
+	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRole", "Deployment", "Service", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 	c := d.Spec.Template.Spec.Containers[0]

@@ -384,11 +384,11 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 							"--config", configDir + "/" + ConfigKey,
 							"--working-directory", homeDir},
 						Ports: []corev1.ContainerPort{{
-							Name: "metrics", ContainerPort: gitlabrunner.MetricsPort, Protocol: corev1.ProtocolTCP,
+							Name: MetricsPortName, ContainerPort: gitlabrunner.MetricsPort, Protocol: corev1.ProtocolTCP,
 						}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-								Path: "/metrics", Port: intstr.FromString("metrics"),
+								Path: "/metrics", Port: intstr.FromString(MetricsPortName),
 							}},
 							PeriodSeconds: 10,
 						},

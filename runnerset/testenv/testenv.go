@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
 
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
@@ -54,6 +56,9 @@ func Scheme() *runtime.Scheme {
 		panic(err)
 	}
 	if err := capacity.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := monitoringv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -135,6 +140,56 @@ func KEDACRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition,
 		return nil, fmt.Errorf("KEDA's ScaledObject CRD: %w", err)
 	}
 	return []*apiextensionsv1.CustomResourceDefinition{crd}, nil
+}
+
+// prometheusOperatorAPIs is the module of the Prometheus operator's Go
+// types; its CRDs are read from the operator's main module at the same
+// version, the one go.mod requires.
+const prometheusOperatorAPIs = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring"
+
+// PrometheusOperatorVersion is the version of the Prometheus operator's
+// types this binary was built with (go.mod's).
+func PrometheusOperatorVersion() (string, error) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", fmt.Errorf("no build info: cannot tell the Prometheus operator's version")
+	}
+	for _, d := range bi.Deps {
+		if d.Path == prometheusOperatorAPIs {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			return d.Version, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not a dependency of this binary", prometheusOperatorAPIs)
+}
+
+// PrometheusOperatorCRDs returns the Prometheus operator's CRDs of the
+// given plural names (servicemonitors, podmonitors, prometheusrules) as
+// its main module ships them, at the version of the types go.mod requires.
+func PrometheusOperatorCRDs(ctx context.Context, plurals ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	v, err := PrometheusOperatorVersion()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := gomod.Download(ctx, "github.com/prometheus-operator/prometheus-operator", v)
+	if err != nil {
+		return nil, fmt.Errorf("the Prometheus operator's CRDs: %w", err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, p := range plurals {
+		b, err := os.ReadFile(filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+p+".yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("the Prometheus operator's %s CRD: %w", p, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(b, crd); err != nil {
+			return nil, fmt.Errorf("the Prometheus operator's %s CRD: %w", p, err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
 }
 
 // Stop stops kube-apiserver, then etcd.

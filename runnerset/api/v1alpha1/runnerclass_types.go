@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -194,11 +195,41 @@ type IdentityPolicy struct {
 
 // RunnerClassStatus is the observed state of a RunnerClass.
 type RunnerClassStatus struct {
-	// Conditions of the class.
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions of the class: Accepted says whether RunnerSets can use it.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// RunnerSets is the number of RunnerSets of this class.
+	// +optional
+	RunnerSets int32 `json:"runnerSets"`
+
+	// ReadyRunnerSets is the number of RunnerSets of this class that are Ready.
+	// +optional
+	ReadyRunnerSets int32 `json:"readyRunnerSets"`
+}
+
+// Condition types and reasons of a RunnerClass.
+const (
+	// ClassConditionAccepted: the class's settings are usable; RunnerSets
+	// of a class that is not accepted stop at ClassAccepted.
+	ClassConditionAccepted = "Accepted"
+	// ReasonAccepted: every setting of the class is usable.
+	ReasonAccepted = "Accepted"
+	// ReasonInvalidIdentityPattern: an identity pattern cannot tell namespaces apart.
+	ReasonInvalidIdentityPattern = "InvalidIdentityPattern"
+)
+
+// SetCondition sets one condition of the class at its current generation.
+func (c *RunnerClass) SetCondition(typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: c.Generation,
+	})
 }
 
 // RunnerClass is the platform's kind of runner capacity, like a StorageClass:
@@ -206,9 +237,13 @@ type RunnerClassStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=rc,categories=runnerfleet
+// +kubebuilder:resource:scope=Cluster,shortName=rclass,categories=runnerfleet
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="RunnerSets",type=integer,JSONPath=`.status.runnerSets`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyRunnerSets`
 // +kubebuilder:printcolumn:name="GitLab",type=string,JSONPath=`.spec.gitlabURL`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RunnerClass struct {
 	metav1.TypeMeta   `json:",inline"`

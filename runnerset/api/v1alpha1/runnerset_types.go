@@ -234,10 +234,13 @@ type JobSpec struct {
 
 // JobResources are the resources of each container of a job pod.
 type JobResources struct {
+	// Build is the container that runs the job's script.
 	// +optional
 	Build ContainerResources `json:"build,omitempty"`
+	// Helper is gitlab-runner's helper container (clone, artifacts, cache).
 	// +optional
 	Helper ContainerResources `json:"helper,omitempty"`
+	// Service is each container of the job's services (databases, docker:dind).
 	// +optional
 	Service ContainerResources `json:"service,omitempty"`
 }
@@ -246,12 +249,17 @@ type JobResources struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.cpuRequest) || !has(self.cpuLimit) || quantity(string(self.cpuRequest)).compareTo(quantity(string(self.cpuLimit))) <= 0",message="cpuRequest must not exceed cpuLimit"
 // +kubebuilder:validation:XValidation:rule="!has(self.memoryRequest) || !has(self.memoryLimit) || quantity(string(self.memoryRequest)).compareTo(quantity(string(self.memoryLimit))) <= 0",message="memoryRequest must not exceed memoryLimit"
 type ContainerResources struct {
+	// CPURequest is the CPU the container is scheduled with, for example 500m.
 	// +optional
 	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
+	// CPULimit caps the container's CPU, for example 2; at least cpuRequest.
 	// +optional
 	CPULimit *resource.Quantity `json:"cpuLimit,omitempty"`
+	// MemoryRequest is the memory the container is scheduled with, for example 1Gi.
 	// +optional
 	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+	// MemoryLimit caps the container's memory, for example 4Gi; at least
+	// memoryRequest. A container above it is killed (OOMKilled).
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 }

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/policy"
+)
+
+// ClassName is the RunnerClass controller's name in logs, metrics and events.
+const ClassName = "runnerclass"
+
+// ClassReconciler writes a RunnerClass's status: whether its settings are
+// usable (Accepted) and how many RunnerSets use it, how many of them Ready.
+// It writes nothing else: a class that is not accepted stops its RunnerSets
+// at their ClassAccepted condition, which says why.
+type ClassReconciler struct {
+	Client client.Client
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	class := &v1alpha1.RunnerClass{}
+	if err := r.Client.Get(ctx, req.NamespacedName, class); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := class.DeepCopy()
+	if reason, msg := classProblem(class); reason != "" {
+		class.SetCondition(v1alpha1.ClassConditionAccepted, metav1.ConditionFalse, reason, msg)
+	} else {
+		class.SetCondition(v1alpha1.ClassConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted,
+			fmt.Sprintf("RunnerSets with spec.className %s get %s capacity", class.Name, class.Spec.Provider))
+	}
+	list := &v1alpha1.RunnerSetList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{indexClassName: class.Name}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the RunnerSets of class %s: %w", class.Name, err)
+	}
+	class.Status.RunnerSets, class.Status.ReadyRunnerSets = int32(len(list.Items)), 0
+	for i := range list.Items {
+		if list.Items[i].IsReady() {
+			class.Status.ReadyRunnerSets++
+		}
+	}
+	class.Status.ObservedGeneration = class.Generation
+	if equality.Semantic.DeepEqual(before.Status, class.Status) {
+		return reconcile.Result{RequeueAfter: classRecount}, nil
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, class, patch); err != nil {
+		return conflictIsRequeue(fmt.Errorf("patching the status of RunnerClass %s: %w", class.Name, err))
+	}
+	return reconcile.Result{RequeueAfter: classRecount}, nil
+}
+
+// classRecount is how often a class counts its RunnerSets again. The
+// counts are for people reading kubectl get; recounting on every RunnerSet
+// event made the RunnerSets' own reconciles more frequent (a test of
+// GitLab retry storms saw it), so they are counted on a timer instead.
+const classRecount = 30 * time.Second
+
+// classProblem says what makes class unusable, naming the field and the
+// fix, or returns "". Admission refuses most of it; this catches classes
+// admitted before a rule existed and what CEL cannot say.
+func classProblem(class *v1alpha1.RunnerClass) (reason, message string) {
+	id := class.Spec.Policy.Identity
+	for _, f := range []struct {
+		field    string
+		patterns []string
+	}{
+		{"spec.policy.identity.awsRoleARNPatterns", id.AWSRoleARNPatterns},
+		{"spec.policy.identity.gcpServiceAccountPatterns", id.GCPServiceAccountPatterns},
+	} {
+		for _, p := range f.patterns {
+			if err := policy.ValidatePattern(p); err != nil {
+				return v1alpha1.ReasonInvalidIdentityPattern, fmt.Sprintf("%s: %v", f.field, err)
+			}
+		}
+	}
+	d := class.Spec.Defaults
+	for _, f := range []struct {
+		field string
+		image v1alpha1.ImageReference
+	}{
+		{"spec.defaults.managerImage", d.ManagerImage},
+		{"spec.defaults.jobImage", d.JobImage},
+		{"spec.defaults.helperImage", d.HelperImage},
+	} {
+		if f.image == "" {
+			continue
+		}
+		if msg := invalidImage(f.image, f.field); msg != "" {
+			return v1alpha1.ReasonInvalidImage, msg
+		}
+	}
+	return "", ""
+}
+
+// setupWithManager registers the RunnerClass controller.
+func (r *ClassReconciler) setupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ClassName).
+		For(&v1alpha1.RunnerClass{}).
+		Complete(r)
+}
