@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -20,11 +21,14 @@ import (
 const (
 	ChartName       = "gitlab-runner"
 	ChartRepository = "https://charts.gitlab.io"
-	// ChartVersion is pinned: chart 0.93.0 ships gitlab-runner 19.4.0, the
-	// release whose config structs the oracle checks config.toml against
-	// (runnerset/runnerconfig/oracle). The chart values the program passes
-	// are checked against ChartValues.
-	ChartVersion = "0.93.0"
+	// ChartVersion is pinned to the chart whose templates and values.yaml
+	// ChartValues was read from (0.86.0): every value the program passes is
+	// one this version reads. The chart only templates the Deployment; the
+	// gitlab-runner that runs is the group's manager image, set through the
+	// chart's image values (v1alpha1.DefaultManagerImage by default, the release whose config
+	// structs the oracle checks config.toml against), not the chart's
+	// appVersion.
+	ChartVersion = "0.86.0"
 )
 
 // Ports, labels and timings of the managers.
@@ -344,9 +348,13 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 		v["envVars"] = []any{map[string]any{"name": EnvIncarnation, "value": claim}}
 		v["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation] = claim
 	}
+	// The runner is always named: the chart's own default is its
+	// appVersion, older than the release the oracle checks against.
+	image := string(v1alpha1.DefaultManagerImage)
 	if s.ManagerImage != "" {
-		v["image"] = imageValues(s.ManagerImage)
+		image = s.ManagerImage
 	}
+	v["image"] = imageValues(image)
 	// On the managers' on-demand pool, never on spot (runnerset/resources).
 	v["nodeSelector"], v["tolerations"] = resources.ManagerPlacementValues()
 	return v
