@@ -424,8 +424,11 @@ func TestGitLabAnswering429ForMinutesIsRetriedWithBackoffNotAHotLoop(t *testing.
 	// The controller's backoff doubles from 5 ms per attempt (each at most
 	// two calls, one client retry): after 10 s an attempt comes every 10 s
 	// or later. A condition that flips makes a pass at once each time
-	// (17 calls in such a window before the fix).
-	if last-mid > 6 {
+	// (17 calls in such a window before the fix). The server is the
+	// suite's: other tests' RunnerSets, refused by the same 429s, are
+	// counted too (5 calls alone, 7 in the whole suite, measured), so the
+	// bound sits between those and the hot loop's 17.
+	if last-mid > 10 {
 		t.Errorf("%d GitLab calls in 10 s after 10 s of 429s: the retries do not back off", last-mid)
 	}
 	if len(srv.Runners()) != 0 {
