@@ -95,7 +95,7 @@ func DefaultValues() Values {
 		Resources:           d.Resources,
 		PriorityClassName:   d.PriorityClassName,
 		NodeSelector:        map[string]string{},
-		Tolerations:         []corev1.Toleration{},
+		Tolerations:         append([]corev1.Toleration{}, d.Tolerations...),
 		PodAnnotations:      map[string]string{},
 		LogLevel:            d.LogLevel,
 		PodDisruptionBudget: Toggle{Enabled: d.PodDisruptionBudget},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 const kwokStagesFile = "kwok-stages.yaml"
@@ -385,7 +386,7 @@ func fakeNode(name string) *corev1.Node {
 		corev1.ResourceMemory: resource.MustParse("128Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
-	return &corev1.Node{
+	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeValue, "node.alpha.kubernetes.io/ttl": "0"},
@@ -399,8 +400,15 @@ func fakeNode(name string) *corev1.Node {
 				"runnerfleet.dev/local-fake-node": "true",
 			},
 		},
+		// Without a real node the fake nodes are the managers' pool:
+		// labelled and tainted as the cloud pools (runnerset/resources).
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{resources.ManagerNodeTaint()}},
 		Status: corev1.NodeStatus{Allocatable: res, Capacity: res},
 	}
+	for k, v := range resources.ManagerNodeLabels() {
+		n.Labels[k] = v
+	}
+	return n
 }
 
 func (c *Cluster) waitNodesReady(ctx context.Context, names []string, timeout time.Duration) error {

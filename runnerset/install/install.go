@@ -26,6 +26,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // Name is the controller's ServiceAccount, ClusterRole, ClusterRoleBinding,
@@ -103,7 +104,11 @@ func Defaults() Options {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 		},
-		PriorityClassName:      "system-cluster-critical",
+		PriorityClassName: "system-cluster-critical",
+		// The managers' pool is tainted CriticalAddonsOnly (as Karpenter's
+		// chart, the controller tolerates it by default): a cluster whose
+		// only untainted-for-jobs nodes are that pool still runs it.
+		Tolerations:            resources.ManagerTolerations(),
 		LogLevel:               "info",
 		PodDisruptionBudget:    true,
 		ServiceMonitorInterval: "30s",
