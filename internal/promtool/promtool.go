@@ -13,43 +13,49 @@ import (
 	"sync"
 )
 
-// EnvDir names a directory holding promtool, as hack/tools.sh promtool
-// prints it; when unset, hack/tools.sh is asked, and failing that PATH.
+// EnvDir names the directory holding promtool and amtool, as
+// `hack/tools.sh promtool` prints it (make test sets it). Without it the
+// tools are built, or found in the cache, by running hack/tools.sh of the
+// repository the caller runs in: never from PATH, where Debian's promtool is
+// Prometheus 2.42 without Kubernetes service discovery.
 const EnvDir = "RUNNERFLEET_PROMTOOLS"
 
 var (
 	once sync.Once
-	bin  string
+	dir  string
 	err  error
 )
 
+// Dir is the directory holding promtool and amtool, built the first time.
+func Dir() (string, error) {
+	once.Do(func() { dir, err = find() })
+	return dir, err
+}
+
 // Path returns the promtool to run.
 func Path() (string, error) {
-	once.Do(func() { bin, err = find() })
-	return bin, err
+	d, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "promtool"), nil
 }
 
 func find() (string, error) {
 	if d := os.Getenv(EnvDir); d != "" {
-		return filepath.Join(d, "promtool"), nil
+		return d, nil
 	}
-	if root, ok := repoRoot(); ok {
-		tools := filepath.Join(root, "hack", "tools.sh")
-		if b, err := os.ReadFile(tools); err == nil && bytes.Contains(b, []byte("\npromtool()")) {
-			cmd := exec.Command(tools, "promtool")
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err != nil {
-				return "", fmt.Errorf("building promtool with hack/tools.sh promtool: %w", err)
-			}
-			return filepath.Join(strings.TrimSpace(string(out)), "promtool"), nil
-		}
+	root, ok := repoRoot()
+	if !ok {
+		return "", fmt.Errorf("promtool and amtool: %s is not set and this is not a runnerfleet checkout; run hack/tools.sh promtool and set %s to the directory it prints", EnvDir, EnvDir)
 	}
-	p, err := exec.LookPath("promtool")
+	cmd := exec.Command(filepath.Join(root, "hack", "tools.sh"), "promtool")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("promtool not found: run hack/tools.sh promtool, or apt-get install prometheus (.ci/run does)")
+		return "", fmt.Errorf("building promtool and amtool with hack/tools.sh promtool: %w", err)
 	}
-	return p, nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 func repoRoot() (string, bool) {

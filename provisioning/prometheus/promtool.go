@@ -1,13 +1,13 @@
 package prometheus
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+
+	"github.com/runnerfleet/runnerfleet/internal/promtool"
 )
 
 // Files is a set of Prometheus files written together into one directory,
@@ -24,54 +24,11 @@ func (f Files) Write(dir string) error {
 	return nil
 }
 
-// ToolsEnv names the directory holding promtool and amtool, as
-// `hack/tools.sh promtool` prints it (make test sets it). Without it the
-// tools are built, or found in the cache, by running hack/tools.sh from the
-// repository the caller runs in: never from PATH, where Debian's promtool
-// is Prometheus 2.42 without Kubernetes service discovery.
-const ToolsEnv = "RUNNERFLEET_PROMTOOLS"
+// ToolsEnv names the directory holding promtool and amtool (see
+// internal/promtool, which finds or builds them).
+const ToolsEnv = promtool.EnvDir
 
-var tools struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// toolsDir is where promtool and amtool are, building them the first time.
-func toolsDir() (string, error) {
-	tools.once.Do(func() {
-		if d := os.Getenv(ToolsEnv); d != "" {
-			tools.dir = d
-			return
-		}
-		wd, err := os.Getwd()
-		if err != nil {
-			tools.err = err
-			return
-		}
-		for d := wd; ; d = filepath.Dir(d) {
-			script := filepath.Join(d, "hack", "tools.sh")
-			if _, err := os.Stat(script); err == nil {
-				out, err := exec.Command(script, "promtool").Output()
-				if err != nil {
-					var ee *exec.ExitError
-					if errors.As(err, &ee) {
-						err = fmt.Errorf("%w\n%s", err, ee.Stderr)
-					}
-					tools.err = fmt.Errorf("building promtool and amtool (hack/tools.sh promtool): %w", err)
-					return
-				}
-				tools.dir = strings.TrimSpace(string(out))
-				return
-			}
-			if filepath.Dir(d) == d {
-				tools.err = fmt.Errorf("promtool and amtool: %s is not set and no hack/tools.sh is above %s; run hack/tools.sh promtool and set %s to the directory it prints", ToolsEnv, wd, ToolsEnv)
-				return
-			}
-		}
-	})
-	return tools.dir, tools.err
-}
+func toolsDir() (string, error) { return promtool.Dir() }
 
 // run runs tool (promtool or amtool) from the tool cache in dir.
 func run(tool, dir string, args ...string) (string, error) {
