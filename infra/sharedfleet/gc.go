@@ -1,6 +1,8 @@
 package sharedfleet
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -20,8 +23,10 @@ import (
 // GC runs `fleet gc --apply` in a fleet's namespace every GCSchedule, as
 // its own ServiceAccount: it reads the managers' pods and Deployments
 // there (and nothing else), and records its result as an Event. Its cloud
-// identity is the fleet's gcpServiceAccount through Workload Identity, the
-// one that creates and deletes the managers' VMs.
+// identity is its own Google service account (GCAccountID), bound to that
+// ServiceAccount alone through Workload Identity; the platform
+// (infra/gcp) grants it what gc does to the fleet's VMs and nothing else,
+// and never the managers' account, which creates VMs.
 const (
 	GCSchedule = "*/15 * * * *"
 	// gcGraceMargin is added to the longest IdleTime of the fleet's
@@ -30,6 +35,26 @@ const (
 	// gcMinGrace is the least grace.
 	gcMinGrace = time.Hour
 )
+
+// GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
+// where its groups run VMs. The platform grants gc's account there only.
+func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err error) {
+	projects := map[string][]string{}
+	for _, g := range s.Groups {
+		if !slices.Contains(projects[g.Project], g.Zone) {
+			projects[g.Project] = append(projects[g.Project], g.Zone)
+		}
+	}
+	if len(projects) != 1 {
+		return "", nil, fmt.Errorf("fleet gc covers one GCP project per fleet; fleet %s's groups use %d", s.Name, len(projects))
+	}
+	for k := range projects {
+		project = k
+	}
+	zones = projects[project]
+	slices.Sort(zones)
+	return project, zones, nil
+}
 
 // gcPlan is a fleet's gc: its identity and its CronJob.
 type gcPlan struct {
@@ -42,29 +67,48 @@ type gcPlan struct {
 // GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding.
 func GCName(namespace string) string { return namespace + "-gc" }
 
+// maxGCAccountNamespace is as much of the namespace as a Google service
+// account ID holds (at most 30 characters) beside "gc-" and "-<6 hex>".
+const maxGCAccountNamespace = 30 - len("gc-") - 1 - 6
+
+// GCAccountID is the account ID of the Google service account fleet gc of
+// the fleet in namespace acts as on GKE cluster: "gc-<namespace>-<hash>",
+// the namespace cut to fit, the hash the first 6 hex digits of the SHA-256
+// of "<cluster>/<namespace>", which keeps apart fleets whose cut
+// namespaces agree and clusters that share a project.
+func GCAccountID(cluster, namespace string) string {
+	sum := sha256.Sum256([]byte(cluster + "/" + namespace))
+	ns := namespace
+	if len(ns) > maxGCAccountNamespace {
+		ns = strings.TrimRight(ns[:maxGCAccountNamespace], "-")
+	}
+	return "gc-" + ns + "-" + hex.EncodeToString(sum[:])[:6]
+}
+
+// GCAccountEmail is the email of GCAccountID in project.
+func GCAccountEmail(project, cluster, namespace string) string {
+	return GCAccountID(cluster, namespace) + "@" + project + ".iam.gserviceaccount.com"
+}
+
 // planGC builds the fleet's gc objects. They run the release's fleet image
 // (make image builds it; its entrypoint is the fleet binary).
-func planGC(p *fleetPlan) (*gcPlan, error) {
+// account is the Google service account gc acts as (kube.Cluster's
+// GCServiceAccounts).
+func planGC(p *fleetPlan, account string) (*gcPlan, error) {
+	if account == "" {
+		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.spec.Name, p.namespace)
+	}
 	image := version.Image("fleet")
 	name := GCName(p.namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
 	grace := gcMinGrace
-	projects := map[string][]string{}
 	for _, gp := range p.groups {
 		grace = max(grace, gp.group.LongestIdleTime()+gcGraceMargin)
-		if !slices.Contains(projects[gp.group.Project], gp.group.Zone) {
-			projects[gp.group.Project] = append(projects[gp.group.Project], gp.group.Zone)
-		}
 	}
-	if len(projects) != 1 {
-		return nil, fmt.Errorf("fleet gc covers one GCP project per fleet; fleet %s's groups use %d", p.spec.Name, len(projects))
+	project, zones, err := GCScope(p.spec)
+	if err != nil {
+		return nil, err
 	}
-	var project string
-	for k := range projects {
-		project = k
-	}
-	zones := projects[project]
-	slices.Sort(zones)
 	args := []string{"gc", "--apply", "-o", "json",
 		"--provider", "gce", "--project", project, "--zones", strings.Join(zones, ","),
 		"--source", vmfleet.HostKubernetes, "--namespace", p.namespace,
@@ -75,9 +119,7 @@ func planGC(p *fleetPlan) (*gcPlan, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
 	}
-	if p.spec.GCPServiceAccount != "" {
-		sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": p.spec.GCPServiceAccount}
-	}
+	sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": account}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},

@@ -132,9 +132,13 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			return err
 		}
 		c := &kube.Cluster{
-			Provider:  p,
-			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
-			InCluster: true,
+			Provider:          p,
+			Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
+			InCluster:         true,
+			GCServiceAccounts: map[string]string{},
+		}
+		for _, s := range f.SharedFleets {
+			c.GCServiceAccounts[Namespace(s)] = GCAccountEmail(f.GCP.Project, f.ClusterName, Namespace(s))
 		}
 		tokens, err := ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
@@ -752,6 +756,11 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s: args %q lack %q", fleet, args, want)
 			}
+		}
+		// Its cloud identity is its own account, never the managers'.
+		sa := m.Get(t, "kubernetes:core/v1:ServiceAccount", "shared-"+fleet+"-gc-sa")
+		if got := object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue(); got != GCAccountEmail("ci-platform-example", "ci-shared", fleet) {
+			t.Errorf("%s: gc acts as %q, want its own account %s", fleet, got, GCAccountEmail("ci-platform-example", "ci-shared", fleet))
 		}
 		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
 		for _, r := range role.Inputs["rules"].ArrayValue() {
