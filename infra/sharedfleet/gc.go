@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,24 +15,9 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
-)
-
-// GC runs `fleet gc --apply` in a fleet's namespace every GCSchedule, as
-// its own ServiceAccount: it reads the managers' pods and Deployments
-// there (and nothing else), and records its result as an Event. Its cloud
-// identity is its own Google service account (GCAccountID), bound to that
-// ServiceAccount alone through Workload Identity; the platform
-// (infra/gcp) grants it what gc does to the fleet's VMs and nothing else,
-// and never the managers' account, which creates VMs.
-const (
-	GCSchedule = "*/15 * * * *"
-	// gcGraceMargin is added to the longest IdleTime of the fleet's
-	// managers for the grace: fleet gc refuses less than the IdleTime.
-	gcGraceMargin = 30 * time.Minute
-	// gcMinGrace is the least grace.
-	gcMinGrace = time.Hour
 )
 
 // GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
@@ -56,6 +40,14 @@ func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err err
 	return project, zones, nil
 }
 
+// GC runs `fleet gc --apply` in a fleet's namespace on shared.GCSchedule, as
+// its own ServiceAccount: it reads the managers' pods and Deployments
+// there (and nothing else), and records its result as an Event. Its cloud
+// identity is its own Google service account (GCAccountID), bound to that
+// ServiceAccount alone through Workload Identity; the platform
+// (infra/gcp) grants it what gc does to the fleet's VMs and nothing else,
+// and never the managers' account, which creates VMs.
+//
 // gcPlan is a fleet's gc: its identity and its CronJob.
 type gcPlan struct {
 	serviceAccount *corev1.ServiceAccount
@@ -64,8 +56,9 @@ type gcPlan struct {
 	cronJob        *batchv1.CronJob
 }
 
-// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding.
-func GCName(namespace string) string { return namespace + "-gc" }
+// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding
+// (shared.GCName).
+func GCName(namespace string) string { return shared.GCName(namespace) }
 
 // maxGCAccountNamespace is as much of the namespace as a Google service
 // account ID holds (at most 30 characters) beside "gc-" and "-<6 hex>".
@@ -101,10 +94,7 @@ func planGC(p *fleetPlan, account string) (*gcPlan, error) {
 	image := version.Image("fleet")
 	name := GCName(p.namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
-	grace := gcMinGrace
-	for _, gp := range p.groups {
-		grace = max(grace, gp.group.LongestIdleTime()+gcGraceMargin)
-	}
+	grace := p.monitoring.GCGrace()
 	project, zones, err := GCScope(p.spec)
 	if err != nil {
 		return nil, err
@@ -139,7 +129,7 @@ func planGC(p *fleetPlan, account string) (*gcPlan, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   GCSchedule,
+			Schedule:                   shared.GCSchedule(),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			SuccessfulJobsHistoryLimit: ptr.To[int32](3),
 			FailedJobsHistoryLimit:     ptr.To[int32](3),

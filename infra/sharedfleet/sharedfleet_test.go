@@ -596,7 +596,7 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 		if err != nil || !strings.Contains(out, "SUCCESS") {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
-		if ns != "monitoring" && (!strings.Contains(out, "SUCCESS: 7 rules found") || !strings.Contains(out, "SUCCESS: 5 rules found")) {
+		if ns != "monitoring" && (!strings.Contains(out, "SUCCESS: 8 rules found") || !strings.Contains(out, "SUCCESS: 6 rules found")) {
 			t.Errorf("%s: promtool did not check the recording and alert rules:\n%s", name, out)
 		}
 		dep := m.Get(t, tokDeployment, name+"-prometheus")
@@ -738,7 +738,7 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 	for _, fleet := range []string{"production", "staging"} {
 		name := GCName(fleet)
 		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
-		if str(t, cj, "spec.schedule") != GCSchedule || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
+		if str(t, cj, "spec.schedule") != shared.GCSchedule() || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
 			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
 		}
 		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
