@@ -18,6 +18,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -363,6 +365,11 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			// the Docker port to 0.0.0.0/0.
 			"google-skip-firewall-create=true",
 			"google-tags=" + strings.Join(append([]string{g.VMNetworkTag()}, g.NetworkTags...), ","),
+			// fleet gc deletes a VM only once its job reporter said it
+			// runs no job: the startup script runs the reporter, which
+			// writes to guest attributes, which the VM must allow.
+			"google-metadata=" + gcp.GuestAttributesKey + "=TRUE",
+			"google-metadata=startup-script=" + vmfleet.JobReporterStartupScript(version.Image("fleet-agent"), "gce"),
 		}
 		if g.Network != "" {
 			opts = append(opts, "google-network="+g.Network)
