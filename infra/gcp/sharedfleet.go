@@ -32,6 +32,11 @@ const (
 	// names, which needs iam.serviceAccounts.signBlob on that account. It
 	// lets the account sign as, or mint tokens for, nothing but itself.
 	ManagerSignerRole = "roles/iam.serviceAccountTokenCreator"
+	// VMUserRole is granted on a fleet's vmServiceAccount, and only there,
+	// to its managers' account and its gc's account: iam.serviceAccounts.actAs,
+	// which creating a VM that runs as the account and setting its
+	// metadata (gc's orphan note) need.
+	VMUserRole = "roles/iam.serviceAccountUser"
 	// PrometheusComputeRole is the fleet Prometheus's role in each project
 	// its GCE service discovery lists instances of.
 	PrometheusComputeRole = "roles/compute.viewer"
@@ -193,6 +198,27 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		}
 		if err := g.gcIdentity(ctx, s, afterCluster, bindings); err != nil {
 			return nil, err
+		}
+		// Creating a VM that runs as an account, and setting its
+		// metadata, needs actAs on that account: the managers and gc
+		// get it on the fleet's VM account alone.
+		if vmsa := s.VMServiceAccount; vmsa != "" {
+			users := []string{sharedfleet.GCAccountEmail(project, e.args.Cluster, ns)}
+			if s.GCPServiceAccount != "" {
+				users = append(users, s.GCPServiceAccount)
+			}
+			for _, user := range users {
+				if err := g.grant(roleSuffix(VMUserRole)+"/"+vmsa+"/"+user, func(name string, opts ...pulumi.ResourceOption) error {
+					_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+						ServiceAccountId: pulumi.String(serviceAccountID(vmsa)),
+						Role:             pulumi.String(VMUserRole),
+						Member:           pulumi.String("serviceAccount:" + user),
+					}, opts...)
+					return err
+				}); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
 			if err := workloadIdentity(gsa, ns, sharedfleet.PrometheusServiceAccount); err != nil {

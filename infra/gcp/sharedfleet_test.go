@@ -21,6 +21,8 @@ const (
 	// its Workload Identity members are still the cluster project's pool.
 	prometheusGSA = "ci-prometheus@ci-monitoring-1.iam.gserviceaccount.com"
 	vmProject     = "ci-vms-2"
+	// production's docker+machine VMs run as this account.
+	vmGSA = "ci-shared-vms@ci-vms-2.iam.gserviceaccount.com"
 )
 
 // sharedFleetsJSON adds to fleetJSON a production fleet (both executors, the
@@ -33,6 +35,7 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"r
       "name": "production",
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "gcpServiceAccount": "`+managersGSA+`",
+      "vmServiceAccount": "`+vmGSA+`",
       "monitoring": {"gcpServiceAccount": "`+prometheusGSA+`"},
       "vmNetwork": {"subnetwork": "projects/ci-project-1/regions/europe-west1/subnetworks/ci-shared-vms"},
       "groups": [
@@ -114,6 +117,11 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 		prometheus + " roles/iam.workloadIdentityUser " + wi("production", "prometheus"),
 		// The cache's URL signing, on the managers' own account only.
 		managers + " roles/iam.serviceAccountTokenCreator serviceAccount:" + managersGSA,
+		// Acting as production's VM account, which creating its VMs and
+		// noting them needs: its managers and its gc, on that account
+		// only. Staging names none, so no one gets it there.
+		"projects/ci-vms-2/serviceAccounts/" + vmGSA + " roles/iam.serviceAccountUser serviceAccount:" + managersGSA,
+		"projects/ci-vms-2/serviceAccounts/" + vmGSA + " roles/iam.serviceAccountUser serviceAccount:" + gcEmail("production"),
 	}
 	slices.Sort(want)
 	rs := sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")
@@ -191,13 +199,18 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 		if strings.ContainsAny(member, "*{}") || strings.HasPrefix(member, "principalSet:") || member == "allUsers" || member == "allAuthenticatedUsers" {
 			t.Errorf("%s %s grants to %q, not one exact principal", r.Token, r.Name, member)
 		}
-		if role := str(r.Input("role")); role == "roles/iam.serviceAccountUser" || role == "roles/owner" || role == "roles/editor" {
+		role := str(r.Input("role"))
+		if role == "roles/owner" || role == "roles/editor" {
 			t.Errorf("%s %s grants %s", r.Token, r.Name, role)
+		}
+		// actAs only on the fleet's VM account, never a project's.
+		if role == "roles/iam.serviceAccountUser" && (r.Token != "gcp:serviceaccount/iAMMember:IAMMember" || str(r.Input("serviceAccountId")) != "projects/ci-vms-2/serviceAccounts/"+vmGSA) {
+			t.Errorf("%s %s grants %s beyond the fleet's VM account", r.Token, r.Name, role)
 		}
 	}
 	if got := len(sharedChildren(p, "gcp:projects/iAMMember:IAMMember")) + len(sharedChildren(p, "gcp:storage/bucketIAMMember:BucketIAMMember")) +
-		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 16 {
-		t.Errorf("%d grants under the shared fleets' identity component, want the 16 above", got)
+		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 18 {
+		t.Errorf("%d grants under the shared fleets' identity component, want the 18 above", got)
 	}
 }
 
@@ -368,6 +381,13 @@ func TestFleetGCHasItsOwnLeastPrivilegeAccount(t *testing.T) {
 		}
 		gcGrants++
 		role, cond := str(r.Input("role")), r.Input("condition")
+		// Production names its VMs' account: gc may act as it, and only
+		// it, to note its VMs (checked with the other actAs grants in
+		// TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts).
+		if r.Token == "gcp:serviceaccount/iAMMember:IAMMember" && role == "roles/iam.serviceAccountUser" &&
+			email == gcEmail("production") && str(r.Input("serviceAccountId")) == "projects/ci-vms-2/serviceAccounts/"+vmGSA {
+			continue
+		}
 		perms, custom := roles[role]
 		if r.Token != "gcp:projects/iAMMember:IAMMember" || !custom {
 			t.Errorf("%s %s grants gc's account %s: gc has only its two custom roles", r.Token, r.Name, role)
@@ -381,8 +401,8 @@ func TestFleetGCHasItsOwnLeastPrivilegeAccount(t *testing.T) {
 			t.Errorf("%s: the list role under a condition %v: listing is checked on the project, where a name condition never holds", r.Name, cond)
 		}
 	}
-	if gcGrants != 4 {
-		t.Errorf("%d grants to gc's accounts, want 4 (list and instance roles, per fleet)", gcGrants)
+	if gcGrants != 5 {
+		t.Errorf("%d grants to gc's accounts, want 5 (list and instance roles, per fleet; production's VM account)", gcGrants)
 	}
 	// The managers' account, which creates VMs, is not gc's.
 	for _, e := range []string{gcEmail("production"), gcEmail("staging")} {

@@ -95,16 +95,20 @@ type ManagerGroup struct {
 	// Scaling bounds the group's managers.
 	Scaling Scaling `json:"scaling,omitempty"`
 
-	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket and
-	// the VMs' Network and Subnetwork (resource paths) come from the fleet
-	// and the stack, not from keys of the group: the stack config's
-	// defaults fill them.
+	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket, the
+	// VMs' Network and Subnetwork (resource paths) and VMServiceAccount
+	// come from the fleet and the stack, not from keys of the group: the
+	// stack config's defaults fill them.
 	Fleet       string `json:"-"`
 	GitLabURL   string `json:"-"`
 	Region      string `json:"-"`
 	CacheBucket string `json:"-"`
 	Network     string `json:"-"`
 	Subnetwork  string `json:"-"`
+	// VMServiceAccount is the Google service account the docker+machine
+	// VMs run as; "" leaves it to the driver (the project's Compute
+	// Engine default account).
+	VMServiceAccount string `json:"-"`
 }
 
 // Job defaults of a group.
@@ -373,6 +377,9 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 		}
 		if g.Network != "" {
 			opts = append(opts, "google-network="+g.Network)
+		}
+		if g.VMServiceAccount != "" {
+			opts = append(opts, "google-service-account="+g.VMServiceAccount)
 		}
 		if g.Subnetwork != "" {
 			opts = append(opts, "google-subnetwork="+g.Subnetwork)

@@ -83,6 +83,14 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 			t.Errorf("MachineOptions lack %s: %v", want, r.Machine.MachineOptions)
 		}
 	}
+	if strings.Contains(opts, "google-service-account") {
+		t.Errorf("a VM account without vmServiceAccount: %v", r.Machine.MachineOptions)
+	}
+	g := production()
+	g.VMServiceAccount = "ci-vms@ci-prod.iam.gserviceaccount.com"
+	if c, err := g.Config(); err != nil || !slices.Contains(c.Runners[0].Machine.MachineOptions, "google-service-account=ci-vms@ci-prod.iam.gserviceaccount.com") {
+		t.Errorf("the VMs do not run as vmServiceAccount: %v", err)
+	}
 	if c.Concurrent != DefaultConcurrent || r.Limit != 100 || r.Executor != "docker+machine" || c.LogFormat != "json" ||
 		r.Machine.IdleCount != 20 || r.Machine.IdleTime != 1800 || r.Machine.MaxBuilds != 1 || len(r.Machine.Autoscaling) != 1 ||
 		r.Cache.GCS.BucketName != "ci-prod-cache" || !strings.Contains(r.Machine.MachineName, "%s") {
