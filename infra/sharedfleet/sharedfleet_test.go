@@ -136,11 +136,11 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
 			InCluster: true,
 		}
-		tokens, err := ReadTokens(ctx, f.SharedFleets)
+		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens, Alerting: f.Alerting})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
 		return err
 	})
 	return m, out, err
