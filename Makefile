@@ -86,8 +86,13 @@ e2e: tools ## end to end on the local control plane with the real Karpenter (kwo
 	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 
 .PHONY: bench
-bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt
+bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to BENCHMARKS.raw.txt and BENCHMARKS.capacity.txt
 	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... ./provisioning/vmfleet/ | tee BENCHMARKS.raw.txt
+	$(MAKE) bench-capacity
+
+.PHONY: bench-capacity
+bench-capacity: tools ## capacity at 10, 100 and 500 tags with the real Karpenter (kwok): a NodePool per tag against one per class (RUNNERFLEET_BENCH_TAGS, _JOBS, _IDLE)
+	cd e2e/capacityscale && go test -run '^$$' -bench KarpenterCapacity -benchtime 1x -timeout 120m -v . | tee ../../BENCHMARKS.capacity.txt
 
 ## The main job --------------------------------------------------------------
 

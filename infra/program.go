@@ -43,12 +43,9 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		secrets, err := readSecrets(ctx, f)
-		if err != nil {
-			return err
-		}
-		// The shared fleets' tokens too, once, before anything is declared.
-		tokens, err := sharedfleet.ReadTokens(ctx, f.SharedFleets)
+		// Every config secret the stack names, each once, before anything
+		// is declared.
+		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -66,7 +63,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Tokens: tokens, Alerting: f.Alerting})
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting})
 		if err != nil {
 			return err
 		}
@@ -100,35 +97,6 @@ func LoadConfig(ctx *pulumi.Context) (*stackconfig.Fleet, error) {
 		return nil, fmt.Errorf("%s: %w", stackconfig.Root, err)
 	}
 	return stackconfig.Decode(raw, ctx.Stack())
-}
-
-// readSecrets reads the config secrets teams name, all of them before any
-// resource is declared, so that a missing one stops the program at once.
-func readSecrets(ctx *pulumi.Context, f *stackconfig.Fleet) (map[string]pulumi.StringOutput, error) {
-	out := map[string]pulumi.StringOutput{}
-	var missing []string
-	cfg := config.New(ctx, "")
-	for i, t := range f.Teams {
-		for field, key := range map[string]string{"tokenConfigKey": t.TokenConfigKey, "apiTokenConfigKey": t.APITokenConfigKey} {
-			if key == "" {
-				continue
-			}
-			if _, ok := out[key]; ok {
-				continue
-			}
-			v, err := cfg.TrySecret(key)
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s.teams[%d].%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <token> --stack %s", stackconfig.Root, i, field, key, key, ctx.Stack()))
-				continue
-			}
-			out[key] = v
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		return nil, &stackconfig.Error{List: nil, Extra: missing}
-	}
-	return out, nil
 }
 
 // platform declares the stack's platform and returns its cluster.

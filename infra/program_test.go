@@ -3,6 +3,7 @@ package infra_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -426,5 +427,45 @@ func vmNetworkPaths(t *testing.T, m *infratest.Mocks) {
 			!strings.Contains(c.StringValue(), `"google-use-internal-ip-only=true"`) {
 			t.Errorf("%s: a docker+machine VM with an external address", r.Name)
 		}
+	}
+}
+
+// Every config secret the stack names is read and checked before anything
+// is declared: a missing alert receiver secret, a missing shared-fleet
+// token or one that is no runner token stops the gke-shared stack with
+// nothing declared, not after the platform and the teams.
+func TestAMissingOrBadSecretStopsTheProgramBeforeAnythingIsDeclared(t *testing.T) {
+	cases := []struct {
+		name, key, value, want string
+	}{
+		{"alert receiver", "runnerfleet:alertWebhookURL", "", "runnerfleet:fleet.alerting.receiver: config key runnerfleet:alertWebhookURL is not set"},
+		{"shared fleet token", "runnerfleet:sharedStagingWindowsToken", "", "runnerfleet:fleet.sharedFleets[1].groups[2].tokenConfigKey: config key runnerfleet:sharedStagingWindowsToken is not set"},
+		{"no runner token", "runnerfleet:sharedProductionLinuxToken", "glrt-x|y", "runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: config key runnerfleet:sharedProductionLinuxToken is not a runner token"},
+		{"team token", "runnerfleet:teamCBuildToken", "", "runnerfleet:fleet.teams[0].tokenConfigKey: config key runnerfleet:teamCBuildToken is not set"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			secrets := maps.Clone(stackSecrets["gke-shared"])
+			if _, ok := secrets[c.key]; !ok {
+				t.Fatalf("the stack names no secret %s", c.key)
+			}
+			if c.value == "" {
+				delete(secrets, c.key)
+			} else {
+				secrets[c.key] = c.value
+			}
+			m := infratest.NewMocks(t)
+			cfg, secretKeys := stackConfig(t, "gke-shared", secrets)
+			err := infratest.Run(m, "gke-shared", cfg, secretKeys, infra.Program)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "glrt-x|y") {
+				t.Errorf("the error shows the secret: %v", err)
+			}
+			if rs := m.Resources(); len(rs) != 0 {
+				t.Errorf("%d resources declared before the refusal, want none (first: %s %s)", len(rs), rs[0].Token, rs[0].Name)
+			}
+		})
 	}
 }

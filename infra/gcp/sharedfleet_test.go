@@ -10,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 )
@@ -264,7 +265,9 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 	m := infratest.NewMocks(t)
 	cfg := map[string]string{"runnerfleet:fleet": sharedFleetsJSON}
 	var keys []string
-	for _, k := range []string{"prodLinux", "prodFleeting", "stagingLinux"} {
+	// Every secret the stack names is read (kube.ReadSecrets): the teams'
+	// tokens too.
+	for _, k := range []string{"prodLinux", "prodFleeting", "stagingLinux", "teamA", "teamAML", "teamB"} {
 		cfg["runnerfleet:"+k] = "glrt-" + k + "TokenNotReal"
 		keys = append(keys, "runnerfleet:"+k)
 	}
@@ -279,11 +282,11 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		tokens, err := sharedfleet.ReadTokens(ctx, f.SharedFleets)
+		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens, Alerting: f.Alerting})
+		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
 		return err
 	})
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	fleetmodel "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 // SharedFleetNetwork is where one shared fleet's VMs live, in the cluster's
@@ -128,7 +129,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 	}
 
 	for _, grp := range s.Groups {
-		if grp.Executor != fleetmodel.ExecutorDockerAutoscaler {
+		if grp.Executor != fleetspec.ExecutorDockerAutoscaler {
 			continue
 		}
 		tags := append([]string{grp.VMNetworkTag()}, grp.NetworkTags...)
@@ -144,7 +145,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 					SourceImage: pulumi.String(grp.Image),
 					Boot:        pulumi.Bool(true),
 					AutoDelete:  pulumi.Bool(true),
-					Labels:      pulumix.StringMap(grp.InstanceTemplateLabels(manager)),
+					Labels:      pulumix.StringMap(sharedfleet.InstanceTemplateLabels(grp, manager)),
 				}},
 				// No access config: no external address.
 				NetworkInterfaces: []compute.InstanceTemplateNetworkInterfaceArgs{{
@@ -153,13 +154,13 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 				}},
 				Scheduling: scheduling(grp.SpotVMs()),
 				Tags:       pulumix.Strings(tags),
-				Labels:     pulumix.StringMap(grp.InstanceTemplateLabels(manager)),
+				Labels:     pulumix.StringMap(sharedfleet.InstanceTemplateLabels(grp, manager)),
 			}, e.opts(n)...)
 			if err != nil {
 				return nil, fmt.Errorf("creating the instance template of manager %s: %w", manager, err)
 			}
 			mig, err := compute.NewInstanceGroupManager(ctx, name+"-"+manager+"-group", &compute.InstanceGroupManagerArgs{
-				Name:             pulumi.String(fleetmodel.InstanceGroupName(manager)),
+				Name:             pulumi.String(fleetspec.InstanceGroupName(manager)),
 				Description:      pulumi.String("runnerfleet: job VMs of docker-autoscaler manager " + manager + "; sized by its fleeting plugin"),
 				Project:          pulumi.String(grp.Project),
 				Zone:             pulumi.String(grp.Zone),

@@ -8,7 +8,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/providers"
-	fleetmodel "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
@@ -76,11 +76,11 @@ func TestOnlyTheManagersPodRangeReachesTheVMs(t *testing.T) {
 		fleet, access string
 		ports         []string
 	}{
-		{"production", fleetmodel.AccessDockerMachine, []string{"22", "2376"}},
-		{"production", fleetmodel.AccessSSH, []string{"22"}},
-		{"staging", fleetmodel.AccessDockerMachine, []string{"22", "2376"}},
+		{"production", fleetspec.AccessDockerMachine, []string{"22", "2376"}},
+		{"production", fleetspec.AccessSSH, []string{"22"}},
+		{"staging", fleetspec.AccessDockerMachine, []string{"22", "2376"}},
 	} {
-		tag := fleetmodel.VMNetworkTag(c.fleet, c.access)
+		tag := fleetspec.VMNetworkTag(c.fleet, c.access)
 		r := p.m.Get(t, tokFirewall, "runners-prod-"+c.fleet+"-vms-"+tag)
 		allow := r.Input("allows").ArrayValue()
 		if len(allow) != 1 || str(allow[0].ObjectValue()["protocol"]) != "tcp" || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), c.ports) {
@@ -119,7 +119,7 @@ func TestWindowsVMsAreReachedOnWinRM(t *testing.T) {
 		t.Fatal("the staging group was not replaced")
 	}
 	p := run(t, raw)
-	tag := fleetmodel.VMNetworkTag("staging", fleetmodel.AccessWinRM)
+	tag := fleetspec.VMNetworkTag("staging", fleetspec.AccessWinRM)
 	r := p.m.Get(t, tokFirewall, "runners-prod-staging-vms-"+tag)
 	allow := r.Input("allows").ArrayValue()
 	if len(allow) != 1 || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), []string{"5985", "5986"}) {
@@ -139,7 +139,7 @@ func TestDockerAutoscalerVMsAreInternalLabelledAndInAGroupTheirManagerAloneSizes
 	want := map[string]bool{}
 	for _, s := range p.fleet.SharedFleets {
 		for _, g := range s.Groups {
-			if g.Executor == fleetmodel.ExecutorDockerAutoscaler {
+			if g.Executor == fleetspec.ExecutorDockerAutoscaler {
 				for _, m := range g.ManagerNames() {
 					want[m] = true
 				}
@@ -174,7 +174,7 @@ func TestDockerAutoscalerVMsAreInternalLabelledAndInAGroupTheirManagerAloneSizes
 		if o, ok := vmfleet.OwnerOf(providers.Instance{Name: "vm-1", Labels: l}); !ok || o.Manager != manager || o.Incarnation != "" {
 			t.Errorf("%s: fleet gc reads owner %+v (%v)", tpl.Name, o, ok)
 		}
-		if !slices.Contains(strs(tpl.Input("tags")), fleetmodel.VMNetworkTag("production", fleetmodel.AccessSSH)) {
+		if !slices.Contains(strs(tpl.Input("tags")), fleetspec.VMNetworkTag("production", fleetspec.AccessSSH)) {
 			t.Errorf("%s: tags %v lack the fleet's VM tag", tpl.Name, strs(tpl.Input("tags")))
 		}
 		if disk := tpl.Input("disks").ArrayValue()[0].ObjectValue()["labels"].ObjectValue(); str(disk[vmfleet.LabelManager]) != manager {
@@ -186,7 +186,7 @@ func TestDockerAutoscalerVMsAreInternalLabelledAndInAGroupTheirManagerAloneSizes
 	}
 	for _, mig := range migs {
 		name := str(mig.Input("name"))
-		if !want[name] || name != fleetmodel.InstanceGroupName(name) {
+		if !want[name] || name != fleetspec.InstanceGroupName(name) {
 			t.Errorf("group %s names no docker-autoscaler manager", name)
 		}
 		// config.toml's plugin_config names this very group.

@@ -35,8 +35,8 @@ func Labels(stack string) map[string]string {
 type FleetArgs struct {
 	Fleet   *stackconfig.Fleet
 	Cluster *Cluster
-	// Secrets are the stack config secrets teams name (tokenConfigKey,
-	// apiTokenConfigKey), by key.
+	// Secrets are the stack's config secrets by key (ReadSecrets); the
+	// teams' are those their tokenConfigKey and apiTokenConfigKey name.
 	Secrets map[string]pulumi.StringOutput
 	// ClusterRole is the controller's ClusterRole (runnerset/rbac); only
 	// used when the controller runs in the cluster.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -243,17 +242,6 @@ func planAlertmanager(a *stackconfig.Alerting) (*alertmanagerPlan, error) {
 	}
 	ap.objects = []runtime.Object{deploy, svc}
 	return ap, nil
-}
-
-// readAlertSecret reads the receiver's secret from the stack config.
-func readAlertSecret(ctx *pulumi.Context, ap *alertmanagerPlan) (pulumi.StringOutput, error) {
-	v, err := config.Try(ctx, ap.secretKey)
-	if err != nil || v == "" {
-		return pulumi.StringOutput{}, &stackconfig.Error{Extra: []string{fmt.Sprintf(
-			"%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <value> --stack %s",
-			stackconfig.Root.Child("alerting", "receiver"), ap.secretKey, ap.secretKey, ctx.Stack())}}
-	}
-	return pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput), nil
 }
 
 // declare declares the Alertmanager in the monitoring namespace.

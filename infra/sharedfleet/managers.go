@@ -18,6 +18,7 @@ import (
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -39,7 +40,7 @@ type fleetPlan struct {
 
 // groupPlan is one manager group.
 type groupPlan struct {
-	group   shared.ManagerGroup
+	group   fleetspec.ManagerGroup
 	manager string
 	// tokenSecret is the chart's runners.secret.
 	tokenSecret string
@@ -74,7 +75,7 @@ func Namespace(s stackconfig.SharedFleet) string { return s.Namespace }
 // ManagerServiceAccount is the Kubernetes ServiceAccount, in Namespace(s),
 // that every manager of group g runs as: the one annotated with the fleet's
 // gcpServiceAccount for Workload Identity.
-func ManagerServiceAccount(g shared.ManagerGroup) string { return g.ManagerName() }
+func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerName() }
 
 // monitoringSpec is fleet s as its Prometheus sees it; its VM quota
 // defaults to the groups' maxVMs times their maxManagers.
@@ -132,24 +133,24 @@ func planGroup(s stackconfig.SharedFleet, j int, grace int64) (*groupPlan, error
 	gp := &groupPlan{
 		group:       g,
 		manager:     g.ManagerName(),
-		tokenSecret: g.TokenSecretName(),
+		tokenSecret: shared.TokenSecretName(g),
 		settings:    shared.ReleaseSettings{GitLabURL: s.GitLabURL, ManagerImage: s.ManagerImage, GraceSeconds: grace},
 	}
 	ns := Namespace(s)
 	scaling := g.Scaling
 	labels := map[string]string{shared.LabelManagerPod: gp.manager, resources.LabelManagedBy: resources.ManagedBy}
 
-	gp.serviceAccount = g.ServiceAccount(s.GCPServiceAccount)
-	gp.metrics = gp.group.MetricsService()
+	gp.serviceAccount = shared.ServiceAccount(g, s.GCPServiceAccount)
+	gp.metrics = shared.MetricsService(gp.group)
 	gp.metrics.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
-	gp.pdb = gp.group.PodDisruptionBudget(scaling)
+	gp.pdb = shared.PodDisruptionBudget(gp.group, scaling)
 	gp.pdb.TypeMeta = metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}
 
 	domain := ""
 	if s.WebTerminal != nil {
 		domain = s.WebTerminal.Domain
 	}
-	for _, r := range g.Releases(domain) {
+	for _, r := range shared.Releases(g, domain) {
 		m := &managerPlan{Release: r, name: r.Name, host: r.Host}
 		if r.Host != "" {
 			m.session = r.SessionService(ns)
@@ -173,8 +174,8 @@ func planGroup(s stackconfig.SharedFleet, j int, grace int64) (*groupPlan, error
 
 // scaler is manager n's ScaledObject: it runs while the group's jobs are
 // above n × the per-manager threshold of the group's KEDA trigger.
-func scaler(g shared.ManagerGroup, name string, n int, s shared.Scaling) (*unstructured.Unstructured, error) {
-	so, err := g.ScaledObject(name, shared.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: s.TargetUtilization})
+func scaler(g fleetspec.ManagerGroup, name string, n int, s fleetspec.Scaling) (*unstructured.Unstructured, error) {
+	so, err := shared.ScaledObject(g, name, fleetspec.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: s.TargetUtilization})
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +272,7 @@ func (p *fleetPlan) declareGroup(ctx *pulumi.Context, fl *SharedFleet, gp *group
 		hash := pulumi.All(full, token).ApplyT(func(v []any) string {
 			return m.ConfigHash(v[0].(string), v[1].(string))
 		}).(pulumi.StringOutput)
-		fleeting := gp.group.Executor == shared.ExecutorDockerAutoscaler
+		fleeting := gp.group.Executor == fleetspec.ExecutorDockerAutoscaler
 		script := pulumi.String(shared.StartScript(fleeting)).ToStringOutput()
 		cfgSecret := &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},

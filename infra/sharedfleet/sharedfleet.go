@@ -98,12 +98,10 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // SharedFleets is every shared fleet of the stack, and the central
@@ -153,47 +151,16 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 	return out
 }
 
-// ReadTokens reads the runner token of every group from the stack config
-// secrets the groups name, checking them all before anything is declared.
-// The program calls it once, next to the teams' secrets, and hands the
-// tokens to New.
-func ReadTokens(ctx *pulumi.Context, fleets []stackconfig.SharedFleet) (map[string]pulumi.StringOutput, error) {
-	out := map[string]pulumi.StringOutput{}
-	var problems []string
-	for i, s := range fleets {
-		for j, g := range s.Groups {
-			key := g.TokenConfigKey
-			if _, ok := out[key]; ok {
-				continue
-			}
-			path := fmt.Sprintf("%s.sharedFleets[%d].groups[%d].tokenConfigKey", stackconfig.Root, i, j)
-			v, err := config.Try(ctx, key)
-			switch {
-			case err != nil:
-				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s", path, key, key, ctx.Stack()))
-			case !gitlabrunner.TokenFormat.MatchString(v):
-				// Nothing else is a runner token; config.toml gets it TOML-encoded.
-				problems = append(problems, fmt.Sprintf("%s: config key runnerfleet:%s is not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…)", path, key))
-			default:
-				out[key] = pulumi.ToSecret(pulumi.String(v)).(pulumi.StringOutput)
-			}
-		}
-	}
-	if len(problems) > 0 {
-		sort.Strings(problems)
-		return nil, &stackconfig.Error{Extra: problems}
-	}
-	return out, nil
-}
-
 // Args are what the shared fleets are declared from.
 type Args struct {
 	// Fleets are the stack config's sharedFleets, decoded and defaulted
 	// (stackconfig.Decode).
 	Fleets  []stackconfig.SharedFleet
 	Cluster *kube.Cluster
-	// Tokens are the groups' runner tokens by config key (ReadTokens).
-	Tokens map[string]pulumi.StringOutput
+	// Secrets are the stack's config secrets by key (kube.ReadSecrets,
+	// which read and checked them before anything was declared): the
+	// groups' runner tokens and the alert receiver's secret.
+	Secrets map[string]pulumi.StringOutput
 	// Alerting is the stack config's alerting: the receiver of the
 	// shared fleets' Alertmanager.
 	Alerting *stackconfig.Alerting
@@ -203,14 +170,14 @@ type Args struct {
 // rendered and checked first: on any error nothing is declared.
 func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*SharedFleets, error) {
 	out := &SharedFleets{}
-	fleets, c, tokens := args.Fleets, args.Cluster, args.Tokens
+	fleets, c, secrets := args.Fleets, args.Cluster, args.Secrets
 	if len(fleets) == 0 {
 		return out, nil
 	}
 	for i, s := range fleets {
 		for j, g := range s.Groups {
-			if _, ok := tokens[g.TokenConfigKey]; !ok {
-				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d].tokenConfigKey: no token was read for config key %s (sharedfleet.ReadTokens)", stackconfig.Root, i, j, g.TokenConfigKey)
+			if _, ok := secrets[g.TokenConfigKey]; !ok {
+				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d].tokenConfigKey: no token was read for config key %s (kube.ReadSecrets)", stackconfig.Root, i, j, g.TokenConfigKey)
 			}
 		}
 	}
@@ -229,16 +196,16 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if err != nil {
 		return nil, err
 	}
-	alertSecret, err := readAlertSecret(ctx, am)
-	if err != nil {
-		return nil, err
+	alertSecret, ok := secrets[am.secretKey]
+	if !ok {
+		return nil, fmt.Errorf("%s: no secret was read for config key %s (kube.ReadSecrets)", stackconfig.Root.Child("alerting", "receiver"), am.secretKey)
 	}
 	// KEDA must be there before any fleet object is.
 	if c, err = requireKEDA(ctx, c); err != nil {
 		return nil, err
 	}
 	for _, p := range plans {
-		fl, err := declareFleet(ctx, p, c, tokens, opts...)
+		fl, err := declareFleet(ctx, p, c, secrets, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -140,11 +140,11 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 		for _, s := range f.SharedFleets {
 			c.GCServiceAccounts[Namespace(s)] = GCAccountEmail(f.GCP.Project, f.ClusterName, Namespace(s))
 		}
-		tokens, err := ReadTokens(ctx, f.SharedFleets)
+		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Tokens: tokens, Alerting: f.Alerting})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
 		return err
 	})
 	return m, out, err

@@ -12,8 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
-	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
 // SharedFleet is one of the platform's own shared runner fleets for a whole
@@ -60,9 +59,9 @@ type SharedFleet struct {
 	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
 	// VMNetwork is where the fleet's VMs live, in the cluster's VPC.
 	VMNetwork VMNetwork `json:"vmNetwork"`
-	// Groups are the fleet's manager groups (sharedfleet.ManagerGroup, the
+	// Groups are the fleet's manager groups (fleetspec.ManagerGroup, the
 	// one model of a group, decoded from the stack config as it is).
-	Groups []sharedfleet.ManagerGroup `json:"groups"`
+	Groups []fleetspec.ManagerGroup `json:"groups"`
 }
 
 // VMNetwork is the subnetwork of a fleet's VMs: one the program declares
@@ -89,7 +88,7 @@ func GCPNetworkName(cluster string) string { return cluster }
 func VMSubnetworkName(cluster, fleet string) string { return cluster + "-" + fleet + "-vms" }
 
 // VMFirewallName is the firewall rule that lets the managers reach the
-// VMs tagged tag (sharedfleet.ManagerGroup.VMNetworkTag) in cluster's VPC.
+// VMs tagged tag (fleetspec.ManagerGroup.VMNetworkTag) in cluster's VPC.
 func VMFirewallName(cluster, tag string) string { return cluster + "-" + tag }
 
 // maxGCEName is the longest name of a GCE subnetwork, router or firewall rule.
@@ -163,17 +162,12 @@ func (f *Fleet) setSharedFleetDefaults() {
 		for j := range s.Groups {
 			g := &s.Groups[j]
 			if g.Executor == "" {
-				g.Executor = sharedfleet.ExecutorDockerMachine
+				g.Executor = fleetspec.ExecutorDockerMachine
 			}
 			if g.Project == "" && f.GCP != nil {
 				g.Project = f.GCP.Project
 			}
-			if g.Concurrent == 0 {
-				g.Concurrent = sharedfleet.DefaultConcurrent
-				if g.Windows {
-					g.Concurrent = vmfleet.WindowsConcurrent
-				}
-			}
+			g.Concurrent = g.ConcurrentOrDefault()
 			if g.Scaling.MinManagers == 0 {
 				g.Scaling.MinManagers = 1
 			}
@@ -181,7 +175,7 @@ func (f *Fleet) setSharedFleetDefaults() {
 				g.Scaling.MaxManagers = g.Scaling.MinManagers
 			}
 			if g.Scaling.TargetUtilization == 0 {
-				g.Scaling.TargetUtilization = 0.7
+				g.Scaling.TargetUtilization = fleetspec.DefaultTargetUtilization
 			}
 			// What the group takes from its fleet and the stack.
 			g.Fleet, g.GitLabURL, g.CacheBucket, g.VMServiceAccount = s.Namespace, s.GitLabURL, s.CacheBucket, s.VMServiceAccount
@@ -263,7 +257,7 @@ func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
 	}
 	needsImage := false
 	for _, g := range s.Groups {
-		needsImage = needsImage || g.Executor == sharedfleet.ExecutorDockerMachine
+		needsImage = needsImage || g.Executor == fleetspec.ExecutorDockerMachine
 	}
 	switch {
 	case s.ManagerImage == "" && needsImage:
@@ -333,7 +327,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		if s.Namespace == s.Name {
 			nsPath = p.Index(i).Child("name")
 		}
-		long := len(s.Namespace) > sharedfleet.MaxFleetNameForTags
+		long := len(s.Namespace) > fleetspec.MaxFleetNameForTags
 		for _, g := range s.Groups {
 			long = long || len(VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
 		}
@@ -343,7 +337,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		if long {
 			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf(
 				"names the fleet's VM network tags (%s), firewall rules (%s) and subnetwork (%s), which GCE allows up to %d characters; shorten the fleet's namespace (at most %d) or the clusterName",
-				sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM), VMFirewallName(f.ClusterName, sharedfleet.VMNetworkTag(s.Namespace, sharedfleet.AccessWinRM)), VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, sharedfleet.MaxFleetNameForTags)))
+				fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM), VMFirewallName(f.ClusterName, fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM)), VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, fleetspec.MaxFleetNameForTags)))
 		}
 		switch {
 		case n.CIDR == "" && n.Subnetwork == "":
@@ -440,9 +434,9 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 
 // groupErrors moves the renderer's messages, which name keys as
 // fleets.<fleet>.groups.<group>.<key>, under the stack config's paths.
-func (s *SharedFleet) groupErrors(p *field.Path, g sharedfleet.ManagerGroup, err error) field.ErrorList {
+func (s *SharedFleet) groupErrors(p *field.Path, g fleetspec.ManagerGroup, err error) field.ErrorList {
 	var errs field.ErrorList
-	prefix := fmt.Sprintf("fleets.%s.groups.%s.", s.Namespace, g.Name)
+	prefix := g.Key("")
 	for _, line := range strings.Split(err.Error(), "\n") {
 		rest, ok := strings.CutPrefix(line, prefix)
 		key, msg, found := strings.Cut(rest, ": ")

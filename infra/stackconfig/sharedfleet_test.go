@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 // sharedFleetStack is a gke stack with a production fleet (both executors)
@@ -113,7 +115,7 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 	if g := linux; g.Region != "europe-west1" || !g.SpotVMs() || g.Fleet != "production" || g.GitLabURL == "" || g.IdleTime.Duration != 30*time.Minute || g.Periods[0].IdleTime.Duration != 10*time.Minute {
 		t.Errorf("renderer's group %+v", g)
 	}
-	if _, err := linux.Config(); err != nil {
+	if _, err := sharedfleet.Config(linux); err != nil {
 		t.Errorf("the renderer refuses a group the stack config accepted: %v", err)
 	}
 

@@ -6,6 +6,7 @@ package layering
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,12 +16,16 @@ const Module = "github.com/runnerfleet/runnerfleet"
 
 // Rule forbids packages under From (a folder of the module, "" for every
 // package) to import packages under any of Not, unless the import is one of
-// Except (from-package → to-package, both module-relative).
+// Except (from-package → to-packages, all module-relative). A Reach rule
+// holds for every package From reaches through the module's imports, not
+// only for its own imports: what it forbids may not come in through another
+// package either.
 type Rule struct {
 	From   string
 	Not    []string
 	Why    string
-	Except map[string]string
+	Except map[string][]string
+	Reach  bool
 }
 
 // Rules are the layers, lowest first: runnerset/ (everything a RunnerSet
@@ -40,9 +45,20 @@ var Rules = []Rule{
 		Why: "the program is a library; cmd/infra runs it"},
 	{From: "infra/stackconfig", Not: []string{"infra/sharedfleet", "infra/kube", "infra/aws", "infra/gcp", "infra/local", "infra/internal/sdk"},
 		Why: "the stack config is the model every platform reads; it declares nothing"},
+	{From: "infra/stackconfig", Reach: true, Not: append([]string{"provisioning/"}, builders...),
+		Except: map[string][]string{"infra/stackconfig": {"provisioning/fleetspec", "runnerset/runnerconfig/oracle"}},
+		Why:    "the stack config decodes into models (provisioning/fleetspec, runnerset/api) and reaches no renderer or builder; gitlab-runner's value parsers (runnerconfig/oracle) only check values"},
+	{From: "provisioning/fleetspec", Not: append([]string{"provisioning/", "infra/"}, builders...),
+		Except: map[string][]string{"provisioning/fleetspec": {"runnerset/runnerconfig/oracle"}},
+		Why:    "the shared fleet's model renders nothing and builds no Kubernetes object: provisioning/sharedfleet builds from it"},
 	{From: "internal/", Not: []string{"runnerset/", "provisioning/", "infra/", "cmd/", "providers/", "stacks"},
-		Why: "internal/ holds leaf helpers", Except: map[string]string{"internal/release": "charts"}},
+		Why: "internal/ holds leaf helpers", Except: map[string][]string{"internal/release": {"charts"}}},
 }
+
+// builders are the packages that render files or build objects from the
+// models: what a model, and the stack config that decodes into one, must
+// not import.
+var builders = []string{"runnerset/runnerconfig", "runnerset/resources", "runnerset/capacity", "runnerset/install", "runnerset/monitoring", "runnerset/controller"}
 
 // Violations returns one line for every import in imports (module-relative
 // package → its module-relative imports, other modules left out) that a
@@ -54,12 +70,21 @@ func Violations(imports map[string][]string, rules []Rule) []string {
 			if !under(pkg, r.From) {
 				continue
 			}
+			via := map[string]string{}
+			if r.Reach {
+				deps, via = reach(imports, pkg)
+			}
 			for _, d := range deps {
-				if ex, ok := r.Except[pkg]; ok && ex == d {
+				if slices.Contains(r.Except[pkg], d) {
 					continue
 				}
 				for _, n := range r.Not {
-					if under(d, n) {
+					if !under(d, n) {
+						continue
+					}
+					if v, ok := via[d]; ok && v != pkg {
+						out = append(out, fmt.Sprintf("%s reaches %s (through %s): %s", pkg, d, v, r.Why))
+					} else {
 						out = append(out, fmt.Sprintf("%s imports %s: %s", pkg, d, r.Why))
 					}
 				}
@@ -68,6 +93,28 @@ func Violations(imports map[string][]string, rules []Rule) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// reach returns every package pkg reaches through imports, and for each the
+// package that imports it on the way there (pkg for its own imports).
+func reach(imports map[string][]string, pkg string) ([]string, map[string]string) {
+	via := map[string]string{}
+	todo := []string{pkg}
+	var out []string
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		for _, d := range imports[p] {
+			if _, seen := via[d]; seen || d == pkg {
+				continue
+			}
+			via[d] = p
+			out = append(out, d)
+			todo = append(todo, d)
+		}
+	}
+	sort.Strings(out)
+	return out, via
 }
 
 // under reports whether pkg is the folder or below it. A folder written with

@@ -80,14 +80,42 @@ func TestEachRuleCatchesTheImportItForbids(t *testing.T) {
 				t.Errorf("%s → %s: %d violations, want 1", from, to, len(got))
 			}
 		}
-		for pkg, ex := range r.Except {
-			if got := Violations(map[string][]string{pkg: {ex}}, []Rule{r}); len(got) != 0 {
-				t.Errorf("excepted %s → %s reported: %v", pkg, ex, got)
+		for pkg, exs := range r.Except {
+			if got := Violations(map[string][]string{pkg: exs}, []Rule{r}); len(got) != 0 {
+				t.Errorf("excepted %s → %s reported: %v", pkg, exs, got)
 			}
 		}
 	}
 	// Folders match whole path elements: runnersetx is not runnerset.
 	if got := Violations(map[string][]string{"runnersetx/a": {"infra/b"}}, Rules); len(got) != 0 {
 		t.Errorf("runnersetx matched runnerset/: %v", got)
+	}
+}
+
+// A Reach rule catches what comes in through another package: the stack
+// config importing only the model is fine, a model that imports a renderer
+// brings the renderer into the stack config, and both rules say so.
+func TestTheStackConfigReachesNoRendererThroughTheModel(t *testing.T) {
+	clean := map[string][]string{
+		"infra/stackconfig":      {"provisioning/fleetspec", "runnerset/api/v1alpha1"},
+		"provisioning/fleetspec": {"runnerset/runnerconfig/oracle"},
+	}
+	if got := Violations(clean, Rules); len(got) != 0 {
+		t.Fatalf("the model alone: %v", got)
+	}
+	for _, renderer := range []string{"provisioning/sharedfleet", "provisioning/vmfleet", "runnerset/runnerconfig", "runnerset/resources"} {
+		bad := map[string][]string{
+			"infra/stackconfig":      {"provisioning/fleetspec"},
+			"provisioning/fleetspec": {"runnerset/runnerconfig/oracle", renderer},
+		}
+		got := strings.Join(Violations(bad, Rules), "\n")
+		for _, want := range []string{
+			"infra/stackconfig reaches " + renderer + " (through provisioning/fleetspec)",
+			"provisioning/fleetspec imports " + renderer,
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("model importing %s: want %q in\n%s", renderer, want, got)
+			}
+		}
 	}
 }

@@ -10,32 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// Scaling bounds the manager replicas of a group. Managers scale on the jobs
-// they run with KEDA's Prometheus scaler, reading the fleet's own
-// Prometheus: no metrics adapter to run and register as the cluster's single
-// external-metrics API (which an HPA would need), scale-to-a-floor and
-// per-group queries in one object, and KEDA drives a plain HPA underneath.
-type Scaling struct {
-	MinManagers int32 `json:"minManagers"`
-	MaxManagers int32 `json:"maxManagers"`
-	// TargetUtilization of concurrent per manager before another is added; default 0.7.
-	TargetUtilization float64 `json:"targetUtilization,omitempty"`
-}
-
-func (g ManagerGroup) labels() map[string]string {
+func labels(g fleetspec.ManagerGroup) map[string]string {
 	return map[string]string{LabelManagerPod: g.ManagerName(), resources.LabelManagedBy: resources.ManagedBy}
 }
 
 // MetricsService is the manager's headless Service: its SRV records
 // (_metrics._tcp.<manager>.<fleet>.svc) are how the fleet's Prometheus finds
 // every replica.
-func (g ManagerGroup) MetricsService() *corev1.Service {
+func MetricsService(g fleetspec.ManagerGroup) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: labels(g)},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  map[string]string{LabelManagerPod: g.ManagerName()},
@@ -48,9 +37,9 @@ func (g ManagerGroup) MetricsService() *corev1.Service {
 
 // PodDisruptionBudget keeps the group's floor of managers through node
 // drains: an evicted manager drains its jobs, but the floor keeps taking new ones.
-func (g ManagerGroup) PodDisruptionBudget(s Scaling) *policyv1.PodDisruptionBudget {
+func PodDisruptionBudget(g fleetspec.ManagerGroup, s fleetspec.Scaling) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: labels(g)},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: ptr.To(intstr.FromInt32(max(s.MinManagers, 1))),
 			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelManagerPod: g.ManagerName()}},
@@ -62,21 +51,18 @@ func (g ManagerGroup) PodDisruptionBudget(s Scaling) *policyv1.PodDisruptionBudg
 // replicas run: one replica per TargetUtilization × concurrent running jobs.
 // Scaling down removes a replica gracefully — it drains for up to its grace
 // period — so scale-down waits out a long stabilization window.
-func (g ManagerGroup) ScaledObject(deployment string, s Scaling) (*unstructured.Unstructured, error) {
+func ScaledObject(g fleetspec.ManagerGroup, deployment string, s fleetspec.Scaling) (*unstructured.Unstructured, error) {
 	if s.MinManagers < 1 || s.MaxManagers < s.MinManagers {
-		return nil, fmt.Errorf("%s: minManagers must be at least 1 and maxManagers at least minManagers (got %d and %d)", g.key("scaling"), s.MinManagers, s.MaxManagers)
+		return nil, fmt.Errorf("%s: minManagers must be at least 1 and maxManagers at least minManagers (got %d and %d)", g.Key("scaling"), s.MinManagers, s.MaxManagers)
 	}
 	util := s.TargetUtilization
 	if util == 0 {
-		util = 0.7
+		util = fleetspec.DefaultTargetUtilization
 	}
 	if util <= 0 || util > 1 {
-		return nil, fmt.Errorf("%s: targetUtilization %.2f must be in (0, 1]", g.key("scaling.targetUtilization"), util)
+		return nil, fmt.Errorf("%s: targetUtilization %.2f must be in (0, 1]", g.Key("scaling.targetUtilization"), util)
 	}
-	concurrent := g.Concurrent
-	if concurrent == 0 {
-		concurrent = DefaultConcurrent
-	}
+	concurrent := g.ConcurrentOrDefault()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "keda.sh/v1alpha1",
 		"kind":       "ScaledObject",

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
@@ -35,14 +36,14 @@ func TestManagerObjectsAreAcceptedByTheAPIServerAndKEDAsSchema(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.Fleet}}); err != nil {
 		t.Fatal(err)
 	}
-	s := Scaling{MinManagers: 2, MaxManagers: 10}
-	so, err := g.ScaledObject(g.ManagerName()+"-gitlab-runner", s)
+	s := fleetspec.Scaling{MinManagers: 2, MaxManagers: 10}
+	so, err := ScaledObject(g, g.ManagerName()+"-gitlab-runner", s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Scaling = Scaling{MinManagers: 1, MaxManagers: 1}
-	r := g.Releases("terminals.example.com")[0]
-	objs := []client.Object{g.MetricsService(), g.PodDisruptionBudget(s), so, g.ServiceAccount("ci@ci-prod.iam.gserviceaccount.com"), r.SessionService(g.Fleet), r.StateClaim(g.Fleet)}
+	g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 1}
+	r := Releases(g, "terminals.example.com")[0]
+	objs := []client.Object{MetricsService(g), PodDisruptionBudget(g, s), so, ServiceAccount(g, "ci@ci-prod.iam.gserviceaccount.com"), r.SessionService(g.Fleet), r.StateClaim(g.Fleet)}
 	for _, obj := range objs {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("creating %T %s: %v", obj, obj.GetName(), err)
@@ -56,12 +57,12 @@ func TestManagerObjectsAreAcceptedByTheAPIServerAndKEDAsSchema(t *testing.T) {
 
 func TestScalingBoundsAreChecked(t *testing.T) {
 	g := production()
-	for _, s := range []Scaling{{MinManagers: 0, MaxManagers: 3}, {MinManagers: 4, MaxManagers: 3}, {MinManagers: 1, MaxManagers: 3, TargetUtilization: 1.5}} {
-		if _, err := g.ScaledObject("d", s); err == nil || !strings.Contains(err.Error(), "fleets.production.groups.shared-gce.scaling") {
+	for _, s := range []fleetspec.Scaling{{MinManagers: 0, MaxManagers: 3}, {MinManagers: 4, MaxManagers: 3}, {MinManagers: 1, MaxManagers: 3, TargetUtilization: 1.5}} {
+		if _, err := ScaledObject(g, "d", s); err == nil || !strings.Contains(err.Error(), "fleets.production.groups.shared-gce.scaling") {
 			t.Errorf("%+v: %v", s, err)
 		}
 	}
-	so, err := g.ScaledObject("d", Scaling{MinManagers: 1, MaxManagers: 5})
+	so, err := ScaledObject(g, "d", fleetspec.Scaling{MinManagers: 1, MaxManagers: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
@@ -39,7 +40,7 @@ const LabelManagerPod = "runnerfleet.dev/manager"
 // Fleet is one fleet namespace (production, staging, …) and its manager groups.
 type Fleet struct {
 	Name   string
-	Groups []ManagerGroup
+	Groups []fleetspec.ManagerGroup
 	// VMQuota is the CPU-independent VM count quota of the fleet's project
 	// and region, for the VMCountNearQuota alert.
 	VMQuota int

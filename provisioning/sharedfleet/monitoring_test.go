@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 )
 
@@ -12,8 +13,8 @@ func fleets() (Fleet, Fleet) {
 	staging := production()
 	staging.Fleet, staging.MaxVMs, staging.IdleCount = "staging", 10, 2
 	staging.Periods[0].IdleCount = 1
-	return Fleet{Name: "production", Groups: []ManagerGroup{production()}, VMQuota: 500},
-		Fleet{Name: "staging", Groups: []ManagerGroup{staging}}
+	return Fleet{Name: "production", Groups: []fleetspec.ManagerGroup{production()}, VMQuota: 500},
+		Fleet{Name: "staging", Groups: []fleetspec.ManagerGroup{staging}}
 }
 
 func render(t *testing.T, v any) []byte {

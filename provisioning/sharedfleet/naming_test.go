@@ -44,7 +44,7 @@ func (k oneKube) Managers(context.Context) ([]vmfleet.Manager, error) { return k
 // runs, and an orphan once the pod is replaced.
 func TestAVMDockerMachineCreatesFromTheRenderedConfigIsClassifiedByGC(t *testing.T) {
 	const manager, pod = "production-shared-gce-0", "production-shared-gce-0-6d8f7c9b5-x2x7q"
-	c, err := production().ConfigFor(manager)
+	c, err := ConfigFor(production(), manager)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestAVMDockerMachineCreatesFromTheRenderedConfigIsClassifiedByGC(t *testing
 }
 
 func TestAManagerNameTooLongForDockerMachinesVMNamesIsRefused(t *testing.T) {
-	_, err := production().ConfigFor(strings.Repeat("m", vmfleet.MaxManagerNameLength+1))
+	_, err := ConfigFor(production(), strings.Repeat("m", vmfleet.MaxManagerNameLength+1))
 	if err == nil || !strings.Contains(err.Error(), "fleets.production.groups.shared-gce.name") || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("error %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
@@ -67,7 +68,7 @@ func ConfigSecretName(release string) string { return release + "-config" }
 
 // TokenSecretName is the token Secret of the group's releases (the chart's
 // runners.secret).
-func (g ManagerGroup) TokenSecretName() string { return g.ManagerName() + "-token" }
+func TokenSecretName(g fleetspec.ManagerGroup) string { return g.ManagerName() + "-token" }
 
 // ConfigPathFallback is where the chart's image reads config.toml when the
 // chart's entrypoint does not say (CONFIG_PATH_FOR_INIT).
@@ -92,7 +93,7 @@ func StateClaimName(release string) string { return release + "-state" }
 
 // Release is one manager of a group: one Helm release of the chart.
 type Release struct {
-	Group ManagerGroup
+	Group fleetspec.ManagerGroup
 	// Name is the release's, <fleet>-<group>-<n>, and the manager's.
 	Name  string
 	Index int
@@ -102,7 +103,7 @@ type Release struct {
 
 // Releases are the group's managers; with a terminal domain each has the
 // hostname <release>.<domain>.
-func (g ManagerGroup) Releases(terminalDomain string) []Release {
+func Releases(g fleetspec.ManagerGroup, terminalDomain string) []Release {
 	var out []Release
 	for i, name := range g.ManagerNames() {
 		r := Release{Group: g, Name: name, Index: i}
@@ -116,7 +117,7 @@ func (g ManagerGroup) Releases(terminalDomain string) []Release {
 
 // KeepsState reports whether the manager keeps docker+machine state on a
 // volume of its own.
-func (r Release) KeepsState() bool { return r.Group.Executor != ExecutorDockerAutoscaler }
+func (r Release) KeepsState() bool { return r.Group.Executor != fleetspec.ExecutorDockerAutoscaler }
 
 // ConfigTOML is the config.toml the manager runs, with its [session_server]
 // when it has a terminal host; token goes in through the TOML encoder,
@@ -127,7 +128,7 @@ func (r Release) ConfigTOML(bucket, token string) (string, error) {
 	if g.CacheBucket == "" {
 		g.CacheBucket = bucket
 	}
-	c, err := g.ConfigFor(r.Name)
+	c, err := ConfigFor(g, r.Name)
 	if err != nil {
 		return "", err
 	}
@@ -185,10 +186,10 @@ func (r Release) SessionService(namespace string) *corev1.Service {
 
 // ServiceAccount is the Kubernetes ServiceAccount every manager of the
 // group runs as, annotated with gcpServiceAccount for Workload Identity.
-func (g ManagerGroup) ServiceAccount(gcpServiceAccount string) *corev1.ServiceAccount {
+func ServiceAccount(g fleetspec.ManagerGroup, gcpServiceAccount string) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: g.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: g.ManagerName(), Namespace: g.Fleet, Labels: labels(g)},
 		// gitlab-runner's docker+machine and docker-autoscaler executors
 		// never call the Kubernetes API; Workload Identity needs no token.
 		AutomountServiceAccountToken: ptr.To(false),
@@ -293,7 +294,7 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 		"gitlabUrl":        s.GitLabURL,
 		// The runner token comes from this Secret, never from values.
 		"runners": map[string]any{
-			"secret": g.TokenSecretName(),
+			"secret": TokenSecretName(g),
 			// The name config.toml gives the runner.
 			"name":     g.ManagerName(),
 			"executor": g.Executor,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
@@ -72,9 +73,9 @@ func execBash(t *testing.T, path string, env ...string) (string, error) {
 func releasesOf(t *testing.T) []Release {
 	t.Helper()
 	var out []Release
-	for _, g := range []ManagerGroup{production(), autoscaler()} {
-		g.Scaling = Scaling{MinManagers: 1, MaxManagers: 2}
-		out = append(out, g.Releases("terminals.example.com")...)
+	for _, g := range []fleetspec.ManagerGroup{production(), autoscaler()} {
+		g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 2}
+		out = append(out, Releases(g, "terminals.example.com")...)
 	}
 	return out
 }

@@ -12,27 +12,28 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
-func production() ManagerGroup {
-	return ManagerGroup{
+func production() fleetspec.ManagerGroup {
+	return fleetspec.ManagerGroup{
 		Fleet: "production", Name: "shared-gce", GitLabURL: "https://gitlab.example.com",
 		Project: "ci-prod", Region: "us-east1", Zone: "us-east1-c", MachineType: "n2d-standard-2",
 		Image: "projects/ci-prod/global/images/family/runner-vm", Spot: ptr.To(true), NetworkTags: []string{"ci-runner"},
 		MaxVMs: 100, IdleCount: 20, IdleTime: metav1.Duration{Duration: 30 * time.Minute}, MaxBuilds: 1, CacheBucket: "ci-prod-cache",
 		Network: "projects/ci-prod/global/networks/ci", Subnetwork: "projects/ci-prod/regions/us-east1/subnetworks/ci-production-vms",
-		Periods: []Period{{Periods: []string{"* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"}, Timezone: "UTC", IdleCount: 5, IdleTime: metav1.Duration{Duration: 10 * time.Minute}}},
+		Periods: []fleetspec.Period{{Periods: []string{"* * 0-7,19-23 * * mon-fri *", "* * * * * sat,sun *"}, Timezone: "UTC", IdleCount: 5, IdleTime: metav1.Duration{Duration: 10 * time.Minute}}},
 	}
 }
 
 // autoscaler is production() on docker-autoscaler, with its periods in
 // fleeting's 5-field format.
-func autoscaler() ManagerGroup {
+func autoscaler() fleetspec.ManagerGroup {
 	g := production()
-	g.Executor = ExecutorDockerAutoscaler
+	g.Executor = fleetspec.ExecutorDockerAutoscaler
 	g.Periods[0].Periods = []string{"* 0-7,19-23 * * mon-fri", "* * * * sat,sun"}
 	return g
 }
@@ -48,9 +49,9 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *te
 	}
 	windows := autoscaler()
 	windows.Name, windows.Windows = "windows", true
-	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler(), "windows": windows} {
+	for name, g := range map[string]fleetspec.ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler(), "windows": windows} {
 		t.Run(name, func(t *testing.T) {
-			c, err := g.Config()
+			c, err := Config(g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *te
 }
 
 func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
-	c, err := production().Config()
+	c, err := Config(production())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +89,10 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	}
 	g := production()
 	g.VMServiceAccount = "ci-vms@ci-prod.iam.gserviceaccount.com"
-	if c, err := g.Config(); err != nil || !slices.Contains(c.Runners[0].Machine.MachineOptions, "google-service-account=ci-vms@ci-prod.iam.gserviceaccount.com") {
+	if c, err := Config(g); err != nil || !slices.Contains(c.Runners[0].Machine.MachineOptions, "google-service-account=ci-vms@ci-prod.iam.gserviceaccount.com") {
 		t.Errorf("the VMs do not run as vmServiceAccount: %v", err)
 	}
-	if c.Concurrent != DefaultConcurrent || r.Limit != 100 || r.Executor != "docker+machine" || c.LogFormat != "json" ||
+	if c.Concurrent != fleetspec.DefaultConcurrent || r.Limit != 100 || r.Executor != "docker+machine" || c.LogFormat != "json" ||
 		r.Machine.IdleCount != 20 || r.Machine.IdleTime != 1800 || r.Machine.MaxBuilds != 1 || len(r.Machine.Autoscaling) != 1 ||
 		r.Cache.GCS.BucketName != "ci-prod-cache" || !strings.Contains(r.Machine.MachineName, "%s") {
 		t.Errorf("config %+v / %+v", c, r.Machine)
@@ -103,7 +104,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 // attributes it writes: without them gc can never prove a VM idle. The
 // script must reach docker-machine as one key=value metadata item.
 func TestDockerMachineVMsStartTheJobReporter(t *testing.T) {
-	c, err := production().Config()
+	c, err := Config(production())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,25 +149,25 @@ func TestDockerMachineVMsStartTheJobReporter(t *testing.T) {
 func TestBadGroupsAreRefusedNamingTheKey(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(*ManagerGroup)
+		mutate func(*fleetspec.ManagerGroup)
 		says   []string
 	}{
-		{"machine type format", func(g *ManagerGroup) { g.MachineType = "n2d_standard_4" }, []string{"fleets.production.groups.shared-gce.machineType", "n2d-standard-4"}},
-		{"zone outside the region", func(g *ManagerGroup) { g.Zone = "europe-west1-b" }, []string{".zone", "not a zone of region us-east1"}},
-		{"idle above the VM limit", func(g *ManagerGroup) { g.IdleCount = 150 }, []string{".idleCount", "between 0 and maxVMs (100)"}},
-		{"idle above the limit in a period", func(g *ManagerGroup) { g.Periods[0].IdleCount = 101 }, []string{".periods[0].idleCount"}},
-		{"bad cron", func(g *ManagerGroup) { g.Periods[0].Periods = []string{"* * 25 * * mon-fri *"} }, []string{".periods[0].periods[0]", "not a cron expression"}},
-		{"bad time zone", func(g *ManagerGroup) { g.Periods[0].Timezone = "Mars/Olympus" }, []string{".periods[0].timezone"}},
-		{"unknown executor", func(g *ManagerGroup) { g.Executor = "shell" }, []string{".executor", `"shell" is not docker+machine or docker-autoscaler`}},
-		{"7-field periods on docker-autoscaler", func(g *ManagerGroup) { g.Executor = ExecutorDockerAutoscaler }, []string{".periods[0].periods[0]", "has 7 fields", "5-field unix cron"}},
-		{"period active one second a minute", func(g *ManagerGroup) { g.Periods[0].Periods = []string{"0 * 9-17 * * mon-fri *"} }, []string{".periods[0].periods[0]", `the seconds field must be "*"`}},
-		{"windows on docker+machine", func(g *ManagerGroup) { g.Windows = true }, []string{".executor", "Windows managers need docker-autoscaler"}},
+		{"machine type format", func(g *fleetspec.ManagerGroup) { g.MachineType = "n2d_standard_4" }, []string{"fleets.production.groups.shared-gce.machineType", "n2d-standard-4"}},
+		{"zone outside the region", func(g *fleetspec.ManagerGroup) { g.Zone = "europe-west1-b" }, []string{".zone", "not a zone of region us-east1"}},
+		{"idle above the VM limit", func(g *fleetspec.ManagerGroup) { g.IdleCount = 150 }, []string{".idleCount", "between 0 and maxVMs (100)"}},
+		{"idle above the limit in a period", func(g *fleetspec.ManagerGroup) { g.Periods[0].IdleCount = 101 }, []string{".periods[0].idleCount"}},
+		{"bad cron", func(g *fleetspec.ManagerGroup) { g.Periods[0].Periods = []string{"* * 25 * * mon-fri *"} }, []string{".periods[0].periods[0]", "not a cron expression"}},
+		{"bad time zone", func(g *fleetspec.ManagerGroup) { g.Periods[0].Timezone = "Mars/Olympus" }, []string{".periods[0].timezone"}},
+		{"unknown executor", func(g *fleetspec.ManagerGroup) { g.Executor = "shell" }, []string{".executor", `"shell" is not docker+machine or docker-autoscaler`}},
+		{"7-field periods on docker-autoscaler", func(g *fleetspec.ManagerGroup) { g.Executor = fleetspec.ExecutorDockerAutoscaler }, []string{".periods[0].periods[0]", "has 7 fields", "5-field unix cron"}},
+		{"period active one second a minute", func(g *fleetspec.ManagerGroup) { g.Periods[0].Periods = []string{"0 * 9-17 * * mon-fri *"} }, []string{".periods[0].periods[0]", `the seconds field must be "*"`}},
+		{"windows on docker+machine", func(g *fleetspec.ManagerGroup) { g.Windows = true }, []string{".executor", "Windows managers need docker-autoscaler"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := production()
 			tc.mutate(&g)
-			_, err := g.Config()
+			_, err := Config(g)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -197,7 +198,7 @@ func TestWindowsManagersAreWinRMAutoscalersWith400Jobs(t *testing.T) {
 	}
 	g = autoscaler()
 	g.Windows = true
-	c, err := g.Config()
+	c, err := Config(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestWindowsManagersAreWinRMAutoscalersWith400Jobs(t *testing.T) {
 	if r.Docker.Image != WindowsJobImage || r.Shell != "pwsh" || len(r.Docker.Volumes) != 1 || r.Docker.Volumes[0] != `C:\cache` {
 		t.Errorf("windows job defaults: image %s, shell %q, volumes %v", r.Docker.Image, r.Shell, r.Docker.Volumes)
 	}
-	if ports := g.VMPorts(); len(ports) != 2 || ports[0] != WinRMPort || ports[1] != WinRMSPort {
+	if ports := g.VMPorts(); len(ports) != 2 || ports[0] != fleetspec.WinRMPort || ports[1] != fleetspec.WinRMSPort {
 		t.Errorf("windows VM ports %v, want WinRM's", ports)
 	}
 }
@@ -226,11 +227,11 @@ func BenchmarkOraclesPerConfig(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, g := range map[string]ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler()} {
+	for name, g := range map[string]fleetspec.ManagerGroup{"docker+machine": production(), "docker-autoscaler": autoscaler()} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				c, err := g.Config()
+				c, err := Config(g)
 				if err != nil {
 					b.Fatal(err)
 				}

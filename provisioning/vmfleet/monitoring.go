@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
@@ -65,5 +66,5 @@ func WindowsAlertRules() string {
     labels: {severity: warning}
     annotations:
       summary: "{{ $labels.instance }} has run at its concurrent limit (%[3]d) for 15 minutes: jobs queue"
-`, WindowsPrefix, job, WindowsConcurrent)
+`, WindowsPrefix, job, fleetspec.WindowsConcurrent)
 }

@@ -10,8 +10,6 @@ const (
 	WindowsPrefix = "wsrm"
 	// WindowsPrometheusJob scrapes their runners and windows_exporter.
 	WindowsPrometheusJob = "shared-runners-windows"
-	// WindowsConcurrent is each manager's default concurrent.
-	WindowsConcurrent = 400
 	// WindowsExporterPort is windows_exporter's default port.
 	WindowsExporterPort = 9182
 )
