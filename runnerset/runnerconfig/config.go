@@ -42,21 +42,21 @@ type SessionServer struct {
 
 // Runner is one [[runners]] entry.
 type Runner struct {
-	Name               string      `toml:"name"`
-	URL                string      `toml:"url"`
-	Token              string      `toml:"token"`
-	Executor           string      `toml:"executor"`
-	Shell              string      `toml:"shell,omitempty"`
-	Limit              int         `toml:"limit,omitempty"`
-	RequestConcurrency int         `toml:"request_concurrency,omitempty"`
-	OutputLimit        int         `toml:"output_limit,omitempty"`
-	Environment        []string    `toml:"environment,omitempty"`
+	Name               string          `toml:"name"`
+	URL                string          `toml:"url"`
+	Token              string          `toml:"token"`
+	Executor           string          `toml:"executor"`
+	Shell              string          `toml:"shell,omitempty"`
+	Limit              int             `toml:"limit,omitempty"`
+	RequestConcurrency int             `toml:"request_concurrency,omitempty"`
+	OutputLimit        int             `toml:"output_limit,omitempty"`
+	Environment        []string        `toml:"environment,omitempty"`
 	FeatureFlags       map[string]bool `toml:"feature_flags,omitempty"`
 	Kubernetes         *Kubernetes     `toml:"kubernetes,omitempty"`
 	Docker             *Docker         `toml:"docker,omitempty"`
-	Machine            *Machine    `toml:"machine,omitempty"`
-	Autoscaler         *Autoscaler `toml:"autoscaler,omitempty"`
-	Cache              *Cache      `toml:"cache,omitempty"`
+	Machine            *Machine        `toml:"machine,omitempty"`
+	Autoscaler         *Autoscaler     `toml:"autoscaler,omitempty"`
+	Cache              *Cache          `toml:"cache,omitempty"`
 
 	// Override is a TOML fragment merged into this [[runners]] entry when
 	// it is rendered (a RunnerSet's spec.jobs.configOverride, judged by

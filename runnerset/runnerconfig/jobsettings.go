@@ -229,3 +229,12 @@ func sortedFlagNames(m map[string]bool) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// OwnedKeys are the dotted paths (below [[runners]]) configOverride may not set.
+func OwnedKeys() []string {
+	out := make([]string, len(ownedKeys))
+	for i, o := range ownedKeys {
+		out[i] = o.path
+	}
+	return out
+}
