@@ -130,6 +130,9 @@ func CheckJobSettings(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1al
 		msg += "; remove it or use one listed at https://docs.gitlab.com/runner/configuration/feature-flags/"
 		return &v1alpha1.Failure{Reason: v1alpha1.ReasonUnknownFeatureFlag, Message: msg}
 	}
+	if f := checkVolumes(j.Volumes); f != nil {
+		return f
+	}
 	if f := checkMeta("spec.jobs.podLabels", j.PodLabels, true); f != nil {
 		return f
 	}
@@ -237,4 +240,52 @@ func OwnedKeys() []string {
 		out[i] = o.path
 	}
 	return out
+}
+
+// executorVolumes are the volumes the kubernetes executor adds to every job
+// pod itself (executors/kubernetes/kubernetes.go).
+var executorVolumes = []string{"repo", "scripts", "logs"}
+
+// checkVolumes refuses what would make every job pod invalid: two volumes
+// of one name (across kinds, or one of the executor's own), two at one
+// mount path.
+func checkVolumes(v v1alpha1.JobVolumes) *v1alpha1.Failure {
+	type vol struct{ field, name, mountPath string }
+	var all []vol
+	for i, x := range v.ConfigMaps {
+		all = append(all, vol{fmt.Sprintf("configMaps[%d]", i), x.Name, x.MountPath})
+	}
+	for i, x := range v.Secrets {
+		all = append(all, vol{fmt.Sprintf("secrets[%d]", i), x.Name, x.MountPath})
+	}
+	for i, x := range v.EmptyDirs {
+		all = append(all, vol{fmt.Sprintf("emptyDirs[%d]", i), x.Name, x.MountPath})
+	}
+	for i, x := range v.PVCs {
+		all = append(all, vol{fmt.Sprintf("pvcs[%d]", i), x.Name, x.MountPath})
+	}
+	for i, x := range v.HostPaths {
+		all = append(all, vol{fmt.Sprintf("hostPaths[%d]", i), x.Name, x.MountPath})
+	}
+	names, paths := map[string]string{}, map[string]string{}
+	for _, x := range all {
+		for _, own := range executorVolumes {
+			if x.name == own {
+				return v1alpha1.Failf(v1alpha1.ReasonJobSettingInvalid,
+					"spec.jobs.volumes.%s.name: %q is a volume gitlab-runner adds to every job pod itself (%s); choose another name", x.field, x.name, strings.Join(executorVolumes, ", "))
+			}
+		}
+		if other, ok := names[x.name]; ok {
+			return v1alpha1.Failf(v1alpha1.ReasonJobSettingInvalid,
+				"spec.jobs.volumes.%s.name: %q is also the name of spec.jobs.volumes.%s; a pod's volumes need names of their own", x.field, x.name, other)
+		}
+		names[x.name] = x.field
+		mp := path.Clean(x.mountPath)
+		if other, ok := paths[mp]; ok {
+			return v1alpha1.Failf(v1alpha1.ReasonJobSettingInvalid,
+				"spec.jobs.volumes.%s.mountPath: %s is also where spec.jobs.volumes.%s is mounted; give each volume its own mountPath", x.field, x.mountPath, other)
+		}
+		paths[mp] = x.field
+	}
+	return nil
 }

@@ -241,6 +241,20 @@ func TestCheckJobSettingsRefusesWhatGitLabRunnerWouldNotReadOrRunnerfleetOwns(t 
 		}{"an annotation key the API server refuses", func(j *v1alpha1.JobSpec) { j.PodAnnotations = map[string]string{"no spaces": "x"} },
 			v1alpha1.ReasonJobSettingInvalid, []string{"spec.jobs.podAnnotations", `"no spaces"`}},
 	)
+	type tc = struct {
+		name   string
+		change func(*v1alpha1.JobSpec)
+		reason string
+		says   []string
+	}
+	cases = append(cases,
+		tc{"a volume named as the executor's own", func(j *v1alpha1.JobSpec) { j.Volumes.EmptyDirs[0].Name = "repo" },
+			v1alpha1.ReasonJobSettingInvalid, []string{"spec.jobs.volumes.emptyDirs[0].name", `"repo"`, "choose another name"}},
+		tc{"two volumes of one name", func(j *v1alpha1.JobSpec) { j.Volumes.PVCs[0].Name = "ca" },
+			v1alpha1.ReasonJobSettingInvalid, []string{"spec.jobs.volumes.pvcs[0].name", "spec.jobs.volumes.configMaps[0]"}},
+		tc{"two volumes at one path", func(j *v1alpha1.JobSpec) { j.Volumes.Secrets[0].MountPath = "/scratch/" },
+			v1alpha1.ReasonJobSettingInvalid, []string{"spec.jobs.volumes.emptyDirs[0].mountPath", "spec.jobs.volumes.secrets[0]"}},
+	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rs := jobsRunnerSet()
