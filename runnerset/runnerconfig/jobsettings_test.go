@@ -315,3 +315,35 @@ func TestEveryOwnedKeyIsAKeyOfGitLabRunner(t *testing.T) {
 		}
 	}
 }
+
+// What the ClassAccepted step spends on a RunnerSet's job settings every
+// pass: with a configOverride (render, merge, schema walk) and without.
+func BenchmarkCheckJobSettings(b *testing.B) {
+	if _, err := oracle.Embedded(); err != nil {
+		b.Fatal(err)
+	}
+	for name, rs := range map[string]*v1alpha1.RunnerSet{"with override": jobsRunnerSet(), "without override": func() *v1alpha1.RunnerSet {
+		rs := jobsRunnerSet()
+		rs.Spec.Jobs.ConfigOverride = ""
+		return rs
+	}()} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if f := runnerconfig.CheckJobSettings(rs, class()); f != nil {
+					b.Fatal(f)
+				}
+			}
+		})
+	}
+}
+
+// Decoding the embedded snapshot, once per controller process.
+func BenchmarkDecodeEmbeddedSnapshot(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := oracle.DecodeSnapshot(oracle.EmbeddedBytes()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

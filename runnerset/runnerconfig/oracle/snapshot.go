@@ -273,3 +273,6 @@ func Embedded() (*Snapshot, error) {
 	embeddedOnce.Do(func() { embeddedSn, embeddedErr = DecodeSnapshot(embeddedSnapshot) })
 	return embeddedSn, embeddedErr
 }
+
+// EmbeddedBytes is snapshot.json as built into the binary.
+func EmbeddedBytes() []byte { return embeddedSnapshot }
