@@ -53,10 +53,18 @@ func withEveryJobSetting(rs *v1alpha1.RunnerSet) {
 
 func TestEveryJobSettingReachesTheManagersConfig(t *testing.T) {
 	ns := newNamespace(t)
-	class := jobSettingsClass(t)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) {
+		c.Spec.Policy.Volumes = v1alpha1.VolumePolicy{
+			AllowedKinds:     []v1alpha1.VolumeKind{v1alpha1.VolumeKindConfigMap, v1alpha1.VolumeKindSecret, v1alpha1.VolumeKindEmptyDir, v1alpha1.VolumeKindPVC, v1alpha1.VolumeKindHostPath},
+			HostPathPrefixes: []string{"/var/cache/ci"},
+		}
+		c.Spec.Policy.AllowHelperImage = true
+	})
 	newSecret(t, ns, "jobs-token", token)
 	rs := runnerSet(ns, "jobs", class.Name)
 	withEveryJobSetting(rs)
+	rs.Spec.Jobs.Volumes.Secrets = []v1alpha1.ObjectVolume{{Name: "npmrc", VolumeMount: v1alpha1.VolumeMount{MountPath: "/root/.npm", SubPath: "npmrc"}}}
+	rs.Spec.Jobs.Volumes.PVCs = []v1alpha1.ObjectVolume{{Name: "go-cache", VolumeMount: v1alpha1.VolumeMount{MountPath: "/go/pkg/mod"}}}
 	must(t, k8s.Create(ctx, rs))
 	waitReady(t, rs)
 
@@ -89,6 +97,8 @@ func TestEveryJobSettingReachesTheManagersConfig(t *testing.T) {
 		"empty dir":       fmt.Sprint(vols["empty_dir"]),
 		"config map":      fmt.Sprint(vols["config_map"]),
 		"host path":       fmt.Sprint(vols["host_path"]),
+		"secret":          fmt.Sprint(vols["secret"]),
+		"pvc":             fmt.Sprint(vols["pvc"]),
 	}
 	want := map[string]any{
 		"environment":     "[GOFLAGS=-mod=mod]",
@@ -106,6 +116,8 @@ func TestEveryJobSettingReachesTheManagersConfig(t *testing.T) {
 		"empty dir":       "[map[medium:Memory mount_path:/scratch name:scratch size_limit:1Gi]]",
 		"config map":      "[map[mount_path:/etc/ca name:ca read_only:true]]",
 		"host path":       "[map[host_path:/var/cache/ci/ccache mount_path:/ccache name:ccache]]",
+		"secret":          "[map[mount_path:/root/.npm name:npmrc sub_path:npmrc]]",
+		"pvc":             "[map[mount_path:/go/pkg/mod name:go-cache]]",
 	}
 	for key, w := range want {
 		if got[key] != w {
