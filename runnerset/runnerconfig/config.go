@@ -182,7 +182,7 @@ type Kubernetes struct {
 
 	ImagePullSecrets []string `toml:"image_pull_secrets,omitempty"`
 	// PollTimeout is seconds a manager waits for a job pod to run.
-	PollTimeout int                 `toml:"poll_timeout,omitempty"`
+	PollTimeout int                 `toml:"poll_timeout,omitzero"`
 	Services    []KubernetesService `toml:"services,omitempty"`
 	Volumes     *KubernetesVolumes  `toml:"volumes,omitempty"`
 }

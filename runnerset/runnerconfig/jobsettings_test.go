@@ -347,3 +347,20 @@ func BenchmarkDecodeEmbeddedSnapshot(b *testing.B) {
 		}
 	}
 }
+
+// A RunnerSet without job settings renders byte for byte what it did
+// before they existed, so an upgrade rolls no manager: none of their keys
+// appears, not even as a zero.
+func TestARunnerSetWithoutJobSettingsRendersNoneOfTheirKeys(t *testing.T) {
+	for name, rs := range runnerSets() {
+		out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), jobPlacement()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"poll_timeout", "image_pull_secrets", "services", "volumes", "feature_flags", "environment"} {
+			if strings.Contains(string(out), key) {
+				t.Errorf("%s: the config has %s:\n%s", name, key, out)
+			}
+		}
+	}
+}
