@@ -21,8 +21,9 @@ all: generate build test
 ## Code generation ----------------------------------------------------------
 
 .PHONY: generate
-generate: manifests ## deepcopy functions, CRDs and the typed Pulumi provider resources
+generate: manifests ## deepcopy functions, CRDs, the typed Pulumi provider resources, gitlab-runner's schema and feature flags for the controller
 	go tool controller-gen object paths=./runnerset/api/...
+	go run ./runnerset/runnerconfig/oracle/gensnapshot runnerset/runnerconfig/oracle/snapshot.json
 	go generate ./infra/internal/sdk/
 
 .PHONY: manifests

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 func (r *Reconciler) reconcileClass(ctx context.Context, s *state) (bool, time.Duration, error) {
@@ -24,6 +25,13 @@ func (r *Reconciler) reconcileClass(ctx context.Context, s *state) (bool, time.D
 		return false, 0, fmt.Errorf("getting RunnerClass %s: %w", s.rs.Spec.ClassName, err)
 	}
 	if v := policy.Check(s.rs, class); v != nil {
+		s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v.Reason, v.Message)
+		return false, 0, nil
+	}
+	// Job settings gitlab-runner would not understand stop the pass here,
+	// before anything of the spec is written: the managers keep running
+	// on their last good config.
+	if v := runnerconfig.CheckJobSettings(s.rs, class); v != nil {
 		s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v.Reason, v.Message)
 		return false, 0, nil
 	}

@@ -5,6 +5,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,6 +38,9 @@ func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failur
 		}
 	}
 	if v := checkJobsNamespace(rs, class); v != nil {
+		return v
+	}
+	if v := checkJobSettings(rs, class); v != nil {
 		return v
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
@@ -226,6 +230,86 @@ func join(cts []v1alpha1.CapacityType) string {
 	s := make([]string, len(cts))
 	for i, c := range cts {
 		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkJobSettings judges what of spec.jobs a class may refuse: the kinds
+// of volumes and the host paths, the helper image and configOverride.
+func checkJobSettings(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failure {
+	p := class.Spec.Policy
+	j := rs.Spec.Jobs
+	v := j.Volumes
+	kinds := p.Volumes.AllowedKindsOrDefault()
+	used := []struct {
+		kind  v1alpha1.VolumeKind
+		field string
+		n     int
+	}{
+		{v1alpha1.VolumeKindConfigMap, "configMaps", len(v.ConfigMaps)},
+		{v1alpha1.VolumeKindSecret, "secrets", len(v.Secrets)},
+		{v1alpha1.VolumeKindEmptyDir, "emptyDirs", len(v.EmptyDirs)},
+		{v1alpha1.VolumeKindPVC, "pvcs", len(v.PVCs)},
+		{v1alpha1.VolumeKindHostPath, "hostPaths", len(v.HostPaths)},
+	}
+	for _, u := range used {
+		if u.n > 0 && !slices.Contains(kinds, u.kind) {
+			return v1alpha1.Failf(v1alpha1.ReasonVolumeKindForbidden,
+				"spec.jobs.volumes.%s: RunnerClass %s does not allow %s volumes (policy.volumes.allowedKinds: %s); remove them or ask the platform team to allow the kind",
+				u.field, class.Name, u.kind, joinKinds(kinds))
+		}
+	}
+	for _, h := range v.HostPaths {
+		if !HostPathAllowed(p.Volumes.HostPathPrefixes, h.HostPath) {
+			allowed := "none"
+			if len(p.Volumes.HostPathPrefixes) > 0 {
+				allowed = strings.Join(p.Volumes.HostPathPrefixes, ", ")
+			}
+			return v1alpha1.Failf(v1alpha1.ReasonHostPathForbidden,
+				"spec.jobs.volumes.hostPaths[%s].hostPath: %q is not under a directory RunnerClass %s allows (policy.volumes.hostPathPrefixes: %s); use a path under one of them, or an emptyDir or pvc volume",
+				h.Name, h.HostPath, class.Name, allowed)
+		}
+	}
+	if j.HelperImage != "" && !p.AllowHelperImage {
+		return v1alpha1.Failf(v1alpha1.ReasonHelperImageForbidden,
+			"spec.jobs.helperImage: RunnerClass %s does not let RunnerSets choose the helper image (policy.allowHelperImage); remove it to use the class's, or ask the platform team to allow it",
+			class.Name)
+	}
+	if j.ConfigOverride != "" && !p.AllowConfigOverrideOrDefault() {
+		return v1alpha1.Failf(v1alpha1.ReasonConfigOverrideForbidden,
+			"spec.jobs.configOverride: RunnerClass %s allows no config override (policy.allowConfigOverride: false); remove it, or use the fields of spec.jobs",
+			class.Name)
+	}
+	return nil
+}
+
+// HostPathAllowed reports whether the node directory p, cleaned, is one of
+// prefixes or lies below one. "/var/cache/ci" allows /var/cache/ci/go, not
+// /var/cache/cigar, nor /var/cache/ci/../../etc.
+func HostPathAllowed(prefixes []string, p string) bool {
+	if !path.IsAbs(p) {
+		return false
+	}
+	p = path.Clean(p)
+	for _, pre := range prefixes {
+		if !path.IsAbs(pre) {
+			continue
+		}
+		pre = path.Clean(pre)
+		if pre == "/" {
+			continue // the CRD refuses it; the whole node is never a prefix
+		}
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func joinKinds(kinds []v1alpha1.VolumeKind) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
 	}
 	return strings.Join(s, ", ")
 }

@@ -42,20 +42,27 @@ type SessionServer struct {
 
 // Runner is one [[runners]] entry.
 type Runner struct {
-	Name               string      `toml:"name"`
-	URL                string      `toml:"url"`
-	Token              string      `toml:"token"`
-	Executor           string      `toml:"executor"`
-	Shell              string      `toml:"shell,omitempty"`
-	Limit              int         `toml:"limit,omitempty"`
-	RequestConcurrency int         `toml:"request_concurrency,omitempty"`
-	OutputLimit        int         `toml:"output_limit,omitempty"`
-	Environment        []string    `toml:"environment,omitempty"`
-	Kubernetes         *Kubernetes `toml:"kubernetes,omitempty"`
-	Docker             *Docker     `toml:"docker,omitempty"`
-	Machine            *Machine    `toml:"machine,omitempty"`
-	Autoscaler         *Autoscaler `toml:"autoscaler,omitempty"`
-	Cache              *Cache      `toml:"cache,omitempty"`
+	Name               string          `toml:"name"`
+	URL                string          `toml:"url"`
+	Token              string          `toml:"token"`
+	Executor           string          `toml:"executor"`
+	Shell              string          `toml:"shell,omitempty"`
+	Limit              int             `toml:"limit,omitempty"`
+	RequestConcurrency int             `toml:"request_concurrency,omitempty"`
+	OutputLimit        int             `toml:"output_limit,omitempty"`
+	Environment        []string        `toml:"environment,omitempty"`
+	FeatureFlags       map[string]bool `toml:"feature_flags,omitempty"`
+	Kubernetes         *Kubernetes     `toml:"kubernetes,omitempty"`
+	Docker             *Docker         `toml:"docker,omitempty"`
+	Machine            *Machine        `toml:"machine,omitempty"`
+	Autoscaler         *Autoscaler     `toml:"autoscaler,omitempty"`
+	Cache              *Cache          `toml:"cache,omitempty"`
+
+	// Override is a TOML fragment merged into this [[runners]] entry when
+	// it is rendered (a RunnerSet's spec.jobs.configOverride, judged by
+	// CheckJobSettings first): its tables merge key by key into the
+	// rendered ones, its other values replace theirs.
+	Override string `toml:"-"`
 }
 
 // Docker is [runners.docker]: the containers of jobs on autoscaled VMs.
@@ -172,6 +179,56 @@ type Kubernetes struct {
 	NodeTolerations map[string]string `toml:"node_tolerations,omitempty"`
 	PodAnnotations  map[string]string `toml:"pod_annotations,omitempty"`
 	PodLabels       map[string]string `toml:"pod_labels,omitempty"`
+
+	ImagePullSecrets []string `toml:"image_pull_secrets,omitempty"`
+	// PollTimeout is seconds a manager waits for a job pod to run.
+	PollTimeout int                 `toml:"poll_timeout,omitzero"`
+	Services    []KubernetesService `toml:"services,omitempty"`
+	Volumes     *KubernetesVolumes  `toml:"volumes,omitempty"`
+}
+
+// KubernetesService is one [[runners.kubernetes.services]] entry.
+type KubernetesService struct {
+	Name       string   `toml:"name"`
+	Alias      string   `toml:"alias,omitempty"`
+	Command    []string `toml:"command,omitempty"`
+	Entrypoint []string `toml:"entrypoint,omitempty"`
+}
+
+// KubernetesVolumes is [runners.kubernetes.volumes], by kind.
+type KubernetesVolumes struct {
+	HostPaths  []KubernetesHostPath `toml:"host_path,omitempty"`
+	PVCs       []KubernetesVolume   `toml:"pvc,omitempty"`
+	ConfigMaps []KubernetesVolume   `toml:"config_map,omitempty"`
+	Secrets    []KubernetesVolume   `toml:"secret,omitempty"`
+	EmptyDirs  []KubernetesEmptyDir `toml:"empty_dir,omitempty"`
+}
+
+// KubernetesVolume is a config_map, secret or pvc volume: Name is the
+// object's and the volume's.
+type KubernetesVolume struct {
+	Name      string `toml:"name"`
+	MountPath string `toml:"mount_path"`
+	SubPath   string `toml:"sub_path,omitempty"`
+	ReadOnly  bool   `toml:"read_only,omitempty"`
+}
+
+// KubernetesHostPath is a host_path volume.
+type KubernetesHostPath struct {
+	Name      string `toml:"name"`
+	MountPath string `toml:"mount_path"`
+	SubPath   string `toml:"sub_path,omitempty"`
+	ReadOnly  bool   `toml:"read_only,omitempty"`
+	HostPath  string `toml:"host_path"`
+}
+
+// KubernetesEmptyDir is an empty_dir volume.
+type KubernetesEmptyDir struct {
+	Name      string `toml:"name"`
+	MountPath string `toml:"mount_path"`
+	SubPath   string `toml:"sub_path,omitempty"`
+	Medium    string `toml:"medium,omitempty"`
+	SizeLimit string `toml:"size_limit,omitempty"`
 }
 
 // Cache is [runners.cache].
@@ -224,5 +281,65 @@ func Render(c Config) ([]byte, error) {
 	if err := enc.Encode(c); err != nil {
 		return nil, fmt.Errorf("rendering config.toml: %w", err)
 	}
+	if !hasOverride(c) {
+		return buf.Bytes(), nil
+	}
+	// An override is merged into the encoded file, as a table: decoded,
+	// merged and encoded again (map keys sorted, so still deterministic).
+	var doc map[string]any
+	if _, err := toml.Decode(buf.String(), &doc); err != nil {
+		return nil, fmt.Errorf("rendering config.toml: %w", err)
+	}
+	runners, _ := doc["runners"].([]map[string]any)
+	for i, r := range c.Runners {
+		if r.Override == "" || i >= len(runners) {
+			continue
+		}
+		override, err := ParseOverride(r.Override)
+		if err != nil {
+			return nil, fmt.Errorf("rendering config.toml: %w", err)
+		}
+		merge(runners[i], override)
+	}
+	buf.Reset()
+	buf.WriteString("# Generated by runnerfleet; edits are overwritten.\n")
+	enc = toml.NewEncoder(&buf)
+	enc.Indent = "  "
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("rendering config.toml with its override: %w", err)
+	}
 	return buf.Bytes(), nil
+}
+
+func hasOverride(c Config) bool {
+	for _, r := range c.Runners {
+		if r.Override != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseOverride decodes a [[runners]] override fragment as gitlab-runner
+// would decode it (BurntSushi/toml).
+func ParseOverride(fragment string) (map[string]any, error) {
+	var m map[string]any
+	if _, err := toml.Decode(fragment, &m); err != nil {
+		return nil, fmt.Errorf("the override is not valid TOML: %w", err)
+	}
+	return m, nil
+}
+
+// merge merges src into dst: a table into a table key by key, any other
+// value replacing dst's.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				merge(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
 }

@@ -1,6 +1,9 @@
 package runnerconfig
 
 import (
+	"maps"
+	"path"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -45,8 +48,12 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 	k.ServiceCPURequest, k.ServiceCPULimit, k.ServiceMemoryRequest, k.ServiceMemoryLimit = quantities(r.Service)
 	k.NodeSelector = place.NodeSelector
 	k.NodeTolerations = place.NodeTolerations
-	k.PodAnnotations = place.PodAnnotations
-	k.PodLabels = place.PodLabels
+	// The placement's keys win: they keep running jobs' nodes from being
+	// consolidated and find a RunnerSet's job pods (the CRD refuses them
+	// in the spec too).
+	k.PodAnnotations = union(rs.Spec.Jobs.PodAnnotations, place.PodAnnotations)
+	k.PodLabels = union(rs.Spec.Jobs.PodLabels, place.PodLabels)
+	jobSettings(k, rs.Spec.Jobs)
 
 	concurrent := int(rs.Spec.Managers.ConcurrentOrDefault())
 	return Config{
@@ -63,8 +70,11 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 			Limit:    concurrent,
 			// One request per free slot keeps job pick-up fast under load.
 			RequestConcurrency: min(concurrent, 10),
+			Environment:        environment(rs.Spec.Jobs.Environment),
+			FeatureFlags:       rs.Spec.Jobs.FeatureFlags,
 			Kubernetes:         k,
 			Cache:              cacheFor(eff.Cache, rs.Namespace),
+			Override:           rs.Spec.Jobs.ConfigOverride,
 		}},
 	}
 }
@@ -95,5 +105,56 @@ func cacheFor(c *v1alpha1.CacheSpec, namespace string) *Cache {
 	case v1alpha1.CacheTypeGCS:
 		out.GCS = &CacheGCS{BucketName: c.Bucket}
 	}
+	return out
+}
+
+// jobSettings renders spec.jobs' pull secrets, poll timeout, services and
+// volumes into k.
+func jobSettings(k *Kubernetes, j v1alpha1.JobSpec) {
+	k.ImagePullSecrets = j.ImagePullSecrets
+	if j.PollTimeout != nil {
+		k.PollTimeout = int(j.PollTimeout.Seconds())
+	}
+	for _, s := range j.Services {
+		k.Services = append(k.Services, KubernetesService{Name: string(s.Name), Alias: s.Alias, Command: s.Command, Entrypoint: s.Entrypoint})
+	}
+	v := j.Volumes
+	out := &KubernetesVolumes{}
+	objects := func(in []v1alpha1.ObjectVolume) []KubernetesVolume {
+		var o []KubernetesVolume
+		for _, x := range in {
+			o = append(o, KubernetesVolume{Name: x.Name, MountPath: x.MountPath, SubPath: x.SubPath, ReadOnly: x.ReadOnly})
+		}
+		return o
+	}
+	out.ConfigMaps, out.Secrets, out.PVCs = objects(v.ConfigMaps), objects(v.Secrets), objects(v.PVCs)
+	for _, x := range v.EmptyDirs {
+		out.EmptyDirs = append(out.EmptyDirs, KubernetesEmptyDir{Name: x.Name, MountPath: x.MountPath, SubPath: x.SubPath, Medium: x.Medium, SizeLimit: str(x.SizeLimit)})
+	}
+	for _, x := range v.HostPaths {
+		out.HostPaths = append(out.HostPaths, KubernetesHostPath{Name: x.Name, MountPath: x.MountPath, SubPath: x.SubPath, ReadOnly: x.ReadOnly, HostPath: path.Clean(x.HostPath)})
+	}
+	if len(out.ConfigMaps)+len(out.Secrets)+len(out.PVCs)+len(out.EmptyDirs)+len(out.HostPaths) > 0 {
+		k.Volumes = out
+	}
+}
+
+// environment is [[runners]] environment: NAME=value, in the spec's order.
+func environment(env []v1alpha1.EnvVar) []string {
+	var out []string
+	for _, e := range env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
+}
+
+// union is a's keys and b's, b's winning; nil when both are empty.
+func union(a, b map[string]string) map[string]string {
+	if len(a) == 0 {
+		return b
+	}
+	out := make(map[string]string, len(a)+len(b))
+	maps.Copy(out, a)
+	maps.Copy(out, b)
 	return out
 }

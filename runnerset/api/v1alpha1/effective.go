@@ -21,8 +21,9 @@ type Settings struct {
 	ManagerImageField string
 	// JobImage is the image of a job that names none.
 	JobImage ImageReference
-	// HelperImage is the job pods' helper image; empty lets gitlab-runner
-	// choose the one that matches its version.
+	// HelperImage is the job pods' helper image: spec.jobs.helperImage (the
+	// class's policy must allow it), else the class's; empty lets
+	// gitlab-runner choose the one that matches its version.
 	HelperImage ImageReference
 	// Cache is the distributed cache, nil for none.
 	Cache *CacheSpec
@@ -55,7 +56,7 @@ func Effective(rs *RunnerSet, class *RunnerClass) Settings {
 		ManagerImage:      first(rs.Spec.Managers.Image, d.ManagerImage, DefaultManagerImage),
 		ManagerImageField: "spec.managers.image",
 		JobImage:          first(rs.Spec.Jobs.Image, d.JobImage, DefaultJobImage),
-		HelperImage:       d.HelperImage,
+		HelperImage:       first(rs.Spec.Jobs.HelperImage, d.HelperImage),
 		Cache:             rs.Spec.Cache,
 		MachineFamilies:   rs.Spec.Capacity.InstanceFamilies,
 		JobsNamespace:     rs.Names().JobsNamespace(),

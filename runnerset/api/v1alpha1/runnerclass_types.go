@@ -159,6 +159,63 @@ type RunnerClassPolicy struct {
 	// +listType=set
 	// +optional
 	JobNamespaces []string `json:"jobNamespaces,omitempty"`
+
+	// Volumes says which volumes job pods may mount (spec.jobs.volumes).
+	// +optional
+	Volumes VolumePolicy `json:"volumes,omitempty"`
+
+	// AllowHelperImage lets a RunnerSet choose its own helper image
+	// (spec.jobs.helperImage); without it job pods use the class's
+	// defaults.helperImage.
+	// +optional
+	AllowHelperImage bool `json:"allowHelperImage,omitempty"`
+
+	// AllowConfigOverride lets RunnerSets merge a TOML fragment into their
+	// [[runners]] table (spec.jobs.configOverride); keys runnerfleet owns
+	// are refused either way. Default true; false refuses any override.
+	// +optional
+	AllowConfigOverride *bool `json:"allowConfigOverride,omitempty"`
+}
+
+// VolumePolicy bounds the volumes of job pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.hostPathPrefixes) || size(self.hostPathPrefixes) == 0 || (has(self.allowedKinds) && 'hostPath' in self.allowedKinds)",message="policy.volumes.hostPathPrefixes needs hostPath in policy.volumes.allowedKinds"
+type VolumePolicy struct {
+	// AllowedKinds are the volume kinds a RunnerSet may mount; default
+	// configMap, secret, emptyDir and pvc. hostPath also needs
+	// hostPathPrefixes.
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=set
+	// +optional
+	AllowedKinds []VolumeKind `json:"allowedKinds,omitempty"`
+
+	// HostPathPrefixes are the node directories under which hostPath
+	// volumes may mount, for example /var/cache/ci/; a path is allowed when
+	// it is a prefix or lies below one ("/var/cache/ci" allows
+	// /var/cache/ci/go, not /var/cache/cigar).
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=2
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:XValidation:rule="self.startsWith('/') && self != '/' && !self.contains(':') && !self.split('/').exists(p, p == '..' || p == '.')",message="a hostPath prefix is an absolute directory other than /, without ':', '.' or '..' segments, for example /var/cache/ci"
+	// +listType=set
+	// +optional
+	HostPathPrefixes []string `json:"hostPathPrefixes,omitempty"`
+}
+
+// DefaultVolumeKinds are the volume kinds a class allows when its policy
+// names none: every kind but hostPath.
+var DefaultVolumeKinds = []VolumeKind{VolumeKindConfigMap, VolumeKindSecret, VolumeKindEmptyDir, VolumeKindPVC}
+
+// AllowedKindsOrDefault is policy.volumes.allowedKinds, DefaultVolumeKinds when unset.
+func (p VolumePolicy) AllowedKindsOrDefault() []VolumeKind {
+	if len(p.AllowedKinds) == 0 {
+		return DefaultVolumeKinds
+	}
+	return p.AllowedKinds
+}
+
+// AllowConfigOverrideOrDefault is policy.allowConfigOverride, true when unset.
+func (p RunnerClassPolicy) AllowConfigOverrideOrDefault() bool {
+	return p.AllowConfigOverride == nil || *p.AllowConfigOverride
 }
 
 // IdentityPolicy lists the cloud identities job pods may assume, as patterns

@@ -12,7 +12,9 @@ import (
 // is True only when all of them are.
 const (
 	ConditionReady = "Ready"
-	// ConditionClassAccepted: the RunnerClass exists and its policy allows the spec.
+	// ConditionClassAccepted: the RunnerClass exists, its policy allows the
+	// spec, and the job settings are ones gitlab-runner understands: what
+	// the first step judges before anything of a spec is written.
 	ConditionClassAccepted = "ClassAccepted"
 	// ConditionJobsNamespaceReady: the namespace the jobs run in exists and
 	// is this RunnerSet's.
@@ -85,6 +87,20 @@ const (
 	ReasonWriteFailed = "WriteFailed"
 	// ReasonInvalidImage: an image reference the container runtime would refuse.
 	ReasonInvalidImage = "InvalidImage"
+
+	// Job settings (spec.jobs) the class forbids or gitlab-runner would
+	// not understand; all are judged before anything of the spec is
+	// written, so the managers keep their last good config.
+	ReasonVolumeKindForbidden      = "VolumeKindForbidden"
+	ReasonHostPathForbidden        = "HostPathForbidden"
+	ReasonHelperImageForbidden     = "HelperImageForbidden"
+	ReasonConfigOverrideForbidden  = "ConfigOverrideForbidden"
+	ReasonUnknownFeatureFlag       = "UnknownFeatureFlag"
+	ReasonConfigOverrideInvalid    = "ConfigOverrideInvalid"
+	ReasonConfigOverrideOwnedKey   = "ConfigOverrideOwnedKey"
+	ReasonConfigOverrideUnknownKey = "ConfigOverrideUnknownKey"
+	ReasonConfigOverrideWrongType  = "ConfigOverrideWrongType"
+	ReasonJobSettingInvalid        = "JobSettingInvalid"
 )
 
 // SetCondition sets one condition at the current generation.

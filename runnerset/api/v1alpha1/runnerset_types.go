@@ -230,6 +230,257 @@ type JobSpec struct {
 	// allow it for this namespace.
 	// +optional
 	Identity *JobIdentity `json:"identity,omitempty"`
+
+	// PodAnnotations are put on every job pod ([runners.kubernetes]
+	// pod_annotations). Keys runnerfleet sets itself are refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('runnerfleet.dev/') && !k.startsWith('karpenter.sh/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')",message="jobs.podAnnotations: runnerfleet.dev/, karpenter.sh/ and cluster-autoscaler.kubernetes.io/safe-to-evict are runnerfleet's own (a running job's node is never consolidated); use another key"
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// PodLabels are put on every job pod ([runners.kubernetes] pod_labels).
+	// Keys runnerfleet sets itself are refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('runnerfleet.dev/') && !k.startsWith('karpenter.sh/') && k != 'app.kubernetes.io/component' && k != 'app.kubernetes.io/managed-by')",message="jobs.podLabels: runnerfleet.dev/ and karpenter.sh/ keys, app.kubernetes.io/component and app.kubernetes.io/managed-by are runnerfleet's own (they find a RunnerSet's job pods); use another key"
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// ImagePullSecrets name Secrets of type kubernetes.io/dockerconfigjson
+	// in the jobs namespace (status.jobsNamespace) that job pods pull their
+	// images with ([runners.kubernetes] image_pull_secrets). runnerfleet
+	// does not create them.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
+
+	// Environment variables of every job ([[runners]] environment); a
+	// job's own variables of the same name win.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Environment []EnvVar `json:"environment,omitempty"`
+
+	// FeatureFlags turn gitlab-runner feature flags on or off for every job
+	// ([runners.feature_flags]), for example FF_PRINT_POD_EVENTS: true. A
+	// flag gitlab-runner does not have is refused.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^FF_[A-Z0-9_]+$'))",message="jobs.featureFlags: a feature flag is named FF_ and upper-case letters, digits and '_', for example FF_PRINT_POD_EVENTS"
+	// +optional
+	FeatureFlags map[string]bool `json:"featureFlags,omitempty"`
+
+	// HelperImage is the gitlab-runner-helper image of job pods; the
+	// RunnerClass must allow it (policy.allowHelperImage). Empty: the
+	// class's defaults.helperImage, else the helper matching the manager's
+	// gitlab-runner version.
+	// +optional
+	HelperImage ImageReference `json:"helperImage,omitempty"`
+
+	// PollTimeout is how long a manager waits for a job pod to start
+	// (pulling images, waiting for a node) before it fails the job
+	// ([runners.kubernetes] poll_timeout). Default: gitlab-runner's, 3m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('2h')",message="jobs.pollTimeout must be between 10s and 2h; scale-from-zero capacity needs a few minutes, for example 10m"
+	// +optional
+	PollTimeout *metav1.Duration `json:"pollTimeout,omitempty"`
+
+	// Services run beside every job ([[runners.kubernetes.services]]), as
+	// if each job listed them under services:, for example docker:dind or
+	// postgres:17.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Services []JobService `json:"services,omitempty"`
+
+	// Volumes mounted into every job's containers ([runners.kubernetes.volumes]).
+	// The RunnerClass says which kinds are allowed (policy.volumes).
+	// +optional
+	Volumes JobVolumes `json:"volumes,omitempty"`
+
+	// ConfigOverride is a TOML fragment merged into this runner's rendered
+	// [[runners]] table, for gitlab-runner settings runnerfleet has no
+	// field for, for example:
+	//
+	//   [kubernetes]
+	//   poll_interval = 5
+	//   cleanup_grace_period_seconds = 30
+	//
+	// Tables merge key by key; other values replace. Keys gitlab-runner does
+	// not know, values of the wrong type, keys runnerfleet owns (token,
+	// url, executor, namespace, service account, privileged, placement,
+	// volumes, pod_spec, …) and keys with a field of their own here are
+	// refused, with the RunnerSet's ClassAccepted condition naming the key;
+	// the managers keep running on their last good config. The RunnerClass
+	// may forbid it (policy.allowConfigOverride).
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	ConfigOverride string `json:"configOverride,omitempty"`
+}
+
+// EnvVar is one environment variable of every job.
+type EnvVar struct {
+	// Name of the variable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +required
+	Name string `json:"name"`
+
+	// Value of the variable.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Value string `json:"value"`
+}
+
+// JobService is one service container of every job.
+type JobService struct {
+	// Name is the service's image, for example postgres:17 or docker:27-dind.
+	// +required
+	Name ImageReference `json:"name"`
+
+	// Alias is the host name the job reaches the service at; default: from the image name.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Alias string `json:"alias,omitempty"`
+
+	// Command replaces the image's CMD.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Entrypoint replaces the image's ENTRYPOINT.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Entrypoint []string `json:"entrypoint,omitempty"`
+}
+
+// VolumeKind is a kind of volume of the kubernetes executor.
+// +kubebuilder:validation:Enum=configMap;secret;emptyDir;pvc;hostPath
+type VolumeKind string
+
+// Volume kinds, named as JobVolumes' fields are (singular).
+const (
+	VolumeKindConfigMap VolumeKind = "configMap"
+	VolumeKindSecret    VolumeKind = "secret"
+	VolumeKindEmptyDir  VolumeKind = "emptyDir"
+	VolumeKindPVC       VolumeKind = "pvc"
+	VolumeKindHostPath  VolumeKind = "hostPath"
+)
+
+// JobVolumes are the volumes of every job pod, by kind, as the kubernetes
+// executor's [runners.kubernetes.volumes] has them. ConfigMaps, Secrets and
+// PersistentVolumeClaims are looked up in the jobs namespace
+// (status.jobsNamespace); runnerfleet does not create them.
+type JobVolumes struct {
+	// ConfigMaps mount ConfigMaps of the jobs namespace.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ConfigMaps []ObjectVolume `json:"configMaps,omitempty"`
+
+	// Secrets mount Secrets of the jobs namespace.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Secrets []ObjectVolume `json:"secrets,omitempty"`
+
+	// EmptyDirs are scratch directories that live as long as the job pod.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	EmptyDirs []EmptyDirVolume `json:"emptyDirs,omitempty"`
+
+	// PVCs mount PersistentVolumeClaims of the jobs namespace.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	PVCs []ObjectVolume `json:"pvcs,omitempty"`
+
+	// HostPaths mount directories of the node. The RunnerClass must allow
+	// the kind and the path (policy.volumes.hostPathPrefixes).
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	HostPaths []HostPathVolume `json:"hostPaths,omitempty"`
+}
+
+// VolumeMount is where a volume is mounted in a job's containers.
+type VolumeMount struct {
+	// MountPath is the absolute path the volume is mounted at.
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains(':') && !self.split('/').exists(p, p == '..')",message="mountPath must be an absolute path without ':' or '..', for example /cache"
+	// +required
+	MountPath string `json:"mountPath"`
+
+	// SubPath mounts only this path inside the volume.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="subPath must be a relative path without '..'"
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+
+	// ReadOnly mounts the volume read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// ObjectVolume mounts a ConfigMap, Secret or PersistentVolumeClaim of the
+// jobs namespace; the volume is named after it.
+type ObjectVolume struct {
+	// Name of the ConfigMap, Secret or PersistentVolumeClaim (and of the volume).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	VolumeMount `json:",inline"`
+}
+
+// EmptyDirVolume is a scratch directory of a job pod.
+type EmptyDirVolume struct {
+	// Name of the volume.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Medium is "" (the node's disk) or Memory (a tmpfs counted as the pod's memory).
+	// +kubebuilder:validation:Enum="";Memory
+	// +optional
+	Medium string `json:"medium,omitempty"`
+
+	// SizeLimit caps the directory, for example 10Gi.
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+
+	VolumeMount `json:",inline"`
+}
+
+// HostPathVolume mounts a directory of the node.
+type HostPathVolume struct {
+	// Name of the volume.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// HostPath is the node's directory, an absolute path under one of the
+	// RunnerClass's policy.volumes.hostPathPrefixes.
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && !self.contains(':') && !self.split('/').exists(p, p == '..' || p == '.')",message="hostPath must be an absolute path without ':', '.' or '..' segments, for example /var/cache/ci"
+	// +required
+	HostPath string `json:"hostPath"`
+
+	VolumeMount `json:",inline"`
 }
 
 // JobResources are the resources of each container of a job pod.

@@ -43,6 +43,8 @@ const (
 	// GitLabRunnerVersion is the gitlab-runner module version (runner 19.4)
 	// whose config structs the oracle checks against.
 	GitLabRunnerVersion = "v1.11.1-0.20260903214710-fc1f1862bd91"
+	// GitLabRunnerRelease is the runner release of GitLabRunnerVersion, for messages.
+	GitLabRunnerRelease = "19.4"
 )
 
 // rootPackage and rootType name the struct config.toml is decoded into.
