@@ -36,7 +36,7 @@ func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, tim
 		resources.JobServiceAccount(s.rs, jobs),
 		resources.ManagerJobsRole(s.rs, jobs),
 		resources.ManagerJobsRoleBinding(s.rs, jobs),
-		resources.ManagerServiceAccountFor(s.rs, s.class),
+		resources.ManagerServiceAccountFor(s.rs, s.settings),
 		resources.ManagerRole(s.rs, legacy),
 		resources.ManagerRoleBinding(s.rs),
 	} {
@@ -82,7 +82,7 @@ func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, 
 		return false, fmt.Errorf("listing pods: %w", err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels["app.kubernetes.io/component"] != "manager" || p.Annotations[resources.AnnotationJobsNamespace] != jobs {
+		if p.Labels[resources.LabelComponent] != resources.ComponentManager || p.Annotations[resources.AnnotationJobsNamespace] != jobs {
 			return true, nil
 		}
 	}

@@ -54,7 +54,7 @@ func TestAnExistingRunnerSetMovesToItsJobsNamespaceWithoutLosingAJob(t *testing.
 	for _, o := range []client.Object{
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.ManagerRole(), Labels: resources.Labels(rs, "manager")}, Rules: resources.ExecutorRules()},
 		resources.ManagerRoleBinding(rs),
-		resources.ManagerServiceAccountFor(rs, nil),
+		resources.ManagerServiceAccountFor(rs, v1alpha1.Effective(rs, nil)),
 		oldJobSA,
 	} {
 		must(t, k8s.Create(ctx, own(o)))

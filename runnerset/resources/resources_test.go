@@ -286,7 +286,7 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 		t.Run(tc.name, func(t *testing.T) {
 			r := rs()
 			r.Spec.Jobs.Identity, r.Spec.Cache = tc.identity, tc.own
-			sa := ManagerServiceAccountFor(r, tc.class)
+			sa := ManagerServiceAccountFor(r, v1alpha1.Effective(r, tc.class))
 			for _, k := range []string{AnnotationIRSA, AnnotationWorkloadIdentity} {
 				want := ""
 				if k == tc.key {
@@ -310,11 +310,11 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 	// Without its class, only the RunnerSet's own cache counts.
 	r := rs()
 	r.Spec.Jobs.Identity = aws
-	if a := ManagerServiceAccountFor(r, nil).Annotations; a[AnnotationIRSA] != "" {
+	if a := ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)).Annotations; a[AnnotationIRSA] != "" {
 		t.Errorf("no cache, yet the manager ServiceAccount has %v", a)
 	}
 	r.Spec.Cache = s3
-	if got := ManagerServiceAccountFor(r, nil).Annotations[AnnotationIRSA]; got != arn {
+	if got := ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)).Annotations[AnnotationIRSA]; got != arn {
 		t.Errorf("manager ServiceAccount IRSA annotation %q with the RunnerSet's own S3 cache, want %q", got, arn)
 	}
 }
@@ -362,7 +362,7 @@ func TestConfigHashRollsOnTokenChangeWithoutRevealingIt(t *testing.T) {
 func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
-		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, nil), ManagerRole(r, false), ManagerRoleBinding(r),
+		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)), ManagerRole(r, false), ManagerRoleBinding(r),
 		ManagerJobsRole(r, "j"), ManagerJobsRoleBinding(r, "j"), JobsNamespace(r, "j"), JobsNetworkPolicy(r, "j"),
 		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h", "team-a-build-j6"), PodDisruptionBudget(r),
 	} {
