@@ -173,38 +173,26 @@ func coreRule(resources []string, verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
 }
 
-// ManagerRole is the managers' Role in the team's namespace: reading their
-// own config Secret, which holds their runner token, by name, and nothing
-// else. The team's namespace holds the GitLab API token and every other
-// Secret of the team; the managers' job rights (ExecutorRules) exist only
-// in the jobs namespace (ManagerJobsRole).
-//
-// legacy adds ExecutorRules here while managers or jobs of the layout
-// before jobs namespaces still run in the team's namespace, so that they
-// finish their jobs (exec the next script, delete the job's pod and
-// Secrets) while the new managers take jobs in the jobs namespace; the
-// controller narrows the Role once they are gone.
-func ManagerRole(rs *v1alpha1.RunnerSet, legacy bool) *rbacv1.Role {
+// LegacyManagerRole is the managers' Role in the team's namespace while
+// managers or jobs of the layout before jobs namespaces still run there:
+// ExecutorRules, so that they finish their jobs (exec the next script,
+// delete the job's pod and Secrets) while the new managers take jobs in
+// the jobs namespace. The controller deletes it once they are gone; from
+// then on the managers hold no rights in the team's namespace, which holds
+// the GitLab API token and every other Secret of the team (their config
+// Secret reaches them as a volume, read by the kubelet). It keeps the rule
+// on that Secret it always had, so a Role written before is not rewritten.
+func LegacyManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
 	n := naming.For(rs.Namespace, rs.Name)
-	rules := []rbacv1.PolicyRule{{
+	rules := append([]rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{n.Config()}, Verbs: []string{"get"},
-	}}
-	if legacy {
-		rules = append(rules, ExecutorRules()...)
-	}
+	}}, ExecutorRules()...)
 	return WithHash(&rbacv1.Role{ObjectMeta: meta(rs, n.ManagerRole(), ComponentManager), Rules: rules})
 }
 
-// ManagerRoleBinding binds ManagerRole to the manager ServiceAccount.
-func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
-	n := naming.For(rs.Namespace, rs.Name)
-	return WithHash(&rbacv1.RoleBinding{
-		ObjectMeta: meta(rs, n.ManagerRole(), ComponentManager),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
-		Subjects: []rbacv1.Subject{{
-			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
-		}},
-	})
+// LegacyManagerRoleBinding binds LegacyManagerRole to the manager ServiceAccount.
+func LegacyManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
+	return managerRoleBinding(rs, meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
 }
 
 // ManagerJobsRole grants the managers what the kubernetes executor needs,
@@ -217,10 +205,16 @@ func ManagerJobsRole(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.Role 
 // ManagerJobsRoleBinding binds ManagerJobsRole to the manager
 // ServiceAccount, which lives in the team's namespace.
 func ManagerJobsRoleBinding(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.RoleBinding {
+	return managerRoleBinding(rs, jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
+}
+
+// managerRoleBinding binds the managers' Role of the same name and
+// namespace as m to their ServiceAccount.
+func managerRoleBinding(rs *v1alpha1.RunnerSet, m metav1.ObjectMeta) *rbacv1.RoleBinding {
 	n := naming.For(rs.Namespace, rs.Name)
 	return WithHash(&rbacv1.RoleBinding{
-		ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), ComponentManager),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
+		ObjectMeta: m,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Name},
 		Subjects: []rbacv1.Subject{{
 			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
 		}},
