@@ -25,8 +25,9 @@ package controller
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
-// The managers' headless metrics Service (resources.ManagerService).
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// The managers' headless metrics Service of earlier versions is deleted
+// (reconcileManagers); they are scraped from their pods.
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
 // The job ServiceAccount of the layout before jobs namespaces, left in the

@@ -382,7 +382,7 @@ func must2[T any](v T, err error) T {
 	return v
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
