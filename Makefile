@@ -66,7 +66,7 @@ release: ## a release into dist/<version>: images, chart, manifests (hack/releas
 	hack/release.sh $(VERSION)
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, Pulumi, promtool and amtool, built once per version into the cache; the real node's Debian packages
+tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages
 	hack/tools.sh node envtest local pulumi promtool >/dev/null
 
 ## Tests ---------------------------------------------------------------------

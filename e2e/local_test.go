@@ -90,6 +90,9 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if !jobRow.MatchString(out) {
 		t.Errorf("fleet status does not show a demo job of team-a run by manager %s:\n%s", first.Name, out)
 	}
+	// The local stack's Prometheus watches it as a cluster's would.
+	checkLocalMonitoring(t, state, example.Namespace, example.Name, first.Name)
+
 	// Each demo job is a pod the manager created (as the kubernetes
 	// executor does, through the API server it reaches from the real node),
 	// on capacity Karpenter brought up from zero for the tag, and the
@@ -120,7 +123,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if want := "export KUBECONFIG=" + filepath.Join(state, "kubeconfig"); !strings.Contains(out, want) {
 		t.Errorf("fleet status does not say %q:\n%s", want, out)
 	}
-	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Karpenter, localcluster.Controller) {
+	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Karpenter, localcluster.Controller, localcluster.Prometheus) {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p) + `\s+running\s+\d+`).MatchString(out) {
 			t.Errorf("fleet status does not show %s running:\n%s", p, out)
 		}
@@ -163,9 +166,10 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
 	// Besides the control plane: Karpenter, the controller, the real node's
-	// containerd, kubelet and kubernetes Service proxy, and the loopback GitLab.
-	if len(pids) != len(localcluster.StartOrder)+6 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy and the loopback GitLab", pids)
+	// containerd, kubelet and kubernetes Service proxy, the loopback GitLab
+	// and Prometheus.
+	if len(pids) != len(localcluster.StartOrder)+7 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy, the loopback GitLab and Prometheus", pids)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)

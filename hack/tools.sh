@@ -15,7 +15,7 @@
 #   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, via
 #               hack/karpenter) as karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kubelet + kwok + karpenter; prints the directory the local control plane
+#   local       etcd + kube + kubelet + kwok + karpenter + prometheus; prints the directory the local control plane
 #               (provisioning/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
@@ -25,9 +25,10 @@
 #   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
 #               (containernetworking-plugins), umoci and a static busybox (the stand-in
 #               runner image's shell); installed with apt-get when missing (root only)
-#   promtool    promtool (github.com/prometheus/prometheus/cmd/promtool, via hack/prometheus)
-#               and amtool (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
-#               prints a directory holding both: every Prometheus and Alertmanager check
+#   promtool    promtool and the Prometheus server (github.com/prometheus/prometheus/cmd/...,
+#               via hack/prometheus; the server watches the local stack) and amtool
+#               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
+#               prints a directory holding promtool and amtool: every Prometheus and Alertmanager check
 #               (provisioning/prometheus) runs them from there (RUNNERFLEET_PROMTOOLS)
 #   path        prints the cache root
 #
@@ -230,7 +231,8 @@ promtool() {
   local cv=github.com/prometheus/common/version
   GOFLAGS="${GOFLAGS:-} -tags=$PROMETHEUS_SD_TAGS" build "$cache/prometheus-$PROMETHEUS_VERSION-sd" hack/prometheus \
     "-s -w -X $cv.Version=$(prometheus_release) -X $cv.Branch=HEAD -X $cv.Revision=$PROMETHEUS_VERSION" \
-    "github.com/prometheus/prometheus/cmd/promtool=promtool"
+    "github.com/prometheus/prometheus/cmd/promtool=promtool" \
+    "github.com/prometheus/prometheus/cmd/prometheus=prometheus"
   build "$cache/alertmanager-$ALERTMANAGER_VERSION" hack/alertmanager \
     "-s -w -X $cv.Version=${ALERTMANAGER_VERSION#v} -X $cv.Branch=HEAD -X $cv.Revision=$ALERTMANAGER_VERSION" \
     "github.com/prometheus/alertmanager/cmd/amtool=amtool"
@@ -270,7 +272,7 @@ envtest() {
 }
 
 local_() {
-  etcd; kube; kubelet; kwok; karpenter
+  etcd; kube; kubelet; kwok; karpenter; promtool >/dev/null
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
@@ -281,10 +283,11 @@ local_() {
   ln -sf "$cache/kwok-$KWOK_VERSION/bin/kwok" "$dir/kwok"
   ln -sf "$cache/kwok-$KWOK_VERSION/stages.yaml" "$dir/kwok-stages.yaml"
   ln -sf "$cache/karpenter-$KARPENTER_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
+  ln -sf "$cache/prometheus-$PROMETHEUS_VERSION-sd/bin/prometheus" "$dir/prometheus"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,36p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,37p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;

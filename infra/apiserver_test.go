@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sort"
@@ -34,17 +35,27 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := testenv.Start(testenv.WithCRDs(keda...))
+	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "podmonitors", "prometheusrules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Start(testenv.WithCRDs(append(keda, operator...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 
-	for _, stack := range []string{"local", "eks-dev", "gke-shared"} {
+	for _, stack := range []string{"local", "eks-dev", "gke-shared", monitoredStack} {
 		t.Run(stack, func(t *testing.T) {
 			m := infratest.NewMocks(t)
-			cfg, keys := stackConfig(t, stack, stackSecrets[stack])
-			if err := infratest.Run(m, stack, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
+			base := strings.TrimSuffix(stack, "+monitoring")
+			cfg, keys := stackConfig(t, base, stackSecrets[base])
+			want := []string{"RunnerClass", "RunnerSet", "Namespace"}
+			if stack == monitoredStack {
+				cfg[fleetKey] = withMonitoring(t, cfg[fleetKey])
+				want = append(want, "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap")
+			}
+			if err := infratest.Run(m, base, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
 				t.Fatal(err)
 			}
 			var objs []*unstructured.Unstructured
@@ -77,13 +88,42 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 				}
 			}
 			t.Logf("%d objects accepted: %v", len(objs), kinds)
-			for _, want := range []string{"RunnerClass", "RunnerSet", "Namespace"} {
+			for _, want := range want {
 				if kinds[want] == 0 {
 					t.Errorf("no %s among the stack's objects", want)
 				}
 			}
 		})
 	}
+}
+
+// monitoredStack is eks-dev with controller.monitoring on: the
+// ServiceMonitors, the PrometheusRule and the dashboards' ConfigMaps,
+// judged by the Prometheus operator's own CRDs.
+const monitoredStack = "eks-dev+monitoring"
+
+const fleetKey = "runnerfleet:fleet"
+
+// withMonitoring turns every controller.monitoring option on in a fleet
+// config (JSON, as the Pulumi engine hands it over).
+func withMonitoring(t *testing.T, fleet string) string {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal([]byte(fleet), &f); err != nil {
+		t.Fatalf("%s: %v", fleetKey, err)
+	}
+	ctrl, _ := f["controller"].(map[string]any)
+	if ctrl == nil {
+		ctrl = map[string]any{}
+	}
+	ctrl["monitoring"] = map[string]any{"serviceMonitors": true, "prometheusRule": true, "dashboards": true,
+		"labels": map[string]any{"release": "kube-prometheus-stack"}}
+	f["controller"] = ctrl
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // object turns a registered Kubernetes resource's inputs back into the

@@ -156,6 +156,8 @@ func TestBadStackConfigsCreateNothing(t *testing.T) {
 			[]string{"runnerfleet:fleet.platform: Required value: set platform to local, eks or gke"}},
 		{"on-demand not allowed", strings.Replace(base, `"tags":["a"]`, `"tags":["a"],"capacity":{"capacityTypes":["on-demand"]}`, 1),
 			[]string{"runnerfleet:fleet.teams[0].capacity.capacityTypes[0]: Forbidden: on-demand capacity is not allowed in this stack"}},
+		{"operator monitoring on the local stack", strings.Replace(base, `"teams"`, `"controller":{"monitoring":{"serviceMonitors":true}},"teams"`, 1),
+			[]string{"runnerfleet:fleet.controller.monitoring: Forbidden: the local stack runs the controller as a process and its own Prometheus"}},
 		{"missing token secret", base,
 			[]string{"runnerfleet:fleet.teams[0].tokenConfigKey: config key runnerfleet:tok is not set: pulumi config set --secret tok"}},
 	}

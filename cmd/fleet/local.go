@@ -103,6 +103,9 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 			return fmt.Errorf("%w%s", err, keep)
 		}
 	}
+	if err := s.startPrometheus(ctx, cl); err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
 	if err := s.registerRunners(ctx, cl); err != nil {
 		return fmt.Errorf("%w%s", err, keep)
 	}

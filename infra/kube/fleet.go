@@ -270,6 +270,9 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 	if f.Controller.Image != "" {
 		o.Image = f.Controller.Image
 	}
+	m := f.Controller.Monitoring
+	o.ServiceMonitor, o.PrometheusRule, o.Dashboards = m.ServiceMonitors, m.PrometheusRule, m.Dashboards
+	o.ServiceMonitorLabels, o.PrometheusRuleLabels, o.DashboardLabels = m.Labels, m.Labels, m.Labels
 	objs, err := install.Objects(o)
 	if err != nil {
 		return nil, fmt.Errorf("kube: %s: the controller: %w", name, err)
@@ -284,6 +287,10 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 		s, ok := suffix[kind]
 		if obj.GetName() == install.MetricsReader {
 			s = "-controller-metrics-reader" // the second ClusterRole: who may scrape the controller
+		}
+		switch kind {
+		case "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap": // monitoring, one or more each
+			s, ok = "-monitoring-"+obj.GetName(), true
 		}
 		if !ok {
 			return nil, fmt.Errorf("kube: %s: the controller has a %s the program does not name", name, kind)

@@ -100,7 +100,31 @@ type Controller struct {
 	Replicas int32 `json:"replicas,omitempty"`
 	// Namespace, default runnerfleet-system.
 	Namespace string `json:"namespace,omitempty"`
+	// Monitoring declares, beside the controller, what the chart's
+	// monitoring values do (runnerset/install builds both): for a cluster
+	// that runs the Prometheus operator and Grafana's dashboard sidecar.
+	Monitoring ControllerMonitoring `json:"monitoring,omitempty"`
 }
+
+// ControllerMonitoring says which monitoring objects the stack declares.
+// Each needs its consumer in the cluster: the operator's CRDs for the
+// ServiceMonitors and the PrometheusRule, Grafana's sidecar for the
+// dashboards' ConfigMaps. The local stack runs its own Prometheus instead.
+type ControllerMonitoring struct {
+	// ServiceMonitors: a ServiceMonitor for the controller's metrics and a
+	// PodMonitor for every RunnerSet's managers.
+	ServiceMonitors bool `json:"serviceMonitors,omitempty"`
+	// PrometheusRule with the team runners' alert rules.
+	PrometheusRule bool `json:"prometheusRule,omitempty"`
+	// Dashboards as ConfigMaps labelled for Grafana's sidecar.
+	Dashboards bool `json:"dashboards,omitempty"`
+	// Labels your Prometheus and Grafana select these objects by, for
+	// example release: kube-prometheus-stack.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Any reports whether any monitoring object is declared.
+func (m ControllerMonitoring) Any() bool { return m.ServiceMonitors || m.PrometheusRule || m.Dashboards }
 
 // Defaults are the RunnerClass defaults teams inherit.
 type Defaults struct {
@@ -230,6 +254,9 @@ func (f *Fleet) Validate() field.ErrorList {
 	case PlatformLocal:
 		if f.AWS != nil || f.GCP != nil {
 			errs = append(errs, field.Forbidden(p.Child("platform"), "platform local takes no aws or gcp section; remove them or set platform to eks or gke"))
+		}
+		if f.Controller.Monitoring.Any() {
+			errs = append(errs, field.Forbidden(p.Child("controller", "monitoring"), "the local stack runs the controller as a process and its own Prometheus with the same scrape and rules (fleet status shows its address); remove controller.monitoring"))
 		}
 	case PlatformEKS:
 		if f.AWS == nil {

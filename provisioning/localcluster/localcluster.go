@@ -45,6 +45,9 @@ const (
 	// Controller is the runnerset-controller. The caller starts it with
 	// Cluster.StartProcess; Down stops it first.
 	Controller = "runnerset-controller"
+	// Prometheus is a Prometheus server that watches the local stack; the
+	// caller starts it with Cluster.StartPrometheus.
+	Prometheus = "prometheus"
 )
 
 // StartOrder is the order Up starts the control plane in.

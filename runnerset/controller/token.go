@@ -168,6 +168,17 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 			fmt.Sprintf("%v; retrying with backoff", err))
 		return false, 0, &reportedError{err}
 	}
+	if tok.RunnerID == 0 && !tok.ExpiresAt.IsZero() && !r.now().Before(tok.ExpiresAt) {
+		// A token the team stored, past the expiry its Secret states:
+		// GitLab refuses the managers, and only the team can get another.
+		// The managers keep their config; the Secret's watch brings the
+		// new token.
+		ref := s.rs.Spec.GitLab.TokenSecretRef
+		s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonTokenExpired, fmt.Sprintf(
+			"the runner token in Secret %s/%s key %q expired at %s (its annotation %s), so GitLab refuses the managers: reset the runner's token in GitLab (the runner's page under CI/CD → Runners, or POST /runners/:id/reset_authentication_token) and store the new glrt- token there with its new expiry; or give spec.gitlab.runner and an API token, and runnerfleet creates the runner and renews its token before it expires",
+			s.rs.Namespace, ref.Name, ref.KeyOrDefault(), tok.ExpiresAt.UTC().Format(time.RFC3339), AnnotationTokenExpiresAt))
+		return false, 0, nil
+	}
 	s.token = tok
 	if tok.RunnerID != 0 {
 		s.rs.Status.RunnerID = tok.RunnerID
@@ -178,7 +189,11 @@ func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.D
 	}
 	s.rs.SetCondition(v1alpha1.ConditionRunnerRegistered, metav1.ConditionTrue, v1alpha1.ReasonReconciled, msg)
 	var requeue time.Duration
-	for _, at := range []time.Time{tok.RenewAt, tok.CheckAt} {
+	expiry := time.Time{} // a stored token: come back when it expires, to say so
+	if tok.RunnerID == 0 {
+		expiry = tok.ExpiresAt
+	}
+	for _, at := range []time.Time{tok.RenewAt, tok.CheckAt, expiry} {
 		if at.IsZero() {
 			continue
 		}

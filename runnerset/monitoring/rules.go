@@ -50,7 +50,13 @@ const (
 	AlertJobsQueueing      = "RunnerJobsQueueing"
 	AlertCapacityAtLimit   = "RunnerCapacityAtLimit"
 	AlertReconcileFailures = "RunnerfleetReconcileErrors"
+	AlertTokenRefused      = "RunnerTokenRefused"
 )
+
+// RunnerRequestJobEndpoint is the endpoint label gitlab-runner gives its
+// job requests (network.apiEndpointRequestJob); GitLab answers them 403 when
+// it refuses the runner's token.
+const RunnerRequestJobEndpoint = "request_job"
 
 func seconds(d time.Duration) string { return fmt.Sprint(int64(d.Seconds())) }
 
@@ -106,6 +112,11 @@ func RuleGroups() []monitoringv1.RuleGroup {
 				15*time.Minute, "warning",
 				"Runner capacity {{ $labels.nodepool }} is at its {{ $labels.resource_type }} limit",
 				"NodePool {{ $labels.nodepool }} uses at least 95% of its {{ $labels.resource_type }} limit (the RunnerSet's spec.capacity.limits): new job pods wait for capacity. Raise the limit or lower concurrency."),
+			rule(AlertTokenRefused,
+				fmt.Sprintf(`sum by (namespace, runnerset) (increase(%s{endpoint=%q, status="403"}[10m])) > 0`, RunnerAPIRequests, RunnerRequestJobEndpoint),
+				10*time.Minute, "critical",
+				"GitLab refuses the runner token of {{ $labels.namespace }}/{{ $labels.runnerset }}",
+				"The managers of RunnerSet {{ $labels.namespace }}/{{ $labels.runnerset }} have been asking GitLab for jobs with a token it refuses (403) for 10 minutes: they run no job. The controller makes no GitLab call while nothing changes, so this is how a revoked token shows first. A runner the controller created (spec.gitlab.runner) is re-created at its next token check; a stored token (spec.gitlab.tokenSecretRef) must be replaced by you: reset the runner's token in GitLab and store the new glrt- token in its Secret."),
 			rule(AlertReconcileFailures,
 				fmt.Sprintf("sum by (step) (increase(%s[15m])) > 0", metrics.ReconcileErrorsTotal),
 				15*time.Minute, "warning",

@@ -101,6 +101,8 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 			errs = s
 		}
 	}
+	refused := runnerSeries(t, monitoring.RunnerAPIRequests, map[string]string{"endpoint": monitoring.RunnerRequestJobEndpoint, "status": "403"})
+	answered := runnerSeries(t, monitoring.RunnerAPIRequests, map[string]string{"endpoint": monitoring.RunnerRequestJobEndpoint, "status": "204"})
 	usage := pick(t, kp, monitoring.KarpenterNodePoolUsage)
 	limit := pick(t, kp, monitoring.KarpenterNodePoolLimit)
 	bucket := func(rs, le string) series {
@@ -131,6 +133,10 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 		{limit.with(map[string]string{"nodepool": "rf-team-a-fine"}).String(), "100x30"},
 		// The capacity step fails every minute.
 		{errs.String(), "0+1x30"},
+		// GitLab refuses one team's job requests (403) from minute 5; the
+		// neighbour's are answered (204: no job).
+		{refused.with(team).String(), "0x5 1+4x25"},
+		{answered.with(ok).String(), "0+4x30"},
 	}
 	for _, s := range in {
 		name := s.Series[:strings.Index(s.Series, "{")]
@@ -145,6 +151,8 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 		{"20m", monitoring.AlertDrainOverdue, []expAlert{expect(t, monitoring.AlertDrainOverdue, team)}},
 		{"28m", monitoring.AlertJobsQueueing, []expAlert{expect(t, monitoring.AlertJobsQueueing, team)}},
 		{"20m", monitoring.AlertCapacityAtLimit, []expAlert{expect(t, monitoring.AlertCapacityAtLimit, map[string]string{"nodepool": "rf-team-a-build", "resource_type": usage.labels["resource_type"]})}},
+		{"10m", monitoring.AlertTokenRefused, nil},
+		{"20m", monitoring.AlertTokenRefused, []expAlert{expect(t, monitoring.AlertTokenRefused, team)}},
 		{"20m", monitoring.AlertReconcileFailures, []expAlert{expect(t, monitoring.AlertReconcileFailures, map[string]string{"step": v1alpha1.ConditionCapacityReady})}},
 	}
 	rules, err := monitoring.RuleFileYAML()

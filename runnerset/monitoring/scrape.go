@@ -92,6 +92,9 @@ type ScrapeConfig struct {
 // KubernetesSD is a kubernetes_sd_configs entry.
 type KubernetesSD struct {
 	Role string `json:"role"`
+	// KubeconfigFile is for a Prometheus outside the cluster (the local
+	// stack's); one inside it uses its ServiceAccount.
+	KubeconfigFile string `json:"kubeconfig_file,omitempty"`
 }
 
 // RelabelConfig is a relabel_configs step.

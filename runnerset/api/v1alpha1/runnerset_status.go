@@ -59,6 +59,9 @@ const (
 	ReasonTokenSecretNotFound = "TokenSecretNotFound"
 	ReasonTokenKeyMissing     = "TokenKeyMissing"
 	ReasonTokenMalformed      = "TokenMalformed"
+	// ReasonTokenExpired: the stored runner token's expiry (the Secret's
+	// runnerfleet.dev/token-expires-at) has passed; GitLab refuses it.
+	ReasonTokenExpired = "TokenExpired"
 	ReasonRegistrationToken   = "RegistrationTokenRefused"
 	ReasonAPITokenMissing     = "APITokenMissing"
 	ReasonGitLabUnauthorized  = "GitLabUnauthorized"
