@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
 	"github.com/runnerfleet/runnerfleet/providers/aws/ec2test"
 	"github.com/runnerfleet/runnerfleet/providers/gcp/gcetest"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 const miniRunnerEnv = "FLEET_AGENT_TEST_RUNNER"
@@ -304,5 +306,27 @@ func TestDrainOnEC2WithTheInstanceRole(t *testing.T) {
 	}
 	if st, err := compute.DrainState(ctx, in.Zone, in.Name); err != nil || st.Phase != providers.DrainDone {
 		t.Errorf("DrainState = %+v, %v; want done", st, err)
+	}
+}
+
+// The job reporter the shared fleet's docker+machine VMs start
+// (vmfleet.JobReporterStartupScript) is fleet-agent reporting jobs, with
+// arguments fleet-agent accepts, reading the Docker engine whose socket
+// the script mounts.
+func TestTheVMStartupScriptsJobReporterArgumentsAreFleetAgents(t *testing.T) {
+	for _, p := range knownProviders {
+		var stderr strings.Builder
+		c, err := parse(vmfleet.JobReporterArgs(p), &stderr)
+		if err != nil || !c.reportJobs || c.provider != p {
+			t.Errorf("fleet-agent %v: %+v, %v\n%s", vmfleet.JobReporterArgs(p), c, err, stderr.String())
+		}
+		socket := strings.TrimPrefix(c.dockerHost, "unix://")
+		if script := vmfleet.JobReporterStartupScript("img", p); !strings.Contains(script, "--volume "+socket+":"+socket+" ") {
+			t.Errorf("the script does not mount the engine fleet-agent reads (%s):\n%s", c.dockerHost, script)
+		}
+	}
+	// Negative control: without --report-jobs fleet-agent waits for a drain.
+	if c, err := parse([]string{"--provider", "gce", "--runner-pid", "1"}, io.Discard); err != nil || c.reportJobs {
+		t.Errorf("fleet-agent --provider gce: %+v, %v", c, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	gcpsdk "github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -142,6 +143,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	for _, t := range ids.Teams {
 		emails[kube.IdentityKey(t.Namespace, t.Name)] = t.Email
 	}
+	gcAccounts := map[string]string{}
+	for _, s := range args.SharedFleets {
+		ns := sharedfleet.Namespace(s)
+		gcAccounts[ns] = sharedfleet.GCAccountEmail(args.GCP.Project, args.Cluster, ns)
+	}
 	p.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
@@ -151,10 +157,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 				GCPServiceAccountPatterns: []string{ServiceAccountPattern(args.GCP.Project)},
 			}},
 		},
-		Identities: emails,
-		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
-		DependsOn:  []pulumi.Resource{cl.SystemPool},
-		InCluster:  true,
+		Identities:        emails,
+		GCServiceAccounts: gcAccounts,
+		Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
+		DependsOn:         []pulumi.Resource{cl.SystemPool},
+		InCluster:         true,
 	}
 	return p, nil
 }

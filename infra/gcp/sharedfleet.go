@@ -12,6 +12,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
 	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 // Roles of the shared fleets' Google service accounts.
@@ -31,6 +32,11 @@ const (
 	// names, which needs iam.serviceAccounts.signBlob on that account. It
 	// lets the account sign as, or mint tokens for, nothing but itself.
 	ManagerSignerRole = "roles/iam.serviceAccountTokenCreator"
+	// VMUserRole is granted on a fleet's vmServiceAccount, and only there,
+	// to its managers' account and its gc's account: iam.serviceAccounts.actAs,
+	// which creating a VM that runs as the account and setting its
+	// metadata (gc's orphan note) need.
+	VMUserRole = "roles/iam.serviceAccountUser"
 	// PrometheusComputeRole is the fleet Prometheus's role in each project
 	// its GCE service discovery lists instances of.
 	PrometheusComputeRole = "roles/compute.viewer"
@@ -76,6 +82,8 @@ type sharedGrants struct {
 	e      *env
 	parent pulumi.Resource
 	seen   map[string]bool
+	// roles are the custom roles declared, by resource name.
+	roles map[string]pulumi.StringOutput
 }
 
 // grant declares one grant under the name <component>-<suffix>, once; new
@@ -122,7 +130,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 	}
 	project := e.gcp.Project
 	platformBucket := BucketName(project, e.args.Cluster)
-	g := &sharedGrants{name: name, e: e, parent: c, seen: map[string]bool{}}
+	g := &sharedGrants{name: name, e: e, parent: c, seen: map[string]bool{}, roles: map[string]pulumi.StringOutput{}}
 	// The project's identity pool exists once a cluster uses it.
 	afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
 	bindings := pulumi.StringMap{}
@@ -157,11 +165,6 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 					return nil, err
 				}
 			}
-			// fleet gc's CronJob runs as the fleet's account too: it lists
-			// and deletes the managers' VMs.
-			if err := workloadIdentity(gsa, ns, sharedfleet.GCName(ns)); err != nil {
-				return nil, err
-			}
 			for _, p := range vmProjects(s, project) {
 				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
 					return nil, err
@@ -193,6 +196,30 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 				return nil, err
 			}
 		}
+		if err := g.gcIdentity(ctx, s, afterCluster, bindings); err != nil {
+			return nil, err
+		}
+		// Creating a VM that runs as an account, and setting its
+		// metadata, needs actAs on that account: the managers and gc
+		// get it on the fleet's VM account alone.
+		if vmsa := s.VMServiceAccount; vmsa != "" {
+			users := []string{sharedfleet.GCAccountEmail(project, e.args.Cluster, ns)}
+			if s.GCPServiceAccount != "" {
+				users = append(users, s.GCPServiceAccount)
+			}
+			for _, user := range users {
+				if err := g.grant(roleSuffix(VMUserRole)+"/"+vmsa+"/"+user, func(name string, opts ...pulumi.ResourceOption) error {
+					_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+						ServiceAccountId: pulumi.String(serviceAccountID(vmsa)),
+						Role:             pulumi.String(VMUserRole),
+						Member:           pulumi.String("serviceAccount:" + user),
+					}, opts...)
+					return err
+				}); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
 			if err := workloadIdentity(gsa, ns, sharedfleet.PrometheusServiceAccount); err != nil {
 				return nil, err
@@ -205,4 +232,124 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		}
 	}
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"workloadIdentity": bindings})
+}
+
+// fleet gc's permissions: exactly the calls providers/gcp.Compute makes
+// for it (fleet gc --apply --provider gce, as infra/sharedfleet runs it).
+var (
+	// GCListPermissions are granted on the project without a condition:
+	// listing is checked on the project, not on an instance, so no
+	// condition on an instance's name can hold for it; reading a zone
+	// operation is how gc waits for its deletes and metadata writes.
+	GCListPermissions = []string{"compute.instances.list", "compute.zoneOperations.get"}
+	// GCInstancePermissions are granted on the fleet's docker+machine VMs
+	// only (GCInstanceCondition): get and getGuestAttributes read a VM's
+	// job report, setMetadata writes and removes gc's orphan note, delete
+	// deletes an orphan proven idle.
+	GCInstancePermissions = []string{"compute.instances.delete", "compute.instances.get", "compute.instances.getGuestAttributes", "compute.instances.setMetadata"}
+)
+
+// Role IDs of gc's custom roles, per cluster: two stacks may share a VM
+// project.
+func gcRoleID(kind, cluster string) string {
+	return "runnerfleetGC" + kind + "_" + strings.ReplaceAll(cluster, "-", "_")
+}
+
+// GCInstanceCondition is the IAM condition of gc's instance permissions
+// for fleet gc in project and zones: the resource is a Compute Engine
+// instance in one of the zones whose name docker+machine gave it
+// (vmfleet.MachineVMNamePrefix). It is as tight as IAM conditions allow:
+// they see an instance's type and name (and Resource Manager tags, which
+// docker+machine cannot attach), not its labels, and the rest of a
+// docker+machine name begins with the runner token's characters, which
+// the program does not know. That a VM is the fleet's own, by its
+// runnerfleet-fleet label, is proven by gc itself before any call.
+func GCInstanceCondition(project string, zones []string) string {
+	var names []string
+	for _, z := range zones {
+		names = append(names, fmt.Sprintf("resource.name.startsWith(%q)", "projects/"+project+"/zones/"+z+"/instances/"+vmfleet.MachineVMNamePrefix))
+	}
+	return `resource.type == "compute.googleapis.com/Instance" && (` + strings.Join(names, " || ") + ")"
+}
+
+// gcIdentity declares fleet s's gc account (sharedfleet.GCAccountID, in
+// the platform's project), lets only the fleet's gc ServiceAccount act as
+// it, and grants it GCListPermissions and, under GCInstanceCondition,
+// GCInstancePermissions in the project its groups run VMs in. Nothing
+// else: not the managers' account or roles (which create VMs), no
+// iam.serviceAccounts.actAs.
+func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s stackconfig.SharedFleet, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
+	e, platform, cluster := g.e, g.e.gcp.Project, g.e.args.Cluster
+	ns := sharedfleet.Namespace(s)
+	vmProject, zones, err := sharedfleet.GCScope(s)
+	if err != nil {
+		return err
+	}
+	id := sharedfleet.GCAccountID(cluster, ns)
+	acct, err := serviceaccount.NewAccount(ctx, g.name+"-gc-"+ns, &serviceaccount.AccountArgs{
+		Project:     pulumi.String(platform),
+		AccountId:   pulumi.String(id),
+		DisplayName: pulumi.String("runnerfleet gc " + ns),
+		Description: pulumi.String("fleet gc of shared fleet " + ns + " on GKE cluster " + cluster + ": lists the fleet's VMs and deletes the orphans among them."),
+	}, e.opts(g.parent)...)
+	if err != nil {
+		return fmt.Errorf("creating fleet gc's service account of %s: %w", ns, err)
+	}
+	ksa := sharedfleet.GCName(ns)
+	bindings[ns+"/"+ksa] = acct.Email
+	if _, err := serviceaccount.NewIAMMember(ctx, g.name+"-gc-"+ns+"-wi", &serviceaccount.IAMMemberArgs{
+		ServiceAccountId: acct.Name,
+		Role:             pulumi.String(WorkloadIdentityRole),
+		Member:           pulumi.String(WorkloadIdentityMember(platform, ns, ksa)),
+	}, e.opts(g.parent, afterCluster)...); err != nil {
+		return fmt.Errorf("binding %s/%s to %s: %w", ns, ksa, id, err)
+	}
+	roles := map[string]pulumi.StringOutput{}
+	for _, r := range []struct {
+		kind, title string
+		perms       []string
+	}{
+		{"List", "runnerfleet gc: list instances", GCListPermissions},
+		{"Instance", "runnerfleet gc: delete orphaned instances", GCInstancePermissions},
+	} {
+		name := g.name + "-gc-role-" + strings.ToLower(r.kind) + "-" + vmProject
+		if role, ok := g.roles[name]; ok {
+			roles[r.kind] = role
+			continue
+		}
+		role, err := projects.NewIAMCustomRole(ctx, name, &projects.IAMCustomRoleArgs{
+			Project:     pulumi.String(vmProject),
+			RoleId:      pulumi.String(gcRoleID(r.kind, cluster)),
+			Title:       pulumi.String(r.title),
+			Description: pulumi.String("fleet gc of the shared fleets of GKE cluster " + cluster + " (runnerfleet)"),
+			Permissions: pulumi.ToStringArray(r.perms),
+			Stage:       pulumi.String("GA"),
+		}, e.opts(g.parent)...)
+		if err != nil {
+			return fmt.Errorf("declaring fleet gc's role in %s: %w", vmProject, err)
+		}
+		g.roles[name] = role.Name
+		roles[r.kind] = role.Name
+	}
+	member := pulumi.Sprintf("serviceAccount:%s", acct.Email)
+	if _, err := projects.NewIAMMember(ctx, g.name+"-gc-"+ns+"-list", &projects.IAMMemberArgs{
+		Project: pulumi.String(vmProject),
+		Role:    roles["List"],
+		Member:  member,
+	}, e.opts(g.parent)...); err != nil {
+		return fmt.Errorf("granting fleet gc of %s its list role: %w", ns, err)
+	}
+	if _, err := projects.NewIAMMember(ctx, g.name+"-gc-"+ns+"-instances", &projects.IAMMemberArgs{
+		Project: pulumi.String(vmProject),
+		Role:    roles["Instance"],
+		Member:  member,
+		Condition: &projects.IAMMemberConditionArgs{
+			Title:       pulumi.String("fleet " + ns + "'s docker+machine VMs"),
+			Description: pulumi.String("instances named " + vmfleet.MachineVMNamePrefix + "* in the zones of shared fleet " + ns),
+			Expression:  pulumi.String(GCInstanceCondition(vmProject, zones)),
+		},
+	}, e.opts(g.parent)...); err != nil {
+		return fmt.Errorf("granting fleet gc of %s its instance role: %w", ns, err)
+	}
+	return nil
 }

@@ -21,6 +21,8 @@ const (
 	// its Workload Identity members are still the cluster project's pool.
 	prometheusGSA = "ci-prometheus@ci-monitoring-1.iam.gserviceaccount.com"
 	vmProject     = "ci-vms-2"
+	// production's docker+machine VMs run as this account.
+	vmGSA = "ci-shared-vms@ci-vms-2.iam.gserviceaccount.com"
 )
 
 // sharedFleetsJSON adds to fleetJSON a production fleet (both executors, the
@@ -33,6 +35,7 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"r
       "name": "production",
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "gcpServiceAccount": "`+managersGSA+`",
+      "vmServiceAccount": "`+vmGSA+`",
       "monitoring": {"gcpServiceAccount": "`+prometheusGSA+`"},
       "vmNetwork": {"subnetwork": "projects/ci-project-1/regions/europe-west1/subnetworks/ci-shared-vms"},
       "groups": [
@@ -108,12 +111,17 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-fleeting"),
 		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-linux"),
 		managers + " roles/iam.workloadIdentityUser " + wi("staging", "staging-linux"),
-		// And each fleet's gc CronJob, which deletes the managers' VMs.
-		managers + " roles/iam.workloadIdentityUser " + wi("production", "production-gc"),
-		managers + " roles/iam.workloadIdentityUser " + wi("staging", "staging-gc"),
+		// Each fleet's gc CronJob as its own account, never the managers'.
+		gcAccountID("production") + " roles/iam.workloadIdentityUser " + wi("production", "production-gc"),
+		gcAccountID("staging") + " roles/iam.workloadIdentityUser " + wi("staging", "staging-gc"),
 		prometheus + " roles/iam.workloadIdentityUser " + wi("production", "prometheus"),
 		// The cache's URL signing, on the managers' own account only.
 		managers + " roles/iam.serviceAccountTokenCreator serviceAccount:" + managersGSA,
+		// Acting as production's VM account, which creating its VMs and
+		// noting them needs: its managers and its gc, on that account
+		// only. Staging names none, so no one gets it there.
+		"projects/ci-vms-2/serviceAccounts/" + vmGSA + " roles/iam.serviceAccountUser serviceAccount:" + managersGSA,
+		"projects/ci-vms-2/serviceAccounts/" + vmGSA + " roles/iam.serviceAccountUser serviceAccount:" + gcEmail("production"),
 	}
 	slices.Sort(want)
 	rs := sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")
@@ -132,9 +140,7 @@ func TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts(t *testin
 		for _, g := range s.Groups {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.ManagerServiceAccount(g)))
 		}
-		if s.GCPServiceAccount != "" {
-			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.GCName(sharedfleet.Namespace(s))))
-		}
+		fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.GCName(sharedfleet.Namespace(s))))
 		if s.Monitoring.GCPServiceAccount != "" {
 			fromSharedfleet = append(fromSharedfleet, wi(sharedfleet.Namespace(s), sharedfleet.PrometheusServiceAccount))
 		}
@@ -163,6 +169,12 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 		"ci-project-1 roles/compute.instanceAdmin.v1 serviceAccount:" + managersGSA,
 		vmProject + " roles/compute.instanceAdmin.v1 serviceAccount:" + managersGSA,
 		vmProject + " roles/compute.viewer serviceAccount:" + prometheusGSA,
+		// Each fleet's gc: its two custom roles where its VMs are
+		// (TestFleetGCHasItsOwnLeastPrivilegeAccount checks them).
+		vmProject + " projects/" + vmProject + "/roles/runnerfleetGCList_runners_prod serviceAccount:" + gcEmail("production"),
+		vmProject + " projects/" + vmProject + "/roles/runnerfleetGCInstance_runners_prod serviceAccount:" + gcEmail("production"),
+		"ci-project-1 projects/ci-project-1/roles/runnerfleetGCList_runners_prod serviceAccount:" + gcEmail("staging"),
+		"ci-project-1 projects/ci-project-1/roles/runnerfleetGCInstance_runners_prod serviceAccount:" + gcEmail("staging"),
 	}
 	slices.Sort(want)
 	if got := grants(sharedChildren(p, "gcp:projects/iAMMember:IAMMember"), "project"); !slices.Equal(got, want) {
@@ -187,13 +199,18 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 		if strings.ContainsAny(member, "*{}") || strings.HasPrefix(member, "principalSet:") || member == "allUsers" || member == "allAuthenticatedUsers" {
 			t.Errorf("%s %s grants to %q, not one exact principal", r.Token, r.Name, member)
 		}
-		if role := str(r.Input("role")); role == "roles/iam.serviceAccountUser" || role == "roles/owner" || role == "roles/editor" {
+		role := str(r.Input("role"))
+		if role == "roles/owner" || role == "roles/editor" {
 			t.Errorf("%s %s grants %s", r.Token, r.Name, role)
+		}
+		// actAs only on the fleet's VM account, never a project's.
+		if role == "roles/iam.serviceAccountUser" && (r.Token != "gcp:serviceaccount/iAMMember:IAMMember" || str(r.Input("serviceAccountId")) != "projects/ci-vms-2/serviceAccounts/"+vmGSA) {
+			t.Errorf("%s %s grants %s beyond the fleet's VM account", r.Token, r.Name, role)
 		}
 	}
 	if got := len(sharedChildren(p, "gcp:projects/iAMMember:IAMMember")) + len(sharedChildren(p, "gcp:storage/bucketIAMMember:BucketIAMMember")) +
-		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 12 {
-		t.Errorf("%d grants under the shared fleets' identity component, want the 12 above", got)
+		len(sharedChildren(p, "gcp:serviceaccount/iAMMember:IAMMember")); got != 18 {
+		t.Errorf("%d grants under the shared fleets' identity component, want the 18 above", got)
 	}
 }
 
@@ -303,5 +320,94 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 	}
 	if extra := slices.DeleteFunc(slices.Collect(maps.Keys(bound)), func(k string) bool { _, ok := annotated[k]; return ok }); len(extra) > 0 {
 		t.Errorf("bindings for ServiceAccounts that carry no such annotation: %v", extra)
+	}
+}
+
+// gcEmail is the email of fleet ns's gc account in the platform's project.
+func gcEmail(ns string) string { return sharedfleet.GCAccountEmail(project, "runners-prod", ns) }
+
+// gcAccountID is its IAM resource name.
+func gcAccountID(ns string) string { return "projects/" + project + "/serviceAccounts/" + gcEmail(ns) }
+
+// Each fleet's gc acts as an account of its own, which only the fleet's gc
+// ServiceAccount may act as, and which may list instances in its fleet's
+// VM project and get, note, read the job report of and delete only the
+// docker+machine VMs in its fleet's zones: never create a VM, never act as
+// another account, never the managers' account or roles.
+func TestFleetGCHasItsOwnLeastPrivilegeAccount(t *testing.T) {
+	p := withSharedFleets(t)
+	var accounts []string
+	for _, a := range sharedChildren(p, "gcp:serviceaccount/account:Account") {
+		accounts = append(accounts, str(a.Input("project"))+"/"+str(a.Input("accountId")))
+	}
+	slices.Sort(accounts)
+	if want := []string{project + "/" + sharedfleet.GCAccountID("runners-prod", "production"), project + "/" + sharedfleet.GCAccountID("runners-prod", "staging")}; !slices.Equal(accounts, want) {
+		t.Errorf("gc accounts %v, want one per fleet %v", accounts, want)
+	}
+
+	roles := map[string][]string{}
+	for _, r := range sharedChildren(p, "gcp:projects/iAMCustomRole:IAMCustomRole") {
+		var perms []string
+		for _, v := range r.Input("permissions").ArrayValue() {
+			perms = append(perms, v.StringValue())
+		}
+		slices.Sort(perms)
+		roles["projects/"+str(r.Input("project"))+"/roles/"+str(r.Input("roleId"))] = perms
+	}
+	list := []string{"compute.instances.list", "compute.zoneOperations.get"}
+	instance := []string{"compute.instances.delete", "compute.instances.get", "compute.instances.getGuestAttributes", "compute.instances.setMetadata"}
+	wantRoles := map[string][]string{
+		"projects/" + vmProject + "/roles/runnerfleetGCList_runners_prod":     list,
+		"projects/" + vmProject + "/roles/runnerfleetGCInstance_runners_prod": instance,
+		"projects/ci-project-1/roles/runnerfleetGCList_runners_prod":          list,
+		"projects/ci-project-1/roles/runnerfleetGCInstance_runners_prod":      instance,
+	}
+	if !maps.EqualFunc(roles, wantRoles, slices.Equal[[]string]) {
+		t.Errorf("gc's custom roles %v, want exactly %v", roles, wantRoles)
+	}
+
+	// The instance role only under the condition naming the fleet's zones
+	// and docker+machine's names; the list role without one.
+	wantCond := map[string]string{
+		gcEmail("production"): `resource.type == "compute.googleapis.com/Instance" && (resource.name.startsWith("projects/` + vmProject + `/zones/europe-west1-b/instances/runner-") || resource.name.startsWith("projects/` + vmProject + `/zones/europe-west1-c/instances/runner-"))`,
+		gcEmail("staging"):    `resource.type == "compute.googleapis.com/Instance" && (resource.name.startsWith("projects/ci-project-1/zones/europe-west1-b/instances/runner-"))`,
+	}
+	gcGrants := 0
+	for _, r := range p.m.Resources() {
+		member := str(r.Input("member"))
+		email := strings.TrimPrefix(member, "serviceAccount:")
+		if _, isGC := wantCond[email]; !isGC {
+			continue
+		}
+		gcGrants++
+		role, cond := str(r.Input("role")), r.Input("condition")
+		// Production names its VMs' account: gc may act as it, and only
+		// it, to note its VMs (checked with the other actAs grants in
+		// TestSharedFleetAccountsTrustExactlyTheirKubernetesServiceAccounts).
+		if r.Token == "gcp:serviceaccount/iAMMember:IAMMember" && role == "roles/iam.serviceAccountUser" &&
+			email == gcEmail("production") && str(r.Input("serviceAccountId")) == "projects/ci-vms-2/serviceAccounts/"+vmGSA {
+			continue
+		}
+		perms, custom := roles[role]
+		if r.Token != "gcp:projects/iAMMember:IAMMember" || !custom {
+			t.Errorf("%s %s grants gc's account %s: gc has only its two custom roles", r.Token, r.Name, role)
+			continue
+		}
+		deletes := slices.Contains(perms, "compute.instances.delete") || slices.Contains(perms, "compute.instances.setMetadata")
+		switch {
+		case deletes && (!cond.IsObject() || str(cond.ObjectValue()["expression"]) != wantCond[email]):
+			t.Errorf("%s grants %s delete on instances under condition %v, want exactly %q", r.Name, email, cond, wantCond[email])
+		case !deletes && cond.IsObject():
+			t.Errorf("%s: the list role under a condition %v: listing is checked on the project, where a name condition never holds", r.Name, cond)
+		}
+	}
+	if gcGrants != 5 {
+		t.Errorf("%d grants to gc's accounts, want 5 (list and instance roles, per fleet; production's VM account)", gcGrants)
+	}
+	// The managers' account, which creates VMs, is not gc's.
+	for _, e := range []string{gcEmail("production"), gcEmail("staging")} {
+		if e == managersGSA {
+			t.Errorf("gc acts as the managers' account %s", e)
+		}
 	}
 }

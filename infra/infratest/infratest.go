@@ -394,6 +394,15 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 			email := id.StringValue() + "@" + project.StringValue() + ".iam.gserviceaccount.com"
 			return resource.PropertyMap{"email": str(email), "member": str("serviceAccount:" + email), "name": str("projects/" + project.StringValue() + "/serviceAccounts/" + email)}
 		},
+		// A custom role's name is its project's and role ID's, as GCP
+		// gives it.
+		"gcp:projects/iAMCustomRole:IAMCustomRole": func(r Resource) resource.PropertyMap {
+			id, project := r.Input("roleId"), r.Input("project")
+			if !id.IsString() || !project.IsString() {
+				return nil
+			}
+			return resource.PropertyMap{"name": str("projects/" + project.StringValue() + "/roles/" + id.StringValue())}
+		},
 		"gcp:container/cluster:Cluster": func(r Resource) resource.PropertyMap {
 			return resource.PropertyMap{
 				"endpoint": str("203.0.113.10"),

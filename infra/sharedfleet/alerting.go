@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,8 +48,16 @@ const (
 )
 
 // KubeStateMetricsMetrics are the only series a fleet's kube-state-metrics
-// exports: what the fleet's alerts read.
-var KubeStateMetricsMetrics = []string{"kube_pod_deletion_timestamp", "kube_pod_status_phase", "kube_pod_info"}
+// exports: what the fleet's alerts read (RunnerDrainStuck the pods',
+// GCFailing fleet gc's CronJob's).
+var KubeStateMetricsMetrics = []string{
+	"kube_pod_deletion_timestamp", "kube_pod_status_phase", "kube_pod_info",
+	"kube_cronjob_status_last_successful_time", "kube_cronjob_created",
+}
+
+// KubeStateMetricsResources are the kinds a fleet's kube-state-metrics
+// watches, in the fleet's namespace only.
+var KubeStateMetricsResources = []string{"pods", "cronjobs"}
 
 // AlertmanagerAddress is where every fleet's Prometheus sends its alerts.
 func AlertmanagerAddress() string {
@@ -56,14 +65,15 @@ func AlertmanagerAddress() string {
 }
 
 // planKubeStateMetrics is the fleet's own kube-state-metrics: it watches
-// only the pods of the fleet's namespace, with a Role that may only read
-// them, and exports only KubeStateMetricsMetrics.
+// only the pods and CronJobs of the fleet's namespace, with a Role that may
+// only read them, and exports only KubeStateMetricsMetrics.
 func planKubeStateMetrics(ns string) []runtime.Object {
 	sel := map[string]string{"app.kubernetes.io/name": shared.KubeStateMetricsName}
 	labels := pulumix.Merge(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
 	meta := metav1.ObjectMeta{Name: shared.KubeStateMetricsName, Namespace: ns, Labels: labels}
 	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta}
 	role, binding := podReader(meta, shared.KubeStateMetricsName)
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"list", "watch"}})
 	deploy := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
@@ -85,7 +95,7 @@ func planKubeStateMetrics(ns string) []runtime.Object {
 						Image: KubeStateMetricsImage,
 						Args: []string{
 							"--namespaces=" + ns,
-							"--resources=pods",
+							"--resources=" + strings.Join(KubeStateMetricsResources, ","),
 							"--metric-allowlist=" + strings.Join(KubeStateMetricsMetrics, ","),
 							fmt.Sprintf("--port=%d", shared.KubeStateMetricsPort),
 						},

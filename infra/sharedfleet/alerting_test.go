@@ -151,15 +151,24 @@ func TestFleetMonitoringPersistsAndSeesOnlyItsNamespace(t *testing.T) {
 				t.Errorf("%s is in namespace %s", name, ns)
 			}
 			rules := role.Input("rules").ArrayValue()
-			if len(rules) != 1 || !slices.Equal(strs(rules[0].ObjectValue()["resources"]), []string{"pods"}) ||
+			want := 1
+			if strings.Contains(name, "kube-state-metrics") {
+				// and lists and watches CronJobs, for GCFailing.
+				want = 2
+				if len(rules) == 2 && (!slices.Equal(strs(rules[1].ObjectValue()["apiGroups"]), []string{"batch"}) || !slices.Equal(strs(rules[1].ObjectValue()["resources"]), []string{"cronjobs"}) ||
+					!slices.Equal(strs(rules[1].ObjectValue()["verbs"]), []string{"list", "watch"})) {
+					t.Errorf("%s grants more than watching CronJobs: %v", name, rules[1])
+				}
+			}
+			if len(rules) != want || !slices.Equal(strs(rules[0].ObjectValue()["resources"]), []string{"pods"}) ||
 				!slices.Equal(strs(rules[0].ObjectValue()["verbs"]), []string{"get", "list", "watch"}) {
 				t.Errorf("%s grants more than reading pods: %v", name, rules)
 			}
 		}
 		ksm := podSpecOf(t, m.Get(t, tokDeployment, "shared-"+fleet+"-kube-state-metrics-deployment"))
 		args := strings.Join(ksm.Containers[0].Args, " ")
-		if !strings.Contains(args, "--namespaces="+fleet+" ") || !strings.Contains(args, "--resources=pods") ||
-			!strings.Contains(args, "kube_pod_deletion_timestamp") {
+		if !strings.Contains(args, "--namespaces="+fleet+" ") || !strings.Contains(args, "--resources=pods,cronjobs ") ||
+			!strings.Contains(args, "kube_pod_deletion_timestamp") || !strings.Contains(args, "kube_cronjob_status_last_successful_time") {
 			t.Errorf("%s's kube-state-metrics: %s", fleet, args)
 		}
 		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[PrometheusConfigFile].StringValue()

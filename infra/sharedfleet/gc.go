@@ -1,10 +1,11 @@
 package sharedfleet
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,25 +13,41 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// GC runs `fleet gc --apply` in a fleet's namespace every GCSchedule, as
+// GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
+// where its groups run VMs. The platform grants gc's account there only.
+func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err error) {
+	projects := map[string][]string{}
+	for _, g := range s.Groups {
+		if !slices.Contains(projects[g.Project], g.Zone) {
+			projects[g.Project] = append(projects[g.Project], g.Zone)
+		}
+	}
+	if len(projects) != 1 {
+		return "", nil, fmt.Errorf("fleet gc covers one GCP project per fleet; fleet %s's groups use %d", s.Name, len(projects))
+	}
+	for k := range projects {
+		project = k
+	}
+	zones = projects[project]
+	slices.Sort(zones)
+	return project, zones, nil
+}
+
+// GC runs `fleet gc --apply` in a fleet's namespace on shared.GCSchedule, as
 // its own ServiceAccount: it reads the managers' pods and Deployments
 // there (and nothing else), and records its result as an Event. Its cloud
-// identity is the fleet's gcpServiceAccount through Workload Identity, the
-// one that creates and deletes the managers' VMs.
-const (
-	GCSchedule = "*/15 * * * *"
-	// gcGraceMargin is added to the longest IdleTime of the fleet's
-	// managers for the grace: fleet gc refuses less than the IdleTime.
-	gcGraceMargin = 30 * time.Minute
-	// gcMinGrace is the least grace.
-	gcMinGrace = time.Hour
-)
-
+// identity is its own Google service account (GCAccountID), bound to that
+// ServiceAccount alone through Workload Identity; the platform
+// (infra/gcp) grants it what gc does to the fleet's VMs and nothing else,
+// and never the managers' account, which creates VMs.
+//
 // gcPlan is a fleet's gc: its identity and its CronJob.
 type gcPlan struct {
 	serviceAccount *corev1.ServiceAccount
@@ -39,32 +56,49 @@ type gcPlan struct {
 	cronJob        *batchv1.CronJob
 }
 
-// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding.
-func GCName(namespace string) string { return namespace + "-gc" }
+// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding
+// (shared.GCName).
+func GCName(namespace string) string { return shared.GCName(namespace) }
+
+// maxGCAccountNamespace is as much of the namespace as a Google service
+// account ID holds (at most 30 characters) beside "gc-" and "-<6 hex>".
+const maxGCAccountNamespace = 30 - len("gc-") - 1 - 6
+
+// GCAccountID is the account ID of the Google service account fleet gc of
+// the fleet in namespace acts as on GKE cluster: "gc-<namespace>-<hash>",
+// the namespace cut to fit, the hash the first 6 hex digits of the SHA-256
+// of "<cluster>/<namespace>", which keeps apart fleets whose cut
+// namespaces agree and clusters that share a project.
+func GCAccountID(cluster, namespace string) string {
+	sum := sha256.Sum256([]byte(cluster + "/" + namespace))
+	ns := namespace
+	if len(ns) > maxGCAccountNamespace {
+		ns = strings.TrimRight(ns[:maxGCAccountNamespace], "-")
+	}
+	return "gc-" + ns + "-" + hex.EncodeToString(sum[:])[:6]
+}
+
+// GCAccountEmail is the email of GCAccountID in project.
+func GCAccountEmail(project, cluster, namespace string) string {
+	return GCAccountID(cluster, namespace) + "@" + project + ".iam.gserviceaccount.com"
+}
 
 // planGC builds the fleet's gc objects. They run the release's fleet image
 // (make image builds it; its entrypoint is the fleet binary).
-func planGC(p *fleetPlan) (*gcPlan, error) {
+// account is the Google service account gc acts as (kube.Cluster's
+// GCServiceAccounts).
+func planGC(p *fleetPlan, account string) (*gcPlan, error) {
+	if account == "" {
+		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.spec.Name, p.namespace)
+	}
 	image := version.Image("fleet")
 	name := GCName(p.namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
-	grace := gcMinGrace
-	projects := map[string][]string{}
-	for _, gp := range p.groups {
-		grace = max(grace, gp.group.LongestIdleTime()+gcGraceMargin)
-		if !slices.Contains(projects[gp.group.Project], gp.group.Zone) {
-			projects[gp.group.Project] = append(projects[gp.group.Project], gp.group.Zone)
-		}
+	grace := p.monitoring.GCGrace()
+	project, zones, err := GCScope(p.spec)
+	if err != nil {
+		return nil, err
 	}
-	if len(projects) != 1 {
-		return nil, fmt.Errorf("fleet gc covers one GCP project per fleet; fleet %s's groups use %d", p.spec.Name, len(projects))
-	}
-	var project string
-	for k := range projects {
-		project = k
-	}
-	zones := projects[project]
-	slices.Sort(zones)
 	args := []string{"gc", "--apply", "-o", "json",
 		"--provider", "gce", "--project", project, "--zones", strings.Join(zones, ","),
 		"--source", vmfleet.HostKubernetes, "--namespace", p.namespace,
@@ -75,9 +109,7 @@ func planGC(p *fleetPlan) (*gcPlan, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
 	}
-	if p.spec.GCPServiceAccount != "" {
-		sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": p.spec.GCPServiceAccount}
-	}
+	sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": account}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
@@ -97,7 +129,7 @@ func planGC(p *fleetPlan) (*gcPlan, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   GCSchedule,
+			Schedule:                   shared.GCSchedule(),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			SuccessfulJobsHistoryLimit: ptr.To[int32](3),
 			FailedJobsHistoryLimit:     ptr.To[int32](3),

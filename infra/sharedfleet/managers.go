@@ -92,7 +92,9 @@ func monitoringSpec(s stackconfig.SharedFleet) shared.Fleet {
 // while a plan is checked.
 const placeholderBucket = "runnerfleet-cache-bucket"
 
-func planFleet(fleets []stackconfig.SharedFleet, i int) (*fleetPlan, error) {
+// planFleet plans fleet i; gcAccount is the Google service account its gc
+// acts as.
+func planFleet(fleets []stackconfig.SharedFleet, i int, gcAccount string) (*fleetPlan, error) {
 	s := fleets[i]
 	p := &fleetPlan{
 		spec:       s,
@@ -119,7 +121,7 @@ func planFleet(fleets []stackconfig.SharedFleet, i int) (*fleetPlan, error) {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	p.prometheus = prom
-	if p.gc, err = planGC(p); err != nil {
+	if p.gc, err = planGC(p, gcAccount); err != nil {
 		return nil, fmt.Errorf("%s.sharedFleets[%d]: %w", stackconfig.Root, i, err)
 	}
 	return p, nil

@@ -217,7 +217,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	var err error
 	plans := make([]*fleetPlan, len(fleets))
 	for i := range fleets {
-		if plans[i], err = planFleet(fleets, i); err != nil {
+		if plans[i], err = planFleet(fleets, i, c.GCServiceAccounts[Namespace(fleets[i])]); err != nil {
 			return nil, err
 		}
 	}

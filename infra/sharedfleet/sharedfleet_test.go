@@ -132,9 +132,13 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			return err
 		}
 		c := &kube.Cluster{
-			Provider:  p,
-			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
-			InCluster: true,
+			Provider:          p,
+			Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
+			InCluster:         true,
+			GCServiceAccounts: map[string]string{},
+		}
+		for _, s := range f.SharedFleets {
+			c.GCServiceAccounts[Namespace(s)] = GCAccountEmail(f.GCP.Project, f.ClusterName, Namespace(s))
 		}
 		tokens, err := ReadTokens(ctx, f.SharedFleets)
 		if err != nil {
@@ -592,7 +596,7 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 		if err != nil || !strings.Contains(out, "SUCCESS") {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
-		if ns != "monitoring" && (!strings.Contains(out, "SUCCESS: 7 rules found") || !strings.Contains(out, "SUCCESS: 5 rules found")) {
+		if ns != "monitoring" && (!strings.Contains(out, "SUCCESS: 8 rules found") || !strings.Contains(out, "SUCCESS: 6 rules found")) {
 			t.Errorf("%s: promtool did not check the recording and alert rules:\n%s", name, out)
 		}
 		dep := m.Get(t, tokDeployment, name+"-prometheus")
@@ -734,7 +738,7 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 	for _, fleet := range []string{"production", "staging"} {
 		name := GCName(fleet)
 		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
-		if str(t, cj, "spec.schedule") != GCSchedule || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
+		if str(t, cj, "spec.schedule") != shared.GCSchedule() || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
 			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
 		}
 		pod := object(t, cj, "spec.jobTemplate.spec.template.spec")
@@ -752,6 +756,11 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s: args %q lack %q", fleet, args, want)
 			}
+		}
+		// Its cloud identity is its own account, never the managers'.
+		sa := m.Get(t, "kubernetes:core/v1:ServiceAccount", "shared-"+fleet+"-gc-sa")
+		if got := object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue(); got != GCAccountEmail("ci-platform-example", "ci-shared", fleet) {
+			t.Errorf("%s: gc acts as %q, want its own account %s", fleet, got, GCAccountEmail("ci-platform-example", "ci-shared", fleet))
 		}
 		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
 		for _, r := range role.Inputs["rules"].ArrayValue() {

@@ -124,7 +124,9 @@ type ControllerMonitoring struct {
 }
 
 // Any reports whether any monitoring object is declared.
-func (m ControllerMonitoring) Any() bool { return m.ServiceMonitors || m.PrometheusRule || m.Dashboards }
+func (m ControllerMonitoring) Any() bool {
+	return m.ServiceMonitors || m.PrometheusRule || m.Dashboards
+}
 
 // Defaults are the RunnerClass defaults teams inherit.
 type Defaults struct {

@@ -38,6 +38,16 @@ type SharedFleet struct {
 	// GCPServiceAccount is the Google service account the managers act as
 	// through Workload Identity, to create VMs and use the cache bucket.
 	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
+	// VMServiceAccount is the Google service account the fleet's
+	// docker+machine VMs run as (made outside this stack; best one with no
+	// roles: the jobs' cache goes through URLs the managers sign). The
+	// program lets the managers' gcpServiceAccount and fleet gc's account,
+	// and no one else, act as it (roles/iam.serviceAccountUser on it
+	// alone): GCE asks for that to create a VM that runs as an account and
+	// to set its metadata. Without it the VMs run as the project's Compute
+	// Engine default account, on which both must be granted that role by
+	// hand.
+	VMServiceAccount string `json:"vmServiceAccount,omitempty"`
 	// JobTimeout is the longest a job may run on this fleet, and so how long
 	// a manager may drain; default and minimum 3h.
 	JobTimeout *metav1.Duration `json:"jobTimeout,omitempty"`
@@ -174,7 +184,7 @@ func (f *Fleet) setSharedFleetDefaults() {
 				g.Scaling.TargetUtilization = 0.7
 			}
 			// What the group takes from its fleet and the stack.
-			g.Fleet, g.GitLabURL, g.CacheBucket = s.Namespace, s.GitLabURL, s.CacheBucket
+			g.Fleet, g.GitLabURL, g.CacheBucket, g.VMServiceAccount = s.Namespace, s.GitLabURL, s.CacheBucket, s.VMServiceAccount
 			if f.GCP != nil {
 				g.Region = f.GCP.Region
 				g.Network = fmt.Sprintf("projects/%s/global/networks/%s", f.GCP.Project, GCPNetworkName(f.ClusterName))
@@ -263,6 +273,9 @@ func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
 	}
 	if s.GCPServiceAccount != "" && !gcpSAEmail.MatchString(s.GCPServiceAccount) {
 		errs = append(errs, field.Invalid(p.Child("gcpServiceAccount"), s.GCPServiceAccount, "a Google service account email such as ci-shared@my-project.iam.gserviceaccount.com"))
+	}
+	if s.VMServiceAccount != "" && !gcpSAEmail.MatchString(s.VMServiceAccount) {
+		errs = append(errs, field.Invalid(p.Child("vmServiceAccount"), s.VMServiceAccount, "a Google service account email such as ci-vms@my-project.iam.gserviceaccount.com"))
 	}
 	if s.Monitoring.GCPServiceAccount != "" && !gcpSAEmail.MatchString(s.Monitoring.GCPServiceAccount) {
 		errs = append(errs, field.Invalid(p.Child("monitoring", "gcpServiceAccount"), s.Monitoring.GCPServiceAccount, "a Google service account email such as ci-prometheus@my-project.iam.gserviceaccount.com"))

@@ -171,6 +171,8 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.targetUtilization"}},
 		{"too many managers", func(v map[string]any) { group(v)["scaling"] = map[string]any{"maxManagers": 21} },
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Invalid value: 21: at most 20"}},
+		{"VM account not an email", func(v map[string]any) { at(v, "sharedFleets", 0)["vmServiceAccount"] = "ci-vms" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].vmServiceAccount: Invalid value: "ci-vms": a Google service account email`}},
 		{"no token", func(v map[string]any) { delete(group(v), "tokenConfigKey") },
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: Required value"}},
 		{"docker+machine without its image", func(v map[string]any) { delete(at(v, "sharedFleets", 1), "managerImage") },

@@ -52,9 +52,17 @@ type Fleet struct {
 	Alertmanager string
 }
 
-// shortDuration is d without trailing zero units: 3h, 4h30m.
+// shortDuration is d without trailing zero units: 3h, 4h30m, 1h30m (a
+// Prometheus duration too).
 func shortDuration(d time.Duration) string {
-	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // drainLimit is how long a manager may drain before RunnerDrainStuck.
@@ -180,6 +188,9 @@ func (f Fleet) RecordingRules() prometheus.RuleFile {
 			{Record: "fleet:runner_managers_up:sum", Expr: `sum(up{job="runner-managers"})`},
 			{Record: "fleet:autoscaled_vms:count", Expr: `count(up{job="autoscaled-vms"}) or vector(0)`},
 			{Record: "fleet_manager:autoscaled_vms:count", Expr: `count by (manager) (up{job="autoscaled-vms"})`},
+			// fleet gc's result as the VMs carry it: how many running VMs
+			// it found orphaned and has not deleted (yet).
+			{Record: "fleet:orphaned_vms:count", Expr: `count(up{job="autoscaled-vms", orphaned_since!=""}) or vector(0)`},
 			{Record: "fleet:gitlab_runner_job_queue_duration_seconds:p90", Expr: `histogram_quantile(0.9, sum by (le) (rate(gitlab_runner_job_queue_duration_seconds_bucket{job="runner-managers"}[10m])))`},
 		},
 	}}}
@@ -226,13 +237,30 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 			},
 			{
 				// VMs fleet gc noted orphaned (their manager proven absent)
-				// that are still there two hours on: past its grace, gc
+				// that are still there its grace and two runs later: gc
 				// could not prove them idle (a job runs, or no fresh job
 				// report), or could not delete them.
 				Alert: "OrphanedVMs",
 				Expr:  `count by (manager, vm_manager) (up{job="autoscaled-vms", orphaned_since!=""})`,
-				For:   "2h", Labels: map[string]string{"severity": "warning"},
-				Annotations: map[string]string{"summary": "{{ $value }} VMs of manager {{ $labels.vm_manager }} were found orphaned by fleet gc 2h ago and are still there: it cannot prove them idle; see the Events of the fleet's gc CronJob"},
+				For:   shortDuration(f.orphanedFor()), Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": fmt.Sprintf("{{ $value }} VMs of manager {{ $labels.vm_manager }} were found orphaned by fleet gc over %s ago (its grace %s and two runs) and are still there: gc could not prove them idle or could not delete them; see the Events of CronJob %s/%s",
+					shortDuration(f.orphanedFor()), shortDuration(f.GCGrace()), f.Name, GCName(f.Name))},
+			},
+			{
+				// gc has not succeeded for GCMissedRuns runs: it failed
+				// (a source or the cloud did not answer, a delete failed,
+				// its identity lacks a permission), did not start (image,
+				// quota, suspended), or has never succeeded since the
+				// CronJob was made. kube-state-metrics exports
+				// kube_cronjob_status_last_successful_time only once a run
+				// succeeded, so the CronJob's age stands in until then.
+				Alert: "GCFailing",
+				Expr: fmt.Sprintf(`time() - max by (namespace, cronjob) (kube_cronjob_status_last_successful_time{%[1]s}) > %[2]d`+
+					` or (time() - max by (namespace, cronjob) (kube_cronjob_created{%[1]s}) > %[2]d unless on (namespace, cronjob) kube_cronjob_status_last_successful_time{%[1]s})`,
+					fmt.Sprintf(`job=%q, namespace=%q, cronjob=%q`, KubeStateMetricsName, f.Name, GCName(f.Name)), int((GCMissedRuns * GCInterval).Seconds())),
+				For: "5m", Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": fmt.Sprintf("fleet gc of fleet %s has not succeeded for %s: orphaned VMs are not removed; see the Events and Jobs of CronJob %s/%s",
+					f.Name, shortDuration(GCMissedRuns*GCInterval), f.Name, GCName(f.Name))},
 			},
 		},
 	}}}

@@ -3,6 +3,7 @@ package sharedfleet
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 )
@@ -56,6 +57,11 @@ func TestEveryPrometheusFilePassesPromtool(t *testing.T) {
 
 func TestFleetAlertsFireWhenTheyShould(t *testing.T) {
 	prod, _ := fleets()
+	// The times below are production's: a grace of 1h (its longest
+	// IdleTime, 30m, plus 30m), so OrphanedVMs waits 1h30m.
+	if prod.GCGrace() != time.Hour || GCInterval != 15*time.Minute {
+		t.Fatalf("production's gc grace %s, interval %s: the test's times assume 1h and 15m", prod.GCGrace(), GCInterval)
+	}
 	dir := t.TempDir()
 	files := prometheus.Files{
 		"recording.yml": render(t, prod.RecordingRules()),
@@ -90,6 +96,14 @@ tests:
     values: '0x60'
   - series: 'kube_pod_deletion_timestamp{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", pod="prometheus-5c6d7e8f9-abcde", uid="1a2b3c4d-0000-4000-8000-000000000003"}'
     values: '-11400x60'
+  - series: 'kube_cronjob_created{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-gc"}'
+    values: '-86400x120'
+  - series: 'kube_cronjob_status_last_successful_time{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-gc"}'
+    values: '-600x120'
+  - series: 'kube_cronjob_created{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-backup"}'
+    values: '-86400x120'
+  - series: 'kube_cronjob_status_last_successful_time{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-backup"}'
+    values: '-86400x120'
   alert_rule_test:
   - eval_time: 3m
     alertname: RunnerManagerDown
@@ -99,14 +113,14 @@ tests:
     exp_alerts:
     - exp_labels: {severity: page, job: runner-managers, instance: "10-4-0-7.production-shared-gce.production.svc.cluster.local:9252", manager: production-shared-gce-1}
       exp_annotations: {summary: "Runner manager production-shared-gce-1 (10-4-0-7.production-shared-gce.production.svc.cluster.local:9252) of fleet production is down"}
-  - eval_time: 100m
+  - eval_time: 80m
     alertname: OrphanedVMs
     exp_alerts: []
-  - eval_time: 130m
+  - eval_time: 100m
     alertname: OrphanedVMs
     exp_alerts:
     - exp_labels: {severity: warning, manager: production-shared-gce, vm_manager: production-shared-gce-9}
-      exp_annotations: {summary: "1 VMs of manager production-shared-gce-9 were found orphaned by fleet gc 2h ago and are still there: it cannot prove them idle; see the Events of the fleet's gc CronJob"}
+      exp_annotations: {summary: "1 VMs of manager production-shared-gce-9 were found orphaned by fleet gc over 1h30m ago (its grace 1h and two runs) and are still there: gc could not prove them idle or could not delete them; see the Events of CronJob production/production-gc"}
   - eval_time: 15m
     alertname: RunnerDrainStuck
     exp_alerts:
@@ -114,6 +128,47 @@ tests:
       exp_annotations: {summary: "Manager production-linux-0-7d9f8b6c4-x2x7q has drained for over 3h with jobs left"}
   - eval_time: 15m
     alertname: VMCountNearQuota
+    exp_alerts: []
+  # A gc that last succeeded 10m before the test starts and then fails
+  # every run, as kube-state-metrics exports its CronJob (labels
+  # namespace, cronjob; internal/store/cronjob.go), created a day ago.
+  # Another CronJob of the namespace that stopped succeeding is not gc.
+  - eval_time: 40m
+    alertname: GCFailing
+    exp_alerts: []
+  - eval_time: 60m
+    alertname: GCFailing
+    exp_alerts:
+    - exp_labels: {severity: warning, namespace: production, cronjob: production-gc}
+      exp_annotations: {summary: "fleet gc of fleet production has not succeeded for 1h: orphaned VMs are not removed; see the Events and Jobs of CronJob production/production-gc"}
+  - eval_time: 60m
+    alertname: OrphanedVMs
+    exp_alerts: []
+- interval: 1m
+  # A gc CronJob made 30m before the test starts that has never
+  # succeeded: no kube_cronjob_status_last_successful_time at all.
+  input_series:
+  - series: 'kube_cronjob_created{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-gc"}'
+    values: '-1800x60'
+  alert_rule_test:
+  - eval_time: 25m
+    alertname: GCFailing
+    exp_alerts: []
+  - eval_time: 40m
+    alertname: GCFailing
+    exp_alerts:
+    - exp_labels: {severity: warning, namespace: production, cronjob: production-gc}
+      exp_annotations: {summary: "fleet gc of fleet production has not succeeded for 1h: orphaned VMs are not removed; see the Events and Jobs of CronJob production/production-gc"}
+- interval: 1m
+  # Negative control: a gc that succeeds every 15 minutes, made a day ago.
+  input_series:
+  - series: 'kube_cronjob_created{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-gc"}'
+    values: '-86400x120'
+  - series: 'kube_cronjob_status_last_successful_time{job="kube-state-metrics", instance="kube-state-metrics.production.svc:8080", namespace="production", cronjob="production-gc"}'
+    values: '-60x15 840x15 1740x15 2640x15 3540x15 4440x15 5340x15 6240x15'
+  alert_rule_test:
+  - eval_time: 110m
+    alertname: GCFailing
     exp_alerts: []
 `),
 	}

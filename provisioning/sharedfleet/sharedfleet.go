@@ -18,6 +18,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -93,16 +95,20 @@ type ManagerGroup struct {
 	// Scaling bounds the group's managers.
 	Scaling Scaling `json:"scaling,omitempty"`
 
-	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket and
-	// the VMs' Network and Subnetwork (resource paths) come from the fleet
-	// and the stack, not from keys of the group: the stack config's
-	// defaults fill them.
+	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket, the
+	// VMs' Network and Subnetwork (resource paths) and VMServiceAccount
+	// come from the fleet and the stack, not from keys of the group: the
+	// stack config's defaults fill them.
 	Fleet       string `json:"-"`
 	GitLabURL   string `json:"-"`
 	Region      string `json:"-"`
 	CacheBucket string `json:"-"`
 	Network     string `json:"-"`
 	Subnetwork  string `json:"-"`
+	// VMServiceAccount is the Google service account the docker+machine
+	// VMs run as; "" leaves it to the driver (the project's Compute
+	// Engine default account).
+	VMServiceAccount string `json:"-"`
 }
 
 // Job defaults of a group.
@@ -363,9 +369,17 @@ func (g ManagerGroup) ConfigFor(manager string) (runnerconfig.Config, error) {
 			// the Docker port to 0.0.0.0/0.
 			"google-skip-firewall-create=true",
 			"google-tags=" + strings.Join(append([]string{g.VMNetworkTag()}, g.NetworkTags...), ","),
+			// fleet gc deletes a VM only once its job reporter said it
+			// runs no job: the startup script runs the reporter, which
+			// writes to guest attributes, which the VM must allow.
+			"google-metadata=" + gcp.GuestAttributesKey + "=TRUE",
+			"google-metadata=startup-script=" + vmfleet.JobReporterStartupScript(version.Image("fleet-agent"), "gce"),
 		}
 		if g.Network != "" {
 			opts = append(opts, "google-network="+g.Network)
+		}
+		if g.VMServiceAccount != "" {
+			opts = append(opts, "google-service-account="+g.VMServiceAccount)
 		}
 		if g.Subnetwork != "" {
 			opts = append(opts, "google-subnetwork="+g.Subnetwork)

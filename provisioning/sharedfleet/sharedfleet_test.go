@@ -2,13 +2,17 @@ package sharedfleet
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
@@ -79,10 +83,65 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 			t.Errorf("MachineOptions lack %s: %v", want, r.Machine.MachineOptions)
 		}
 	}
+	if strings.Contains(opts, "google-service-account") {
+		t.Errorf("a VM account without vmServiceAccount: %v", r.Machine.MachineOptions)
+	}
+	g := production()
+	g.VMServiceAccount = "ci-vms@ci-prod.iam.gserviceaccount.com"
+	if c, err := g.Config(); err != nil || !slices.Contains(c.Runners[0].Machine.MachineOptions, "google-service-account=ci-vms@ci-prod.iam.gserviceaccount.com") {
+		t.Errorf("the VMs do not run as vmServiceAccount: %v", err)
+	}
 	if c.Concurrent != DefaultConcurrent || r.Limit != 100 || r.Executor != "docker+machine" || c.LogFormat != "json" ||
 		r.Machine.IdleCount != 20 || r.Machine.IdleTime != 1800 || r.Machine.MaxBuilds != 1 || len(r.Machine.Autoscaling) != 1 ||
 		r.Cache.GCS.BucketName != "ci-prod-cache" || !strings.Contains(r.Machine.MachineName, "%s") {
 		t.Errorf("config %+v / %+v", c, r.Machine)
+	}
+}
+
+// Every docker+machine VM starts fleet gc's job reporter (fleet-agent
+// --report-jobs from the release's fleet-agent image) and allows the guest
+// attributes it writes: without them gc can never prove a VM idle. The
+// script must reach docker-machine as one key=value metadata item.
+func TestDockerMachineVMsStartTheJobReporter(t *testing.T) {
+	c, err := production().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := c.Runners[0].Machine.MachineOptions
+	if !slices.Contains(opts, "google-metadata=enable-guest-attributes=TRUE") {
+		t.Errorf("the VMs do not allow guest attributes: %v", opts)
+	}
+	var scripts []string
+	for _, o := range opts {
+		if s, ok := strings.CutPrefix(o, "google-metadata=startup-script="); ok {
+			scripts = append(scripts, s)
+		}
+	}
+	if len(scripts) != 1 {
+		t.Fatalf("%d startup scripts in %v, want 1", len(scripts), opts)
+	}
+	script := scripts[0]
+	run := "docker run --detach --name " + vmfleet.JobReporterContainer + " --restart always --network host --user 0 --volume /var/run/docker.sock:/var/run/docker.sock " +
+		version.Image("fleet-agent") + " --provider gce --report-jobs\n"
+	if !strings.HasPrefix(script, "#!/bin/sh\n") || !strings.Contains(script, "until docker info") || !strings.Contains(script, run) {
+		t.Errorf("the startup script does not run the job reporter (%s):\n%s", run, script)
+	}
+	if strings.ContainsAny(script, "=,") {
+		t.Errorf("the startup script holds '=' or ',', which a key=value metadata flag may split:\n%s", script)
+	}
+	// The script reaches gitlab-runner as written: config.toml, decoded
+	// (TestEveryExecutorsConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers
+	// checks it against gitlab-runner's structs and the driver's flags).
+	b, err := runnerconfig.Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back runnerconfig.Config
+	if _, err := toml.Decode(string(b), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(back.Runners[0].Machine.MachineOptions, "google-metadata=startup-script="+script) {
+		t.Errorf("the script does not survive config.toml:\n%s", b)
 	}
 }
 

@@ -102,8 +102,13 @@ var labelValueRE = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
 // runner-<token>-<manager>-<unix time>-<8 hex>.
 func MachineName(manager string) string { return manager + "-%s" }
 
+// MachineVMNamePrefix begins the name of every VM docker+machine creates
+// for gitlab-runner; what follows it (the token's characters) varies by
+// runner, so it is all of a name that IAM conditions can match on.
+const MachineVMNamePrefix = "runner-"
+
 // machineVMName matches the names docker+machine gives; its group is the manager.
-var machineVMName = regexp.MustCompile(`^runner-[a-z0-9]{1,9}-([a-z0-9][a-z0-9-]*[a-z0-9])-[0-9]+-[0-9a-f]{8}$`)
+var machineVMName = regexp.MustCompile(`^` + MachineVMNamePrefix + `[a-z0-9]{1,9}-([a-z0-9][a-z0-9-]*[a-z0-9])-[0-9]+-[0-9a-f]{8}$`)
 
 // ManagerOfMachine is the manager a docker+machine VM name names, if it
 // is one.

@@ -64,6 +64,62 @@ func NewIAMMember(ctx *pulumi.Context, name string, args *IAMMemberArgs, opts ..
 	return &res, nil
 }
 
+// IAMCustomRole is gcp:projects/iAMCustomRole:IAMCustomRole, pinned to gcp v9.6.0.
+//
+// Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/projects/iamcustomrole/
+type IAMCustomRole struct {
+	pulumi.CustomResourceState
+
+	Deleted     pulumi.BoolOutput        `pulumi:"deleted"`
+	Description pulumi.StringPtrOutput   `pulumi:"description"`
+	Name        pulumi.StringOutput      `pulumi:"name"`
+	Permissions pulumi.StringArrayOutput `pulumi:"permissions"`
+	Project     pulumi.StringOutput      `pulumi:"project"`
+	RoleId      pulumi.StringOutput      `pulumi:"roleId"`
+	Stage       pulumi.StringPtrOutput   `pulumi:"stage"`
+	Title       pulumi.StringOutput      `pulumi:"title"`
+}
+
+// IAMCustomRoleArgs are the inputs of IAMCustomRole.
+type IAMCustomRoleArgs struct {
+	Description pulumi.StringPtrInput   `pulumi:"description"`
+	Permissions pulumi.StringArrayInput `pulumi:"permissions"`
+	Project     pulumi.StringPtrInput   `pulumi:"project"`
+	RoleId      pulumi.StringPtrInput   `pulumi:"roleId"`
+	Stage       pulumi.StringPtrInput   `pulumi:"stage"`
+	Title       pulumi.StringInput      `pulumi:"title"`
+}
+
+var iAMCustomRoleSchema = &rf.Schema{
+	Token:    "gcp:projects/iAMCustomRole:IAMCustomRole",
+	Doc:      "https://www.pulumi.com/registry/packages/gcp/api-docs/projects/iamcustomrole/",
+	Inputs:   []string{"description", "permissions", "project", "roleId", "stage", "title"},
+	Outputs:  []string{"deleted", "description", "name", "permissions", "project", "roleId", "stage", "title"},
+	Required: []string{"permissions", "title"},
+}
+
+func init() {
+	rf.AddSchema(iAMCustomRoleSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args IAMCustomRoleArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewIAMCustomRole(ctx, name, &args, opts...)
+	})
+}
+
+// NewIAMCustomRole declares a gcp:projects/iAMCustomRole:IAMCustomRole as the SDK's NewIAMCustomRole would.
+func NewIAMCustomRole(ctx *pulumi.Context, name string, args *IAMCustomRoleArgs, opts ...pulumi.ResourceOption) (*IAMCustomRole, error) {
+	if args == nil {
+		args = &IAMCustomRoleArgs{}
+	}
+	var res IAMCustomRole
+	if err := rf.Declare(ctx, iAMCustomRoleSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // IAMMemberCondition is the value of the SDK's IAMMemberConditionOutput.
 type IAMMemberCondition struct {
 	Description *string `pulumi:"description"`
