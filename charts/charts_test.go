@@ -269,7 +269,7 @@ func TestSchemaRefusesWrongTypesAndUnknownKeys(t *testing.T) {
 // validation.
 func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "prometheusrules")
+	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "podmonitors", "prometheusrules")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestRenderedObjectsPassTheAPIServer(t *testing.T) {
 		}
 		want := []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
 		if tc.vals != nil {
-			want = append(want, "ServiceMonitor", "PrometheusRule", "ConfigMap")
+			want = append(want, "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap")
 		} else {
 			want = append(want, "PodDisruptionBudget")
 		}

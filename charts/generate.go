@@ -207,7 +207,7 @@ func templates() (map[string]string, error) {
 		switch kind {
 		case "PodDisruptionBudget":
 			t = "{{- if .Values.podDisruptionBudget.enabled }}\n" + t + "{{- end }}\n"
-		case "ServiceMonitor":
+		case "ServiceMonitor", "PodMonitor":
 			t = "{{- if .Values.serviceMonitor.enabled }}\n" + t + "{{- end }}\n"
 		case "PrometheusRule":
 			t = "{{- if .Values.prometheusRule.enabled }}\n" + t + "{{- end }}\n"

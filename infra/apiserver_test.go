@@ -35,7 +35,7 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "prometheusrules")
+	operator, err := testenv.PrometheusOperatorCRDs(ctx, "servicemonitors", "podmonitors", "prometheusrules")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 			want := []string{"RunnerClass", "RunnerSet", "Namespace"}
 			if stack == monitoredStack {
 				cfg[fleetKey] = withMonitoring(t, cfg[fleetKey])
-				want = append(want, "ServiceMonitor", "PrometheusRule", "ConfigMap")
+				want = append(want, "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap")
 			}
 			if err := infratest.Run(m, base, cfg, keys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t)})); err != nil {
 				t.Fatal(err)

@@ -406,7 +406,7 @@ func TestDiscoveryTagsMatchWhatCapacitySelects(t *testing.T) {
 	d := deploy(t, fleet(nil))
 	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: cluster}, Spec: d.c.Class}
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "build"}}
-	nc := capacity.EC2NodeClass(rs, class)
+	nc := capacity.EC2NodeClass(rs, class, v1alpha1.Effective(rs, class))
 
 	selects := func(r infratest.Resource, terms []map[string]string) bool {
 		tags := tagsOf(r)
@@ -741,7 +741,7 @@ func TestCachePrefixesAreWhereTheRunnersWrite(t *testing.T) {
 				t.Errorf("%s's role reaches namespace %s's cache", key, other.Namespace)
 			}
 		}
-		if got := resources.ManagerServiceAccountFor(rs, class).Annotations[resources.AnnotationIRSA]; got != role {
+		if got := resources.ManagerServiceAccountFor(rs, v1alpha1.Effective(rs, class)).Annotations[resources.AnnotationIRSA]; got != role {
 			t.Errorf("%s: manager ServiceAccount IRSA role %q, want %q: the managers could not sign cache URLs", key, got, role)
 		}
 		checked++

@@ -258,7 +258,7 @@ func TestTheManagersThatSignTheCacheActAsTheTeamAccount(t *testing.T) {
 		}
 		rs := kube.RunnerSet(team, class.Name)
 		rs.Spec.Jobs.Identity = &v1alpha1.JobIdentity{GCPServiceAccount: email}
-		sa := resources.ManagerServiceAccountFor(rs, class)
+		sa := resources.ManagerServiceAccountFor(rs, v1alpha1.Effective(rs, class))
 		if got := sa.Annotations[resources.AnnotationWorkloadIdentity]; got != email {
 			t.Errorf("%s/%s: manager ServiceAccount acts as %q, want %q: the managers could not sign cache URLs", team.Namespace, team.Name, got, email)
 		}

@@ -289,7 +289,7 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 			s = "-controller-metrics-reader" // the second ClusterRole: who may scrape the controller
 		}
 		switch kind {
-		case "ServiceMonitor", "PrometheusRule", "ConfigMap": // monitoring, one or more each
+		case "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap": // monitoring, one or more each
 			s, ok = "-monitoring-"+obj.GetName(), true
 		}
 		if !ok {

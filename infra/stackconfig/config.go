@@ -111,8 +111,8 @@ type Controller struct {
 // ServiceMonitors and the PrometheusRule, Grafana's sidecar for the
 // dashboards' ConfigMaps. The local stack runs its own Prometheus instead.
 type ControllerMonitoring struct {
-	// ServiceMonitors for the controller's metrics and every RunnerSet's
-	// managers.
+	// ServiceMonitors: a ServiceMonitor for the controller's metrics and a
+	// PodMonitor for every RunnerSet's managers.
 	ServiceMonitors bool `json:"serviceMonitors,omitempty"`
 	// PrometheusRule with the team runners' alert rules.
 	PrometheusRule bool `json:"prometheusRule,omitempty"`

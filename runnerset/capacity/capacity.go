@@ -65,8 +65,9 @@ type Capacity struct {
 	Placement runnerconfig.JobPlacement
 }
 
-// For builds the capacity of rs under class.
-func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error) {
+// For builds the capacity of rs under class, whose settings resolved for rs
+// (v1alpha1.Effective, once per pass) are eff.
+func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (*Capacity, error) {
 	if err := checkLimits(rs); err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
-		nc, err := nodeClass(rs, class)
+		nc, err := nodeClass(rs, class, eff)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +87,7 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 		if err := GKEQuotaReady(rs); err != nil {
 			return nil, err
 		}
-		cc, err := ComputeClass(rs, class)
+		cc, err := ComputeClass(rs, class, eff)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +108,7 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error)
 
 // nodeClass is the Karpenter node class of rs's tag, its kind set so that
 // the NodePool can refer to it.
-func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (client.Object, error) {
+func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (client.Object, error) {
 	var nc client.Object
 	var gvk schema.GroupVersionKind
 	switch class.Spec.Provider {
@@ -115,7 +116,7 @@ func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (client.Obje
 		if class.Spec.Karpenter == nil {
 			return nil, v1alpha1.Failf(v1alpha1.ReasonCapacityRejected, "RunnerClass %s has provider karpenter but no spec.karpenter settings", class.Name)
 		}
-		nc, gvk = EC2NodeClass(rs, class), AWSGroupVersion.WithKind("EC2NodeClass")
+		nc, gvk = EC2NodeClass(rs, class, eff), AWSGroupVersion.WithKind("EC2NodeClass")
 	default:
 		nc, gvk = KWOKNodeClass(rs), KWOKGroupVersion.WithKind("KWOKNodeClass")
 	}
@@ -263,7 +264,7 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 // EC2NodeClass is the node class of rs's tag on EKS: the cluster's subnets and
 // security groups by discovery tag, Bottlerocket by default, IMDSv2 with a hop
 // limit of 1 so job pods cannot reach the node's credentials.
-func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *awsv1.EC2NodeClass {
+func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) *awsv1.EC2NodeClass {
 	k := class.Spec.Karpenter
 	discovery := map[string]string{"karpenter.sh/discovery": k.ClusterName}
 	tags := maps.Clone(k.Tags)
@@ -277,7 +278,7 @@ func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *awsv1.EC
 		Spec: awsv1.EC2NodeClassSpec{
 			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: discovery}},
 			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: discovery}},
-			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: v1alpha1.Effective(rs, class).AMIAlias}},
+			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: eff.AMIAlias}},
 			Role:                       k.NodeRole,
 			Tags:                       tags,
 			AssociatePublicIPAddress:   ptr.To(false),
@@ -303,8 +304,8 @@ func KWOKNodeClass(rs *v1alpha1.RunnerSet) *kwokv1alpha1.KWOKNodeClass {
 // machineType, instanceFamilies (or the class's) by machineFamily,
 // architectures choose Arm or x86 families; limits have no ComputeClass
 // field and are enforced by a ResourceQuota (see Quota).
-func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*unstructured.Unstructured, error) {
-	key, machines, err := gkeMachines(rs, class)
+func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (*unstructured.Unstructured, error) {
+	key, machines, err := gkeMachines(rs, class, eff)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +412,7 @@ func gkeRefuses(f string) string {
 
 // gkeMachines returns the ComputeClass priority key (machineType or
 // machineFamily) and its values for rs, or a Failure naming the field.
-func gkeMachines(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (string, []string, error) {
+func gkeMachines(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (string, []string, error) {
 	archs := architectures(rs)
 	c := rs.Spec.Capacity
 	refuse := func(format string, args ...any) (string, []string, error) {
@@ -448,7 +449,7 @@ func gkeMachines(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (string, [
 	// The class's families, those of an allowed architecture; an allowed
 	// architecture the class has no family for gets runnerfleet's defaults.
 	var out []string
-	for _, f := range v1alpha1.Effective(rs, class).MachineFamilies {
+	for _, f := range eff.MachineFamilies {
 		if slices.Contains(archs, gkeArch(f)) {
 			out = append(out, f)
 		}

@@ -75,7 +75,7 @@ func TestNodePoolNeverDisruptsARunningJob(t *testing.T) {
 func TestTagsJobPodsLandOnlyOnTheirOwnNodes(t *testing.T) {
 	for _, class := range []*v1alpha1.RunnerClass{eks(), {ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}} {
 		t.Run(string(class.Spec.Provider), func(t *testing.T) {
-			c, err := For(rs(), class)
+			c, err := build(rs(), class)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestTagsJobPodsLandOnlyOnTheirOwnNodes(t *testing.T) {
 			if c.Placement.PodAnnotations[karpv1.DoNotDisruptAnnotationKey] != "true" {
 				t.Error("job pods are not do-not-disrupt")
 			}
-			other, _ := For(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "build"}}, class)
+			other, _ := build(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "build"}}, class)
 			if other.Name == c.Name || other.Placement.NodeSelector[LabelCapacity] == c.Placement.NodeSelector[LabelCapacity] {
 				t.Error("two teams' runners share capacity")
 			}
@@ -107,7 +107,7 @@ func TestTagsJobPodsLandOnlyOnTheirOwnNodes(t *testing.T) {
 }
 
 func TestEC2NodeClassKeepsJobsAwayFromNodeCredentials(t *testing.T) {
-	nc := EC2NodeClass(rs(), eks())
+	nc := EC2NodeClass(rs(), eks(), v1alpha1.Effective(rs(), eks()))
 	m := nc.Spec.MetadataOptions
 	if *m.HTTPTokens != "required" || *m.HTTPPutResponseHopLimit != 1 {
 		t.Errorf("metadata options %+v: pods could reach the node's credentials", m)
@@ -152,13 +152,13 @@ func TestLimitsBelowOneJobAreRefused(t *testing.T) {
 	r.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("3"))
 	r.Spec.Jobs.Resources.Helper.CPURequest = ptr.To(resource.MustParse("500m"))
 	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
-	_, err := For(r, eks())
+	_, err := build(r, eks())
 	inv, ok := err.(*v1alpha1.Failure)
 	if !ok || inv.Reason != v1alpha1.ReasonLimitsBelowOneJob || !strings.Contains(inv.Message, "spec.capacity.limits.cpu is 2 but one job asks for 3500m") {
 		t.Fatalf("got %v", err)
 	}
 	r.Spec.Capacity.Limits[corev1.ResourceCPU] = resource.MustParse("3500m")
-	if _, err := For(r, eks()); err != nil {
+	if _, err := build(r, eks()); err != nil {
 		t.Fatalf("a limit that fits exactly one job: %v", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestComputeClassIsSpotFirstWithoutActiveMigration(t *testing.T) {
 	}
 	r := rs()
 	r.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{v1alpha1.CapacityTypeSpot, v1alpha1.CapacityTypeOnDemand}
-	c, err := For(r, class)
+	c, err := build(r, class)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestEveryGKECapacityWishTakesEffectAndGKEAcceptsTheClass(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&r.Spec.Capacity)
 			}
-			c, err := For(r, tc.class)
+			c, err := build(r, tc.class)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func TestGKECapacityWishesGKECannotHonourAreRefusedNamingTheField(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			r := rs()
 			tc.mutate(&r.Spec.Capacity)
-			_, err := For(r, gke("n2d"))
+			_, err := build(r, gke("n2d"))
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("got %v, want it to say %q", err, tc.says)
 			}
@@ -318,7 +318,7 @@ func TestGKELimitsBecomeAQuotaOnTheJobsRequestsAndNeedRequestsEverywhere(t *test
 		t.Error("a quota without limits")
 	}
 	// Without requests on every job container the quota would refuse pods.
-	_, err := For(r, gke("n2d"))
+	_, err := build(r, gke("n2d"))
 	if err == nil || !strings.Contains(err.Error(), "spec.jobs.resources.build.cpuRequest") {
 		t.Fatalf("limits without requests on GKE: %v", err)
 	}
@@ -327,7 +327,12 @@ func TestGKELimitsBecomeAQuotaOnTheJobsRequestsAndNeedRequestsEverywhere(t *test
 	for _, c := range []*v1alpha1.ContainerResources{&r.Spec.Jobs.Resources.Build, &r.Spec.Jobs.Resources.Helper, &r.Spec.Jobs.Resources.Service} {
 		c.CPURequest, c.MemoryRequest = &one, &gi
 	}
-	if _, err := For(r, gke("n2d")); err != nil {
+	if _, err := build(r, gke("n2d")); err != nil {
 		t.Errorf("limits with requests everywhere: %v", err)
 	}
+}
+
+// build is For with the settings the controller resolves once per pass.
+func build(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error) {
+	return For(rs, class, v1alpha1.Effective(rs, class))
 }

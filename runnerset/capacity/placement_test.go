@@ -52,7 +52,7 @@ func jobPodSpec(c *Capacity) corev1.PodSpec {
 
 func TestManagersLandOnlyOnTheOnDemandPoolAndJobsOnlyOnTheirSpotNodes(t *testing.T) {
 	r := rs()
-	c, err := For(r, eks())
+	c, err := build(r, eks())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,15 @@ func benchFleet(b *testing.B, n int) {
 	slices.Sort(breakdown)
 	b.Logf("writes per RunnerSet while converging: %s", strings.Join(breakdown, "; "))
 
+	b.Logf("%d RunnerSets Ready after %.1f s", n, toReady.Seconds())
+	// The class counts its Ready RunnerSets (one status write, when the
+	// count is in): the steady window starts once it has.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		must(b, k8s.Get(ctx, client.ObjectKeyFromObject(class), class))
+		if class.Status.ReadyRunnerSets == int32(n) || time.Now().After(deadline) {
+			break
+		}
+	}
 	time.Sleep(2 * time.Second) // the last status patches' watch events arrive
 	steadyStart := writes.Load()
 	time.Sleep(steadyWindow)

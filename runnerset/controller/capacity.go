@@ -29,7 +29,7 @@ import (
 // the update (the API server's own view, webhooks included). A new tag
 // costs one create per object; one that is as built, nothing.
 func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
-	c, err := capacity.For(s.rs, s.class)
+	c, err := capacity.For(s.rs, s.class, s.settings)
 	var invalid *v1alpha1.Failure
 	if errors.As(err, &invalid) {
 		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
@@ -53,24 +53,18 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 			return false, 0, nil
 		}
 	}
-	for _, obj := range c.Objects {
-		err := r.dryRun(ctx, s.rs, obj)
-		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
-			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
-			return false, 0, nil
-		}
-		if err != nil {
-			return false, 0, err
-		}
-	}
-	for _, obj := range c.Objects {
-		err := r.apply(ctx, s.rs, obj)
-		if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
-			s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
-			return false, 0, nil
-		}
-		if err != nil {
-			return false, 0, err
+	// Every object is dry run before any is written, so that a rejected
+	// update leaves the tag's capacity as it was.
+	for _, write := range []func(context.Context, *v1alpha1.RunnerSet, client.Object) error{r.dryRun, r.apply} {
+		for _, obj := range c.Objects {
+			err := write(ctx, s.rs, obj)
+			if msg, rejected := rejection(err, r.kindOf(obj), obj.GetName(), s.class.Name); rejected {
+				s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonCapacityRejected, msg)
+				return false, 0, nil
+			}
+			if err != nil {
+				return false, 0, err
+			}
 		}
 	}
 	// On GKE, capacity.limits is a ResourceQuota in the jobs namespace.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,23 +24,27 @@ import (
 const legacyPoll = 30 * time.Second
 
 // reconcileIdentity writes the job ServiceAccount (with its cloud identity)
-// and the managers' Role in the jobs namespace, and the manager's
-// ServiceAccount and its Role (its own config Secret, nothing else) in the
-// team's namespace.
+// and the managers' Role in the jobs namespace, and the managers'
+// ServiceAccount in the team's namespace, where they hold no rights at all:
+// their config Secret reaches them as a volume, which the kubelet reads.
+// Only while managers or jobs of the layout before jobs namespaces still
+// run do the managers keep a Role in the team's namespace.
 func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	jobs := s.settings.JobsNamespace
 	legacy, err := r.legacyRunning(ctx, s.rs, jobs)
 	if err != nil {
 		return false, 0, err
 	}
-	for _, obj := range []client.Object{
+	objs := []client.Object{
 		resources.JobServiceAccount(s.rs, jobs),
 		resources.ManagerJobsRole(s.rs, jobs),
 		resources.ManagerJobsRoleBinding(s.rs, jobs),
-		resources.ManagerServiceAccountFor(s.rs, s.class),
-		resources.ManagerRole(s.rs, legacy),
-		resources.ManagerRoleBinding(s.rs),
-	} {
+		resources.ManagerServiceAccountFor(s.rs, s.settings),
+	}
+	if legacy {
+		objs = append(objs, resources.LegacyManagerRole(s.rs), resources.LegacyManagerRoleBinding(s.rs))
+	}
+	for _, obj := range objs {
 		if err := r.apply(ctx, s.rs, obj); err != nil {
 			return false, 0, err
 		}
@@ -50,19 +55,26 @@ func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, tim
 			jobs, s.rs.Namespace))
 		return true, legacyPoll, nil
 	}
+	// Nothing of the old layout runs: its Role and binding in the team's
+	// namespace go (a read of the cache when there are none).
+	for _, obj := range []client.Object{resources.LegacyManagerRoleBinding(s.rs), resources.LegacyManagerRole(s.rs)} {
+		if err := r.deleteOwned(ctx, s.rs, obj); err != nil {
+			return false, 0, err
+		}
+	}
 	if err := r.deleteLegacyJobServiceAccount(ctx, s.rs); err != nil {
 		return false, 0, err
 	}
 	s.rs.SetCondition(v1alpha1.ConditionIdentityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, fmt.Sprintf(
-		"the job ServiceAccount and the managers' rights are in namespace %s; in %s the managers read only their config Secret", jobs, s.rs.Namespace))
+		"the job ServiceAccount and the managers' rights are in namespace %s; in %s the managers have no rights (their config Secret is mounted)", jobs, s.rs.Namespace))
 	return true, 0, nil
 }
 
 // legacyRunning reports whether managers or job pods of the layout before
 // jobs namespaces still run in the team's namespace: job pods there, or
 // manager pods that do not create their jobs in jobs. Pods are listed only
-// while the managers' Role in the team's namespace still carries job
-// rights, so a migrated RunnerSet costs no read.
+// while the managers still have a Role in the team's namespace that
+// carries job rights, so a migrated RunnerSet costs no read.
 func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, jobs string) (bool, error) {
 	role := &rbacv1.Role{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).ManagerRole()}, role)
@@ -72,8 +84,8 @@ func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, 
 	if err != nil {
 		return false, fmt.Errorf("getting the managers' Role: %w", err)
 	}
-	if resources.SpecHash(role) == resources.SpecHash(resources.ManagerRole(rs, false)) {
-		return false, nil
+	if !slices.ContainsFunc(role.Rules, func(p rbacv1.PolicyRule) bool { return slices.Contains(p.Resources, "pods") }) {
+		return false, nil // no job rights: nothing of the old layout can run
 	}
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
@@ -82,7 +94,7 @@ func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, 
 		return false, fmt.Errorf("listing pods: %w", err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels["app.kubernetes.io/component"] != "manager" || p.Annotations[resources.AnnotationJobsNamespace] != jobs {
+		if p.Labels[resources.LabelComponent] != resources.ComponentManager || p.Annotations[resources.AnnotationJobsNamespace] != jobs {
 			return true, nil
 		}
 	}

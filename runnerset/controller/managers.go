@@ -7,9 +7,11 @@ import (
 
 	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -35,7 +37,12 @@ func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, tim
 	} else if err := r.deleteOwned(ctx, s.rs, pdb); err != nil {
 		return false, 0, err
 	}
-	if err := r.apply(ctx, s.rs, resources.ManagerService(s.rs)); err != nil {
+	// The managers are scraped from their pods (monitoring's PodMonitor and
+	// scrape config); the headless Service earlier versions wrote for it
+	// goes (a read of the cache when there is none).
+	if err := r.deleteOwned(ctx, s.rs, &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Namespace: s.rs.Namespace, Name: naming.For(s.rs.Namespace, s.rs.Name).Managers(),
+	}}); err != nil {
 		return false, 0, err
 	}
 	// Judge the rollout by what the API server returned for the write: a

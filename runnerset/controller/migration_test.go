@@ -53,8 +53,8 @@ func TestAnExistingRunnerSetMovesToItsJobsNamespaceWithoutLosingAJob(t *testing.
 	oldJobSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.JobServiceAccount(), Labels: resources.Labels(rs, "job")}}
 	for _, o := range []client.Object{
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.ManagerRole(), Labels: resources.Labels(rs, "manager")}, Rules: resources.ExecutorRules()},
-		resources.ManagerRoleBinding(rs),
-		resources.ManagerServiceAccountFor(rs, nil),
+		resources.LegacyManagerRoleBinding(rs),
+		resources.ManagerServiceAccountFor(rs, v1alpha1.Effective(rs, nil)),
 		oldJobSA,
 	} {
 		must(t, k8s.Create(ctx, own(o)))
@@ -127,10 +127,11 @@ func TestAnExistingRunnerSetMovesToItsJobsNamespaceWithoutLosingAJob(t *testing.
 	must(t, manager.Delete(ctx, oldJob))
 	must(t, k8s.Delete(ctx, oldManager, client.GracePeriodSeconds(0)))
 
-	eventuallyWithin(t, 90*time.Second, "the managers' rights in the team's namespace narrowed to their config Secret", func() error {
-		role := get(t, ns, n.ManagerRole(), &rbacv1.Role{})
-		if len(role.Rules) != 1 {
-			return fmt.Errorf("%d rules", len(role.Rules))
+	eventuallyWithin(t, 90*time.Second, "the managers' Role and RoleBinding in the team's namespace deleted", func() error {
+		for _, o := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.ManagerRole()}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T still there (%v)", o, err)
+			}
 		}
 		return nil
 	})

@@ -25,15 +25,19 @@ package controller
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
-// The managers' headless metrics Service (resources.ManagerService).
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
+// The managers' headless metrics Service of earlier versions is deleted
+// (reconcileManagers); they are scraped from their pods.
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
 // The job ServiceAccount of the layout before jobs namespaces, left in the
 // team's namespace, is deleted once nothing of that layout runs
 // (deleteLegacyJobServiceAccount).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update
+// The managers' Role and RoleBinding in the team's namespace, kept only
+// while the layout before jobs namespaces runs, are deleted after
+// (reconcileIdentity).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;delete
 
 // Secrets: watched by metadata (token Secrets requeue their RunnerSets) and
 // read from the API server; a created runner's token Secret is written with
@@ -79,7 +83,7 @@ package controller
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // The managers' Roles (resources.ExecutorRules in the jobs namespace, and
-// their own config Secret by name in the team's). The API server lets the
+// in the team's while the layout before jobs namespaces runs). The API server lets the
 // controller create a Role, and bind it, only with permissions the controller
 // holds itself; holding them is narrower than the escalate and bind verbs,
 // which would let it grant anything. Keep these in step with ExecutorRules:

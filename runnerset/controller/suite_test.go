@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -166,6 +169,7 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		writes.Add(1)
 		writeKinds.add(req)
+		writeLog.add(req)
 	}
 	return c.next.RoundTrip(req)
 }
@@ -180,6 +184,14 @@ type writeCounter struct {
 }
 
 func (w *writeCounter) add(req *http.Request) {
+	key := writeKey(req)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[key]++
+}
+
+// writeKey names a write by verb and resource.
+func writeKey(req *http.Request) string {
 	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	// /api/v1/... or /apis/group/version/..., then namespaces/ns/, then resource[/name[/sub]]
 	i := 2
@@ -200,9 +212,69 @@ func (w *writeCounter) add(req *http.Request) {
 	if req.URL.Query().Has("dryRun") {
 		key += " (dry run)"
 	}
+	return key
+}
+
+// writeLog keeps every write the controller sent: what, in which
+// namespace, to which object, so a test can count the writes one
+// RunnerSet caused while others converge beside it.
+var writeLog = &writeRecorder{}
+
+// writeEntry is one write: its kind as writeKinds counts it, and the
+// object it went to ("" namespace for a cluster-scoped one).
+type writeEntry struct{ kind, namespace, name string }
+
+type writeRecorder struct {
+	mu      sync.Mutex
+	entries []writeEntry
+}
+
+func (w *writeRecorder) add(req *http.Request) {
+	e := writeEntry{kind: writeKey(req)}
+	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	i := 2
+	if seg[0] == "apis" {
+		i = 3
+	}
+	if i+1 < len(seg) && seg[i] == "namespaces" {
+		e.namespace = seg[i+1]
+		if i+2 < len(seg) {
+			i += 2
+		} else {
+			e.name, e.namespace = e.namespace, "" // the namespace itself
+		}
+	}
+	if i+1 < len(seg) {
+		e.name = seg[i+1]
+	}
+	if req.Method == http.MethodPost && req.GetBody != nil {
+		// A create names its object in the body.
+		// (JSON or, for Kubernetes' own kinds, protobuf).
+		if body, err := req.GetBody(); err == nil {
+			b, _ := io.ReadAll(body)
+			_ = body.Close()
+			obj, _, err := serializer.NewCodecFactory(env.Scheme).UniversalDeserializer().Decode(b, nil, nil)
+			if o, ok := obj.(metav1.Object); ok && err == nil && o.GetName() != "" {
+				e.name = o.GetName()
+			}
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.m[key]++
+	w.entries = append(w.entries, e)
+}
+
+// since returns the entries after the first n, and how many there are now.
+func (w *writeRecorder) since(n int) ([]writeEntry, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.entries[n:]), len(w.entries)
+}
+
+func (w *writeRecorder) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.entries)
 }
 
 // snapshot returns the counts so far.
@@ -310,7 +382,7 @@ func must2[T any](v T, err error) T {
 	return v
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

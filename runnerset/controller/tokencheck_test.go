@@ -415,21 +415,38 @@ func TestGitLabAnswering429ForMinutesIsRetriedWithBackoffNotAHotLoop(t *testing.
 	rs := createdRunnerSet(srv, ns, "throttled", class.Name)
 	must(t, k8s.Create(ctx, rs))
 	waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonGitLabUnavailable)
+	_, logStart := writeLog.since(0)
 	first := gitlabCalls(srv)
 	time.Sleep(10 * time.Second)
 	mid := gitlabCalls(srv)
 	time.Sleep(10 * time.Second)
 	last := gitlabCalls(srv)
 	t.Logf("GitLab calls under 429: %d until the condition said so, %d in the next 10 s, %d in the 10 s after", first, mid-first, last-mid)
-	// The controller's backoff doubles from 5 ms per attempt (each at most
-	// two calls, one client retry): after 10 s an attempt comes every 10 s
-	// or later. A condition that flips makes a pass at once each time
-	// (17 calls in such a window before the fix). The server is the
+	// The controller's backoff doubles from 5 ms per failed pass, and each
+	// pass takes one to two seconds (two calls, the client's retry waiting
+	// between them): the backoff counts passes, not seconds, so 10 s in it
+	// has reached only about the eighth pass, and the next few follow
+	// 0.6, 1.3, 2.6 s apart: 2 to 5 passes, 4 to 10 calls in the window,
+	// depending on how long the passes take. Nothing else brings the
+	// RunnerSet back: no write of the controller's own (a status that
+	// changes each pass would, through the watch, at once and outside the
+	// backoff; 17 calls in such a window before that was fixed), which the
+	// write log checks below (one status write is allowed: under load a
+	// call may time out instead, a new message). The server is the
 	// suite's: other tests' RunnerSets, refused by the same 429s, are
-	// counted too (5 calls alone, 7 in the whole suite, measured), so the
-	// bound sits between those and the hot loop's 17.
+	// counted too.
 	if last-mid > 10 {
 		t.Errorf("%d GitLab calls in 10 s after 10 s of 429s: the retries do not back off", last-mid)
+	}
+	after, _ := writeLog.since(logStart)
+	var own []string
+	for _, e := range after {
+		if e.namespace == ns && e.kind != "POST events" && e.kind != "PATCH events" {
+			own = append(own, e.kind+" "+e.name)
+		}
+	}
+	if len(own) > 1 {
+		t.Errorf("the controller wrote %d times while GitLab refused every call (%v): each such write brings the RunnerSet back at once, outside the backoff", len(own), own)
 	}
 	if len(srv.Runners()) != 0 {
 		t.Error("a runner was created although GitLab refused every call")

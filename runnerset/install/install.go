@@ -76,8 +76,9 @@ type Options struct {
 	// instance, stack).
 	Labels map[string]string
 	// ServiceMonitor has the Prometheus operator scrape the metrics Service
-	// every ServiceMonitorInterval; ServiceMonitorLabels are what its
-	// Prometheus selects ServiceMonitors by (release: kube-prometheus-stack).
+	// every ServiceMonitorInterval, and the team managers' pods through a
+	// PodMonitor; ServiceMonitorLabels are what its Prometheus selects
+	// both by (release: kube-prometheus-stack).
 	ServiceMonitor         bool
 	ServiceMonitorInterval string
 	ServiceMonitorLabels   map[string]string
@@ -193,7 +194,7 @@ func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
 	if o.ServiceMonitor {
 		l := o.labels()
 		maps.Copy(l, o.ServiceMonitorLabels)
-		out = append(out, ServiceMonitor(o), monitoring.ManagersServiceMonitor(o.Namespace, l, o.ServiceMonitorInterval))
+		out = append(out, ServiceMonitor(o), monitoring.ManagersPodMonitor(o.Namespace, l, o.ServiceMonitorInterval))
 	}
 	if o.PrometheusRule {
 		l := o.labels()

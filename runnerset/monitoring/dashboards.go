@@ -111,7 +111,7 @@ func queryVar(name, label, query string) *dashboard.QueryVariableBuilder {
 		Datasource(ds).Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
 }
 
-// mgr selects the team managers' series, as the ServiceMonitor and the
+// mgr selects the team managers' series, as the PodMonitor and the
 // scrape config label them.
 var mgr = fmt.Sprintf(`job=%q`, ManagersName)
 

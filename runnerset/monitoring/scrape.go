@@ -1,5 +1,5 @@
 // Package monitoring builds what watches the team runners: the scrape of
-// every RunnerSet's managers (a ServiceMonitor for the Prometheus operator,
+// every RunnerSet's managers (a PodMonitor for the Prometheus operator,
 // a plain scrape config for a Prometheus without it), the alert rules (a
 // PrometheusRule and the same groups as a rule file) and the Grafana
 // dashboards. Everything is pure and built from the facts the controller
@@ -18,16 +18,17 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// ManagersName names the team managers' ServiceMonitor and scrape job.
+// ManagersName names the team managers' PodMonitor and scrape job, and is
+// the job label of their series either way.
 const ManagersName = "runnerfleet-managers"
 
 // LabelRunnerSet is the label every scraped manager series gets: the name
 // of its RunnerSet (namespace comes with the target).
 const LabelRunnerSet = "runnerset"
 
-// serviceLabel is the service discovery meta label of a Service label.
-func serviceLabel(name string) string {
-	return "__meta_kubernetes_service_label_" + sanitize(name)
+// podLabel is the service discovery meta label of a pod label.
+func podLabel(name string) string {
+	return "__meta_kubernetes_pod_label_" + sanitize(name)
 }
 
 // sanitize turns a Kubernetes label name into a Prometheus label name, as
@@ -42,25 +43,34 @@ func sanitize(name string) string {
 	return string(b)
 }
 
-// ManagersServiceMonitor has the Prometheus operator scrape every
-// RunnerSet's managers, in every namespace, through their headless Services
-// (resources.ManagerService): each manager pod is a target, labelled with
-// its namespace, pod and RunnerSet.
-func ManagersServiceMonitor(namespace string, labels map[string]string, interval string) *monitoringv1.ServiceMonitor {
-	return &monitoringv1.ServiceMonitor{
-		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.ServiceMonitorsKind},
+// ManagersPodMonitor has the Prometheus operator scrape every RunnerSet's
+// managers, in every namespace, straight from their pods (no Service per
+// RunnerSet): each manager pod's metrics port is a target, starting and
+// draining ones included, labelled with its namespace, pod and RunnerSet,
+// and with job ManagersName as the plain scrape config's.
+func ManagersPodMonitor(namespace string, labels map[string]string, interval string) *monitoringv1.PodMonitor {
+	port := resources.MetricsPortName
+	job := ManagersName
+	return &monitoringv1.PodMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.PodMonitorsKind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ManagersName, Labels: maps.Clone(labels)},
-		Spec: monitoringv1.ServiceMonitorSpec{
+		Spec: monitoringv1.PodMonitorSpec{
 			Selector:          metav1.LabelSelector{MatchLabels: resources.ManagerPods()},
 			NamespaceSelector: monitoringv1.NamespaceSelector{Any: true},
-			Endpoints: []monitoringv1.Endpoint{{
-				Port:     resources.MetricsPortName,
+			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
+				Port:     &port,
 				Path:     "/metrics",
 				Interval: monitoringv1.Duration(interval),
 				RelabelConfigs: []monitoringv1.RelabelConfig{{
-					SourceLabels: []monitoringv1.LabelName{monitoringv1.LabelName(serviceLabel(resources.LabelRunnerSet))},
+					SourceLabels: []monitoringv1.LabelName{monitoringv1.LabelName(podLabel(resources.LabelRunnerSet))},
 					TargetLabel:  LabelRunnerSet,
 					Action:       "replace",
+				}, {
+					// The operator's job would be "<namespace>/<name>"; the
+					// dashboards select ManagersName.
+					TargetLabel: "job",
+					Replacement: &job,
+					Action:      "replace",
 				}},
 				// gitlab-runner's own labels (runner, system_id) stay theirs.
 				HonorLabels: false,
@@ -96,28 +106,28 @@ type RelabelConfig struct {
 }
 
 // ManagersScrapeConfig is the scrape of every RunnerSet's managers for a
-// Prometheus without the operator, running in the cluster: Kubernetes
-// endpoints discovery, kept to the managers' headless Services and their
-// metrics port, with the labels the ServiceMonitor gives (namespace, pod,
-// runnerset), so that the alert rules and dashboards work with either.
+// Prometheus without the operator, running in the cluster: Kubernetes pod
+// discovery, kept to the manager pods and their metrics port, with the
+// labels the PodMonitor gives (namespace, pod, runnerset), so that the
+// alert rules and dashboards work with either.
 func ManagersScrapeConfig(interval string) ScrapeConfig {
 	var relabel []RelabelConfig
 	for _, k := range sortedKeys(resources.ManagerPods()) {
 		relabel = append(relabel, RelabelConfig{
-			SourceLabels: []string{serviceLabel(k)}, Regex: resources.ManagerPods()[k], Action: "keep",
+			SourceLabels: []string{podLabel(k)}, Regex: resources.ManagerPods()[k], Action: "keep",
 		})
 	}
 	relabel = append(relabel,
-		RelabelConfig{SourceLabels: []string{"__meta_kubernetes_endpoint_port_name"}, Regex: resources.MetricsPortName, Action: "keep"},
+		RelabelConfig{SourceLabels: []string{"__meta_kubernetes_pod_container_port_name"}, Regex: resources.MetricsPortName, Action: "keep"},
 		RelabelConfig{SourceLabels: []string{"__meta_kubernetes_namespace"}, TargetLabel: "namespace", Action: "replace"},
 		RelabelConfig{SourceLabels: []string{"__meta_kubernetes_pod_name"}, TargetLabel: "pod", Action: "replace"},
-		RelabelConfig{SourceLabels: []string{serviceLabel(resources.LabelRunnerSet)}, TargetLabel: LabelRunnerSet, Action: "replace"},
+		RelabelConfig{SourceLabels: []string{podLabel(resources.LabelRunnerSet)}, TargetLabel: LabelRunnerSet, Action: "replace"},
 	)
 	return ScrapeConfig{
 		JobName:             ManagersName,
 		ScrapeInterval:      interval,
 		MetricsPath:         "/metrics",
-		KubernetesSDConfigs: []KubernetesSD{{Role: "endpoints"}},
+		KubernetesSDConfigs: []KubernetesSD{{Role: "pod"}},
 		RelabelConfigs:      relabel,
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,46 +18,60 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// The ServiceMonitor selects every RunnerSet's headless manager Service, by
-// the labels the controller gives it, and a Service of anything else not.
-func TestTheServiceMonitorSelectsTheManagersServicesAndNothingElse(t *testing.T) {
-	sm := monitoring.ManagersServiceMonitor("monitoring", nil, "30s")
-	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+// The PodMonitor selects every RunnerSet's manager pods, by the labels the
+// controller puts on them, and scrapes the port their container declares;
+// the controller's own pods it does not select.
+func TestThePodMonitorSelectsTheManagerPodsAndNothingElse(t *testing.T) {
+	pm := monitoring.ManagersPodMonitor("monitoring", nil, "30s")
+	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}
-	svc := resources.ManagerService(rs)
-	if !sel.Matches(labels.Set(svc.Labels)) {
-		t.Errorf("selector %v does not select the managers' Service %v", sel, svc.Labels)
+	pod := resources.Deployment(rs, "gitlab/gitlab-runner:v18.6.0", "h", "team-a-build-j6").Spec.Template
+	if !sel.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("selector %v does not select the manager pods %v", sel, pod.Labels)
 	}
-	if !sm.Spec.NamespaceSelector.Any {
-		t.Error("the ServiceMonitor looks in its own namespace only; RunnerSets live in the teams'")
+	if !pm.Spec.NamespaceSelector.Any {
+		t.Error("the PodMonitor looks in its own namespace only; RunnerSets live in the teams'")
 	}
-	if sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name {
-		t.Errorf("scrapes port %q, the Service serves %q", sm.Spec.Endpoints[0].Port, svc.Spec.Ports[0].Name)
+	ep := pm.Spec.PodMetricsEndpoints[0]
+	var ports []string
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			ports = append(ports, p.Name)
+		}
 	}
-	// The negative control: the controller's own metrics Service is not a
-	// manager's (it has its own ServiceMonitor).
-	if own := install.Service(install.Defaults()); sel.Matches(labels.Set(own.Labels)) {
-		t.Errorf("the selector also selects the controller's Service %v", own.Labels)
+	if ep.Port == nil || !slices.Contains(ports, *ep.Port) {
+		t.Errorf("scrapes port %v, the manager container declares %v", ep.Port, ports)
 	}
-	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		t.Error("the managers' Service is not headless: Prometheus would scrape one random manager")
+	job := ""
+	for _, r := range ep.RelabelConfigs {
+		if r.TargetLabel == "job" && r.Replacement != nil {
+			job = *r.Replacement
+		}
+	}
+	if job != monitoring.ManagersName {
+		t.Errorf("job label %q, the dashboards select %q", job, monitoring.ManagersName)
+	}
+	// The negative control: the controller's own pods are not managers
+	// (they have their own ServiceMonitor).
+	if own := install.Deployment(install.Defaults()).Spec.Template; sel.Matches(labels.Set(own.Labels)) {
+		t.Errorf("the selector also selects the controller's pods %v", own.Labels)
 	}
 }
 
-// The ServiceMonitor is judged by the Prometheus operator's own CRD on a
+// The PodMonitor is judged by the Prometheus operator's own CRD on a
 // real API server: an unknown field or a wrong type is refused.
-func TestTheServiceMonitorIsValidByTheOperatorsCRD(t *testing.T) {
+func TestThePodMonitorIsValidByTheOperatorsCRD(t *testing.T) {
 	ctx := context.Background()
-	sm := monitoring.ManagersServiceMonitor("default", map[string]string{"release": "kube-prometheus-stack"}, "30s")
-	if err := env.Client.Create(ctx, sm, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
-		t.Fatalf("the operator's CRD refuses the ServiceMonitor: %v", err)
+	pm := monitoring.ManagersPodMonitor("default", map[string]string{"release": "kube-prometheus-stack"}, "30s")
+	if err := env.Client.Create(ctx, pm, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+		t.Fatalf("the operator's CRD refuses the PodMonitor: %v", err)
 	}
 	// The negative control: the same CRD refuses a bad interval.
-	bad := sm.DeepCopy()
-	bad.Spec.Endpoints[0].Interval = "every minute"
+	bad := pm.DeepCopy()
+	bad.Spec.PodMetricsEndpoints[0].Interval = "every minute"
 	if err := env.Client.Create(ctx, bad, client.DryRunAll); err == nil {
 		t.Error("the CRD accepted interval \"every minute\"")
 	}
@@ -79,7 +93,7 @@ func TestThePlainScrapeConfigPassesPromtool(t *testing.T) {
 	}
 	// The negative control: promtool refuses an unknown relabel action.
 	broken := append([]byte("scrape_configs:\n"), indent([]byte(
-		"- job_name: x\n  kubernetes_sd_configs: [{role: endpoints}]\n  relabel_configs: [{action: keepall}]\n"))...)
+		"- job_name: x\n  kubernetes_sd_configs: [{role: pod}]\n  relabel_configs: [{action: keepall}]\n"))...)
 	if err := os.WriteFile(filepath.Join(dir, "broken.yml"), broken, 0o644); err != nil {
 		t.Fatal(err)
 	}

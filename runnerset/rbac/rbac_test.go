@@ -56,7 +56,7 @@ func TestClusterRoleHoldsWhatTheManagerRoleGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}}
-	rules := append(resources.ManagerRole(rs, true).Rules, resources.ManagerJobsRole(rs, "jobs").Rules...)
+	rules := append(resources.LegacyManagerRole(rs).Rules, resources.ManagerJobsRole(rs, "jobs").Rules...)
 	for _, r := range rules {
 		if len(r.NonResourceURLs) > 0 {
 			t.Errorf("manager rule %v: nonResourceURLs are not checked here", r)

@@ -80,8 +80,8 @@ func Labels(rs *v1alpha1.RunnerSet, component string) map[string]string {
 // SelectorLabels select the pods of one component of rs.
 func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string {
 	return map[string]string{
-		LabelRunnerSet:                rs.Name,
-		"app.kubernetes.io/component": component,
+		LabelRunnerSet: rs.Name,
+		LabelComponent: component,
 	}
 }
 
@@ -110,7 +110,7 @@ func JobServiceAccount(rs *v1alpha1.RunnerSet, jobsNamespace string) *corev1.Ser
 }
 
 // ManagerServiceAccountFor is the ServiceAccount of the manager pods of rs,
-// whose RunnerClass is class (nil counts no class default).
+// whose settings resolved under its RunnerClass (v1alpha1.Effective) are eff.
 //
 // gitlab-runner's manager process, not the job pod, signs the URLs of an S3
 // or GCS cache with its own credentials (the job's helper only uses them).
@@ -119,25 +119,24 @@ func JobServiceAccount(rs *v1alpha1.RunnerSet, jobsNamespace string) *corev1.Ser
 // GCS. It is the RunnerSet's own spec.jobs.identity, which the class's
 // policy allowed before any ServiceAccount is written, and the cloud side
 // trusts both ServiceAccounts of the RunnerSet by their exact names.
-func ManagerServiceAccountFor(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *corev1.ServiceAccount {
+func ManagerServiceAccountFor(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{
-		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerServiceAccount(), "manager"),
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).ManagerServiceAccount(), ComponentManager),
 	}
-	if k, v := managerIdentity(rs, class); k != "" {
+	if k, v := managerIdentity(rs, eff.Cache); k != "" {
 		sa.Annotations = map[string]string{k: v}
 	}
 	return WithHash(sa)
 }
 
 // managerIdentity is the identity annotation the managers need to sign the
-// cache URLs of rs, or "" when its cache needs none or it has no identity.
-func managerIdentity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (key, value string) {
+// URLs of c, the cache config.toml gets, or "" when it needs none or rs has
+// no identity.
+func managerIdentity(rs *v1alpha1.RunnerSet, c *v1alpha1.CacheSpec) (key, value string) {
 	id := rs.Spec.Jobs.Identity
 	if id == nil {
 		return "", ""
 	}
-	// The cache config.toml gets.
-	c := v1alpha1.Effective(rs, class).Cache
 	switch {
 	case c == nil:
 		return "", ""
@@ -174,54 +173,48 @@ func coreRule(resources []string, verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
 }
 
-// ManagerRole is the managers' Role in the team's namespace: reading their
-// own config Secret, which holds their runner token, by name, and nothing
-// else. The team's namespace holds the GitLab API token and every other
-// Secret of the team; the managers' job rights (ExecutorRules) exist only
-// in the jobs namespace (ManagerJobsRole).
-//
-// legacy adds ExecutorRules here while managers or jobs of the layout
-// before jobs namespaces still run in the team's namespace, so that they
-// finish their jobs (exec the next script, delete the job's pod and
-// Secrets) while the new managers take jobs in the jobs namespace; the
-// controller narrows the Role once they are gone.
-func ManagerRole(rs *v1alpha1.RunnerSet, legacy bool) *rbacv1.Role {
+// LegacyManagerRole is the managers' Role in the team's namespace while
+// managers or jobs of the layout before jobs namespaces still run there:
+// ExecutorRules, so that they finish their jobs (exec the next script,
+// delete the job's pod and Secrets) while the new managers take jobs in
+// the jobs namespace. The controller deletes it once they are gone; from
+// then on the managers hold no rights in the team's namespace, which holds
+// the GitLab API token and every other Secret of the team (their config
+// Secret reaches them as a volume, read by the kubelet). It keeps the rule
+// on that Secret it always had, so a Role written before is not rewritten.
+func LegacyManagerRole(rs *v1alpha1.RunnerSet) *rbacv1.Role {
 	n := naming.For(rs.Namespace, rs.Name)
-	rules := []rbacv1.PolicyRule{{
+	rules := append([]rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{n.Config()}, Verbs: []string{"get"},
-	}}
-	if legacy {
-		rules = append(rules, ExecutorRules()...)
-	}
-	return WithHash(&rbacv1.Role{ObjectMeta: meta(rs, n.ManagerRole(), "manager"), Rules: rules})
+	}}, ExecutorRules()...)
+	return WithHash(&rbacv1.Role{ObjectMeta: meta(rs, n.ManagerRole(), ComponentManager), Rules: rules})
 }
 
-// ManagerRoleBinding binds ManagerRole to the manager ServiceAccount.
-func ManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
-	n := naming.For(rs.Namespace, rs.Name)
-	return WithHash(&rbacv1.RoleBinding{
-		ObjectMeta: meta(rs, n.ManagerRole(), "manager"),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
-		Subjects: []rbacv1.Subject{{
-			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
-		}},
-	})
+// LegacyManagerRoleBinding binds LegacyManagerRole to the manager ServiceAccount.
+func LegacyManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
+	return managerRoleBinding(rs, meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
 }
 
 // ManagerJobsRole grants the managers what the kubernetes executor needs,
 // in the jobs namespace only.
 func ManagerJobsRole(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.Role {
 	n := naming.For(rs.Namespace, rs.Name)
-	return WithHash(&rbacv1.Role{ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), "manager"), Rules: ExecutorRules()})
+	return WithHash(&rbacv1.Role{ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), ComponentManager), Rules: ExecutorRules()})
 }
 
 // ManagerJobsRoleBinding binds ManagerJobsRole to the manager
 // ServiceAccount, which lives in the team's namespace.
 func ManagerJobsRoleBinding(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.RoleBinding {
+	return managerRoleBinding(rs, jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
+}
+
+// managerRoleBinding binds the managers' Role of the same name and
+// namespace as m to their ServiceAccount.
+func managerRoleBinding(rs *v1alpha1.RunnerSet, m metav1.ObjectMeta) *rbacv1.RoleBinding {
 	n := naming.For(rs.Namespace, rs.Name)
 	return WithHash(&rbacv1.RoleBinding{
-		ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), "manager"),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.ManagerRole()},
+		ObjectMeta: m,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Name},
 		Subjects: []rbacv1.Subject{{
 			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
 		}},
@@ -279,7 +272,7 @@ func JobsNetworkPolicy(rs *v1alpha1.RunnerSet, jobsNamespace string) *networking
 // hash), so the annotation says nothing about the token.
 func ConfigSecret(rs *v1alpha1.RunnerSet, configTOML []byte, configHash string) *corev1.Secret {
 	s := &corev1.Secret{
-		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Config(), "manager"),
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Config(), ComponentManager),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{ConfigKey: []byte(configHash)},
 	}
@@ -312,8 +305,8 @@ func identityHash(id *v1alpha1.JobIdentity) string {
 func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string) *appsv1.Deployment {
 	n := naming.For(rs.Namespace, rs.Name)
 	grace := int64(rs.Spec.Managers.ShutdownTimeoutOrDefault().Seconds())
-	selector := SelectorLabels(rs, "manager")
-	podLabels := Labels(rs, "manager")
+	selector := SelectorLabels(rs, ComponentManager)
+	podLabels := Labels(rs, ComponentManager)
 	podAnnotations := map[string]string{
 		AnnotationConfigHash:    configHash,
 		AnnotationJobsNamespace: jobsNamespace,
@@ -335,7 +328,7 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	d := &appsv1.Deployment{
-		ObjectMeta: meta(rs, n.Managers(), "manager"),
+		ObjectMeta: meta(rs, n.Managers(), ComponentManager),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(rs.Spec.Managers.ReplicasOrDefault()),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
@@ -420,10 +413,10 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 // its jobs first through the preStop hook.
 func PodDisruptionBudget(rs *v1alpha1.RunnerSet) *policyv1.PodDisruptionBudget {
 	return WithHash(&policyv1.PodDisruptionBudget{
-		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Managers(), "manager"),
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Managers(), ComponentManager),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(rs, "manager")},
+			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(rs, ComponentManager)},
 		},
 	})
 }

@@ -207,16 +207,17 @@ func TestManagersJobRightsAreOnlyInTheJobsNamespace(t *testing.T) {
 		t.Errorf("jobs RoleBinding %s binds %+v", b.Namespace, s)
 	}
 
-	// In the team's namespace: the config Secret by name, and nothing else.
-	team := ManagerRole(rs(), false)
-	if team.Namespace != "team-a" || len(team.Rules) != 1 {
-		t.Fatalf("team Role in %q: %+v", team.Namespace, team.Rules)
+	// In the team's namespace only while the old layout drains: the
+	// executor's rules, and the config Secret by name it always had.
+	legacy := LegacyManagerRole(rs())
+	if legacy.Namespace != "team-a" || len(legacy.Rules) != 1+len(ExecutorRules()) {
+		t.Fatalf("team Role in %q: %+v", legacy.Namespace, legacy.Rules)
 	}
-	if r := team.Rules[0]; !slices.Equal(r.Resources, []string{"secrets"}) || !slices.Equal(r.ResourceNames, []string{"build-config"}) || !slices.Equal(r.Verbs, []string{"get"}) {
-		t.Errorf("team Role rule %+v, want get on Secret build-config only", r)
+	if r := legacy.Rules[0]; !slices.Equal(r.Resources, []string{"secrets"}) || !slices.Equal(r.ResourceNames, []string{"build-config"}) || !slices.Equal(r.Verbs, []string{"get"}) {
+		t.Errorf("team Role rule %+v, want get on Secret build-config", r)
 	}
-	if legacy := ManagerRole(rs(), true); len(legacy.Rules) != 1+len(ExecutorRules()) || SpecHash(legacy) == SpecHash(team) {
-		t.Errorf("the Role while old managers drain must add the executor's rules and differ in hash: %+v", legacy.Rules)
+	if b := LegacyManagerRoleBinding(rs()); b.Namespace != "team-a" || b.RoleRef.Name != legacy.Name || b.Subjects[0].Name != "build-manager" {
+		t.Errorf("team RoleBinding %s binds %+v to %+v", b.Namespace, b.Subjects, b.RoleRef)
 	}
 }
 
@@ -286,7 +287,7 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 		t.Run(tc.name, func(t *testing.T) {
 			r := rs()
 			r.Spec.Jobs.Identity, r.Spec.Cache = tc.identity, tc.own
-			sa := ManagerServiceAccountFor(r, tc.class)
+			sa := ManagerServiceAccountFor(r, v1alpha1.Effective(r, tc.class))
 			for _, k := range []string{AnnotationIRSA, AnnotationWorkloadIdentity} {
 				want := ""
 				if k == tc.key {
@@ -310,11 +311,11 @@ func TestManagerServiceAccountCarriesTheJobIdentityOnlyForACloudCache(t *testing
 	// Without its class, only the RunnerSet's own cache counts.
 	r := rs()
 	r.Spec.Jobs.Identity = aws
-	if a := ManagerServiceAccountFor(r, nil).Annotations; a[AnnotationIRSA] != "" {
+	if a := ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)).Annotations; a[AnnotationIRSA] != "" {
 		t.Errorf("no cache, yet the manager ServiceAccount has %v", a)
 	}
 	r.Spec.Cache = s3
-	if got := ManagerServiceAccountFor(r, nil).Annotations[AnnotationIRSA]; got != arn {
+	if got := ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)).Annotations[AnnotationIRSA]; got != arn {
 		t.Errorf("manager ServiceAccount IRSA annotation %q with the RunnerSet's own S3 cache, want %q", got, arn)
 	}
 }
@@ -362,7 +363,7 @@ func TestConfigHashRollsOnTokenChangeWithoutRevealingIt(t *testing.T) {
 func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
-		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, nil), ManagerRole(r, false), ManagerRoleBinding(r),
+		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)), LegacyManagerRole(r), LegacyManagerRoleBinding(r),
 		ManagerJobsRole(r, "j"), ManagerJobsRoleBinding(r, "j"), JobsNamespace(r, "j"), JobsNetworkPolicy(r, "j"),
 		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h", "team-a-build-j6"), PodDisruptionBudget(r),
 	} {
