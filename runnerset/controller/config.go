@@ -16,7 +16,7 @@ import (
 // the TOML encoder, never by substitution; the hash of the file without it
 // (and of the token) rolls the managers.
 func (r *Reconciler) reconcileConfig(ctx context.Context, s *state) (bool, time.Duration, error) {
-	cfg := runnerconfig.ForRunnerSet(s.rs, s.class, s.placement)
+	cfg := runnerconfig.ForSettings(s.rs, s.settings, s.placement)
 	template, err := runnerconfig.Render(cfg)
 	if err == nil {
 		s.configTOML, err = runnerconfig.Render(runnerconfig.WithToken(cfg, s.token.Value))

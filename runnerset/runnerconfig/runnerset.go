@@ -27,9 +27,16 @@ type JobPlacement struct {
 
 // ForRunnerSet is the kubernetes-executor config.toml of a RunnerSet. The
 // token is TokenPlaceholder; class may be nil only in tests of this package.
+// It resolves rs's settings under class; a reconcile pass, which resolved
+// them once already, calls ForSettings.
 func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place JobPlacement) Config {
+	return ForSettings(rs, v1alpha1.Effective(rs, class), place)
+}
+
+// ForSettings is ForRunnerSet with rs's settings already resolved
+// (v1alpha1.Effective).
+func ForSettings(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings, place JobPlacement) Config {
 	names := naming.For(rs.Namespace, rs.Name)
-	eff := v1alpha1.Effective(rs, class)
 	k := &Kubernetes{
 		// Jobs run in a namespace of their own, never the team's: the
 		// managers' rights to create pods and Secrets exist only there.
