@@ -218,7 +218,7 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 	for i := range tags {
 		t := &tags[i]
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.jobsNS}})
-		cp, err := capacity.For(t.rs, class)
+		cp, err := capacity.For(t.rs, class, v1alpha1.Effective(t.rs, class))
 		if err != nil {
 			b.Fatal(err)
 		}
