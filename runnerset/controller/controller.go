@@ -336,21 +336,25 @@ const firstStatusWithin = 10 * time.Second
 
 // startingUp reports whether rs has never had a status, its managers'
 // Deployment was created less than firstStatusWithin ago, and it waits for
-// nothing but that first rollout: then its first status can wait for it.
+// that first rollout and nothing else: then its first status can wait for
+// it. A RunnerSet that waits for nothing (its managers are available) is
+// not starting up: its status is written in this pass.
 func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet, s *state) bool {
 	if len(before.Status.Conditions) > 0 || s.managersSince.IsZero() || r.now().Sub(s.managersSince) >= firstStatusWithin {
 		return false
 	}
+	rollingOut := false
 	for _, c := range rs.Status.Conditions {
 		switch {
 		case c.Type == v1alpha1.ConditionReady:
 		case c.Status == metav1.ConditionTrue:
 		case c.Type == v1alpha1.ConditionManagersAvailable && c.Reason == v1alpha1.ReasonRollingOut:
+			rollingOut = true
 		default:
 			return false
 		}
 	}
-	return true
+	return rollingOut
 }
 
 // patchStatus writes status once, and only when it changed.
