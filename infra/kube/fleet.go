@@ -285,8 +285,11 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 	for _, obj := range objs {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		s, ok := suffix[kind]
-		if obj.GetName() == install.MetricsReader {
+		switch obj.GetName() {
+		case install.MetricsReader:
 			s = "-controller-metrics-reader" // the second ClusterRole: who may scrape the controller
+		case resources.ExecutorClusterRole:
+			s = "-executor-clusterrole" // the third: what the controller binds to managers in their jobs namespaces
 		}
 		switch kind {
 		case "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap": // monitoring, one or more each

@@ -120,11 +120,13 @@ func TestRunnerSetBecomesReadyWithEveryObjectItNeeds(t *testing.T) {
 			t.Errorf("a managers' %T in the team's namespace (%v): they need no rights there", o, err)
 		}
 	}
-	if role := get(t, jobs, n.ManagerRole(), &rbacv1.Role{}); len(role.Rules) == 0 {
-		t.Error("manager Role in the jobs namespace has no rules")
+	// The executor's rules come from the ClusterRole installed with the
+	// controller, bound in the jobs namespace only; no Role of its own.
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.ManagerRole()}, &rbacv1.Role{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a managers' Role in the jobs namespace (%v): they hold the executor's ClusterRole there", err)
 	}
-	rb := get(t, jobs, n.ManagerRole(), &rbacv1.RoleBinding{})
-	if rb.Subjects[0].Name != n.ManagerServiceAccount() || rb.Subjects[0].Namespace != ns || rb.RoleRef.Name != n.ManagerRole() {
+	rb := get(t, jobs, n.ManagerExecutorBinding(), &rbacv1.RoleBinding{})
+	if rb.Subjects[0].Name != n.ManagerServiceAccount() || rb.Subjects[0].Namespace != ns || rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != resources.ExecutorClusterRole {
 		t.Errorf("RoleBinding binds %v to %v", rb.Subjects, rb.RoleRef)
 	}
 

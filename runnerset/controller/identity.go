@@ -24,28 +24,36 @@ import (
 const legacyPoll = 30 * time.Second
 
 // reconcileIdentity writes the job ServiceAccount (with its cloud identity)
-// and the managers' Role in the jobs namespace, and the managers'
-// ServiceAccount in the team's namespace, where they hold no rights at all:
-// their config Secret reaches them as a volume, which the kubelet reads.
-// Only while managers or jobs of the layout before jobs namespaces still
-// run do the managers keep a Role in the team's namespace.
+// and the binding of the executor's ClusterRole in the jobs namespace, and
+// the managers' ServiceAccount in the team's namespace, where they hold no
+// rights at all: their config Secret reaches them as a volume, which the
+// kubelet reads. Only while managers or jobs of the layout before jobs
+// namespaces still run do the managers keep the Role they had in the
+// team's namespace, as it is (the controller holds none of its rules and
+// could not write it).
 func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, time.Duration, error) {
 	jobs := s.settings.JobsNamespace
 	legacy, err := r.legacyRunning(ctx, s.rs, jobs)
 	if err != nil {
 		return false, 0, err
 	}
-	objs := []client.Object{
+	for _, obj := range []client.Object{
 		resources.JobServiceAccount(s.rs, jobs),
-		resources.ManagerJobsRole(s.rs, jobs),
-		resources.ManagerJobsRoleBinding(s.rs, jobs),
+		resources.ManagerExecutorRoleBinding(s.rs, jobs),
 		resources.ManagerServiceAccountFor(s.rs, s.settings),
-	}
-	if legacy {
-		objs = append(objs, resources.LegacyManagerRole(s.rs), resources.LegacyManagerRoleBinding(s.rs))
-	}
-	for _, obj := range objs {
+	} {
 		if err := r.apply(ctx, s.rs, obj); err != nil {
+			return false, 0, err
+		}
+	}
+	// The managers' own Role and its binding in the jobs namespace, which
+	// earlier versions wrote for every RunnerSet, go once the binding of
+	// the executor's ClusterRole (the same rules) is in place: a read of
+	// the cache when there are none.
+	n := naming.For(s.rs.Namespace, s.rs.Name)
+	earlier := metav1.ObjectMeta{Namespace: jobs, Name: n.ManagerRole()}
+	for _, obj := range []client.Object{&rbacv1.RoleBinding{ObjectMeta: earlier}, &rbacv1.Role{ObjectMeta: earlier}} {
+		if err := r.deleteOwned(ctx, s.rs, obj); err != nil {
 			return false, 0, err
 		}
 	}

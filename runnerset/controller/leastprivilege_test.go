@@ -373,7 +373,8 @@ func TestBadJobsNamespacesAreRefusedNamingTheFieldAndNothingIsCreated(t *testing
 
 // The jobs namespace's objects carry no ownerReference (none crosses
 // namespaces), so their owner labels bring the RunnerSet back when someone
-// widens the managers' Role there or deletes the NetworkPolicy.
+// widens the managers' RoleBinding there (another subject) or deletes the
+// NetworkPolicy.
 func TestAnEditedJobsNamespaceObjectIsPutBack(t *testing.T) {
 	ns := newNamespace(t)
 	class := newClass(t, nil)
@@ -384,15 +385,15 @@ func TestAnEditedJobsNamespaceObjectIsPutBack(t *testing.T) {
 	n := naming.For(ns, "back")
 	jobs := n.JobsNamespace()
 
-	role := get(t, jobs, n.ManagerRole(), &rbacv1.Role{})
-	want := len(role.Rules)
-	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}})
-	delete(role.Annotations, resources.AnnotationSpecHash)
-	must(t, k8s.Update(ctx, role))
+	rb := get(t, jobs, n.ManagerExecutorBinding(), &rbacv1.RoleBinding{})
+	want := len(rb.Subjects)
+	rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "default"})
+	delete(rb.Annotations, resources.AnnotationSpecHash)
+	must(t, k8s.Update(ctx, rb))
 	must(t, k8s.Delete(ctx, get(t, jobs, n.JobsNetworkPolicy(), &networkingv1.NetworkPolicy{})))
-	eventually(t, "the Role and the NetworkPolicy put back", func() error {
-		if got := len(get(t, jobs, n.ManagerRole(), &rbacv1.Role{}).Rules); got != want {
-			return fmt.Errorf("the Role has %d rules, want %d", got, want)
+	eventually(t, "the RoleBinding and the NetworkPolicy put back", func() error {
+		if got := len(get(t, jobs, n.ManagerExecutorBinding(), &rbacv1.RoleBinding{}).Subjects); got != want {
+			return fmt.Errorf("the RoleBinding has %d subjects, want %d", got, want)
 		}
 		return k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobsNetworkPolicy()}, &networkingv1.NetworkPolicy{})
 	})

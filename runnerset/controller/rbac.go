@@ -34,10 +34,13 @@ package controller
 // team's namespace, is deleted once nothing of that layout runs
 // (deleteLegacyJobServiceAccount).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete
-// The managers' Role and RoleBinding in the team's namespace, kept only
-// while the layout before jobs namespaces runs, are deleted after
-// (reconcileIdentity).
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;delete
+// Roles are only watched and deleted (reconcileIdentity): the managers'
+// Role in the team's namespace, kept only while the layout before jobs
+// namespaces runs, and the one earlier versions wrote in the jobs
+// namespace. RoleBindings: the managers' binding of the executor's
+// ClusterRole is written by apply; those of the Roles above are deleted.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;delete
 
 // Secrets: watched by metadata (token Secrets requeue their RunnerSets) and
 // read from the API server; a created runner's token Secret is written with
@@ -82,16 +85,14 @@ package controller
 // the same, as the rules above are cluster-wide.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
-// The managers' Roles (resources.ExecutorRules in the jobs namespace, and
-// in the team's while the layout before jobs namespaces runs). The API server lets the
-// controller create a Role, and bind it, only with permissions the controller
-// holds itself; holding them is narrower than the escalate and bind verbs,
-// which would let it grant anything. Keep these in step with ExecutorRules:
-// runnerset/rbac's tests and the RBAC envtest here fail when they drift.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods/attach;pods/exec,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;create;update;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
-// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
+// The managers' rights in their jobs namespace: a RoleBinding there to
+// the executor's ClusterRole (resources.ExecutorClusterRole, installed
+// with the controller by runnerset/install), written by reconcileIdentity.
+// The API server lets a RoleBinding name a role only to who holds every
+// rule of it or may bind it: the controller may bind that one ClusterRole,
+// by name, and holds none of the executor's rules (creating pods, exec
+// into them, job Secrets) itself. A Role of earlier versions in the jobs
+// namespace, and the one in the team's namespace of the layout before jobs
+// namespaces, are only deleted. runnerset/rbac's tests fail if this name
+// and resources.ExecutorClusterRole drift apart.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=runnerfleet-executor

@@ -1,7 +1,9 @@
 // Package install builds the runnerset-controller's own objects: its
 // ServiceAccount, the ClusterRole generated from the +kubebuilder:rbac
-// markers (runnerset/rbac) and its binding, the Deployment with leader
-// election, the PodDisruptionBudget and the metrics Service. It is pure: the
+// markers (runnerset/rbac) and its binding, the kubernetes executor's
+// ClusterRole that the controller binds in each jobs namespace, the
+// Deployment with leader election, the PodDisruptionBudget and the metrics
+// Service. It is pure: the
 // Helm chart (charts/runnerfleet, generated from it), the plain manifests
 // (manifests/install.yaml) and the Pulumi program (infra/kube) all install
 // what Objects returns, so the three install paths cannot drift apart.
@@ -187,7 +189,7 @@ func Objects(o Options) ([]client.Object, error) {
 // Build is Objects without validating o: the chart's generator builds the
 // objects with placeholders for what Helm's values fill in.
 func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
-	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), MetricsReaderRole(o), Deployment(o), Service(o)}
+	out := []client.Object{ServiceAccount(o), ClusterRole(o, role), ClusterRoleBinding(o), MetricsReaderRole(o), ExecutorClusterRole(o), Deployment(o), Service(o)}
 	if o.PodDisruptionBudget {
 		out = append(out, PodDisruptionBudget(o))
 	}
@@ -259,6 +261,20 @@ func MetricsReaderRole(o Options) *rbacv1.ClusterRole {
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: MetricsReader, Labels: o.labels()},
 		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{MetricsPath}, Verbs: []string{"get"}}},
+	}
+}
+
+// ExecutorClusterRole holds what gitlab-runner's kubernetes executor needs
+// (resources.ExecutorRules). It grants nothing by itself: the controller
+// binds it to each RunnerSet's managers in that RunnerSet's jobs namespace
+// only (a RoleBinding there), which its own ClusterRole allows by the bind
+// verb on this name alone. One object for every RunnerSet, where each had
+// a Role of its own.
+func ExecutorClusterRole(o Options) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: resources.ExecutorClusterRole, Labels: o.labels()},
+		Rules:      resources.ExecutorRules(),
 	}
 }
 

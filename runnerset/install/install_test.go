@@ -13,6 +13,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 func TestDefaultsInstallTheReleaseHardened(t *testing.T) {
@@ -22,6 +23,7 @@ func TestDefaultsInstallTheReleaseHardened(t *testing.T) {
 	}
 	var kinds []string
 	var d *appsv1.Deployment
+	executor := false
 	for _, o := range objs {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
 		if o.GetObjectKind().GroupVersionKind().Kind == "" {
@@ -36,9 +38,18 @@ func TestDefaultsInstallTheReleaseHardened(t *testing.T) {
 				t.Error("the ClusterRole's rules are not the generated ones")
 			}
 		}
+		if cr, ok := o.(*rbacv1.ClusterRole); ok && cr.Name == resources.ExecutorClusterRole {
+			executor = true
+			if !equality.Semantic.DeepEqual(cr.Rules, resources.ExecutorRules()) {
+				t.Error("the executor's ClusterRole does not hold resources.ExecutorRules")
+			}
+		}
 	}
-	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRole", "Deployment", "Service", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
+	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRole", "ClusterRole", "Deployment", "Service", "PodDisruptionBudget"}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	if !executor {
+		t.Errorf("no ClusterRole %s: the managers could not run jobs", resources.ExecutorClusterRole)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != "ghcr.io/runnerfleet/runnerset-controller:"+version.Tag {

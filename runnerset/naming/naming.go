@@ -70,8 +70,14 @@ func DerivedJobsNamespace(namespace, name string) string {
 // ManagerServiceAccount is the ServiceAccount the manager pods run as.
 func (r Runner) ManagerServiceAccount() string { return Join(r.Name, "manager") }
 
-// ManagerRole is the Role (and RoleBinding) that lets managers create job pods.
+// ManagerRole is the managers' Role and RoleBinding of earlier versions
+// (in the team's namespace, and in the jobs namespace before the
+// executor's ClusterRole), which the controller deletes.
 func (r Runner) ManagerRole() string { return Join(r.Name, "manager") }
+
+// ManagerExecutorBinding is the RoleBinding in the jobs namespace that
+// grants the managers the executor's ClusterRole there.
+func (r Runner) ManagerExecutorBinding() string { return Join(r.Name, "executor") }
 
 // JobsNetworkPolicy is the NetworkPolicy of the jobs namespace.
 func (r Runner) JobsNetworkPolicy() string { return Join(r.Name, "jobs") }

@@ -96,6 +96,7 @@ func derived(r Runner) map[string]string {
 		"ns/serviceaccount/manager": r.ManagerServiceAccount(),
 		"ns/serviceaccount/job":     r.JobServiceAccount(),
 		"ns/role/manager":           r.ManagerRole(),
+		"ns/rolebinding/executor":   r.ManagerExecutorBinding(),
 		"ns/deployment/managers":    r.Managers(),
 		"ns/secret/config":          r.Config(),
 		"ns/secret/runner-token":    r.RunnerToken(),

@@ -27,7 +27,11 @@ func TestClusterRoleDecodes(t *testing.T) {
 			}
 		}
 		for _, v := range r.Verbs {
-			if v == "escalate" || v == "bind" || v == "impersonate" {
+			switch {
+			case v == "bind" && slices.Equal(r.APIGroups, []string{rbacv1.GroupName}) && slices.Equal(r.Resources, []string{"clusterroles"}) &&
+				slices.Equal(r.ResourceNames, []string{resources.ExecutorClusterRole}) && slices.Equal(r.Verbs, []string{"bind"}):
+				// The one role it binds for the managers, by name.
+			case v == "escalate" || v == "bind" || v == "impersonate":
 				t.Errorf("rule %v grants %s", r, v)
 			}
 		}
@@ -48,27 +52,39 @@ func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 	return false
 }
 
-// The API server lets the controller create the manager Role only if the
-// controller holds every permission in it (the ClusterRole grants no escalate).
-func TestClusterRoleHoldsWhatTheManagerRoleGrants(t *testing.T) {
+// The managers get the executor's rules through a RoleBinding to
+// resources.ExecutorClusterRole, which the API server lets the controller
+// write because it may bind that ClusterRole by name: it holds none of
+// those rules itself (it never creates pods, execs into them or writes job
+// Secrets), and may bind no other role.
+func TestTheControllerBindsTheExecutorsClusterRoleAndHoldsNoneOfItsRules(t *testing.T) {
 	cr, err := rbac.ClusterRole()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}}
-	rules := append(resources.LegacyManagerRole(rs).Rules, resources.ManagerJobsRole(rs, "jobs").Rules...)
-	for _, r := range rules {
-		if len(r.NonResourceURLs) > 0 {
-			t.Errorf("manager rule %v: nonResourceURLs are not checked here", r)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					if !allows(cr.Rules, g, res, v) {
-						t.Errorf("the manager Role grants %s on %q %s, the controller's ClusterRole does not: add a +kubebuilder:rbac marker in runnerset/controller/rbac.go and run make manifests", v, g, res)
-					}
-				}
+	binds := 0
+	for _, r := range cr.Rules {
+		if slices.Contains(r.Verbs, "bind") {
+			binds++
+			if !slices.Equal(r.Resources, []string{"clusterroles"}) || !slices.Equal(r.ResourceNames, []string{resources.ExecutorClusterRole}) {
+				t.Errorf("rule %v binds more than ClusterRole %s", r, resources.ExecutorClusterRole)
 			}
 		}
+	}
+	if binds != 1 {
+		t.Errorf("%d rules grant bind, want one, on ClusterRole %s (the name in the marker in runnerset/controller/rbac.go must be resources.ExecutorClusterRole)", binds, resources.ExecutorClusterRole)
+	}
+	for _, need := range []struct{ resource, verb string }{{"pods", "create"}, {"pods/exec", "create"}, {"pods/attach", "create"}, {"pods/log", "get"}, {"pods", "delete"}} {
+		if !allows(resources.ExecutorRules(), "", need.resource, need.verb) {
+			t.Fatalf("the executor's rules lack %s %s: the check below proves nothing", need.verb, need.resource)
+		}
+		if allows(cr.Rules, "", need.resource, need.verb) {
+			t.Errorf("the controller may %s %s itself: it only binds the executor's ClusterRole", need.verb, need.resource)
+		}
+	}
+	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}}
+	b := resources.ManagerExecutorRoleBinding(rs, "jobs")
+	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != resources.ExecutorClusterRole || b.Namespace != "jobs" {
+		t.Errorf("the managers' binding %s/%s refers to %+v", b.Namespace, b.Name, b.RoleRef)
 	}
 }

@@ -195,17 +195,25 @@ func LegacyManagerRoleBinding(rs *v1alpha1.RunnerSet) *rbacv1.RoleBinding {
 	return managerRoleBinding(rs, meta(rs, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
 }
 
-// ManagerJobsRole grants the managers what the kubernetes executor needs,
-// in the jobs namespace only.
-func ManagerJobsRole(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.Role {
-	n := naming.For(rs.Namespace, rs.Name)
-	return WithHash(&rbacv1.Role{ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerRole(), ComponentManager), Rules: ExecutorRules()})
-}
+// ExecutorClusterRole is the ClusterRole holding ExecutorRules, installed
+// once with the controller (runnerset/install): each RunnerSet's managers
+// get it in their jobs namespace only, through ManagerExecutorRoleBinding.
+// The controller may bind exactly this ClusterRole (the bind verb, by
+// name) and holds none of its rules itself.
+const ExecutorClusterRole = "runnerfleet-executor"
 
-// ManagerJobsRoleBinding binds ManagerJobsRole to the manager
-// ServiceAccount, which lives in the team's namespace.
-func ManagerJobsRoleBinding(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.RoleBinding {
-	return managerRoleBinding(rs, jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).ManagerRole(), ComponentManager))
+// ManagerExecutorRoleBinding grants the manager ServiceAccount, which
+// lives in the team's namespace, ExecutorClusterRole in the jobs namespace
+// only: a RoleBinding confines a ClusterRole's rules to its namespace.
+func ManagerExecutorRoleBinding(rs *v1alpha1.RunnerSet, jobsNamespace string) *rbacv1.RoleBinding {
+	n := naming.For(rs.Namespace, rs.Name)
+	return WithHash(&rbacv1.RoleBinding{
+		ObjectMeta: jobsMeta(rs, jobsNamespace, n.ManagerExecutorBinding(), ComponentManager),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ExecutorClusterRole},
+		Subjects: []rbacv1.Subject{{
+			Kind: rbacv1.ServiceAccountKind, Name: n.ManagerServiceAccount(), Namespace: rs.Namespace,
+		}},
+	})
 }
 
 // managerRoleBinding binds the managers' Role of the same name and

@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -174,12 +175,8 @@ func TestManagerContainersAreLockedDown(t *testing.T) {
 }
 
 func TestManagersJobRightsAreOnlyInTheJobsNamespace(t *testing.T) {
-	role := ManagerJobsRole(rs(), "team-a-build-j6")
-	if role.Namespace != "team-a-build-j6" {
-		t.Errorf("jobs role namespace %q", role.Namespace)
-	}
 	allowed := map[string]bool{}
-	for _, r := range role.Rules {
+	for _, r := range ExecutorRules() {
 		for _, res := range r.Resources {
 			for _, v := range r.Verbs {
 				allowed[res+":"+v] = true
@@ -199,12 +196,17 @@ func TestManagersJobRightsAreOnlyInTheJobsNamespace(t *testing.T) {
 	}
 	for _, never := range []string{"secrets:list", "secrets:watch", "pods:update", "nodes:get", "serviceaccounts:create"} {
 		if allowed[never] {
-			t.Errorf("manager Role grants %s, which the executor does not need", never)
+			t.Errorf("the executor's rules grant %s, which the executor does not need", never)
 		}
 	}
-	b := ManagerJobsRoleBinding(rs(), "team-a-build-j6")
-	if s := b.Subjects[0]; b.Namespace != "team-a-build-j6" || s.Namespace != "team-a" || s.Name != "build-manager" {
-		t.Errorf("jobs RoleBinding %s binds %+v", b.Namespace, s)
+	// A RoleBinding (never a ClusterRoleBinding) confines the executor's
+	// ClusterRole to the jobs namespace.
+	b := ManagerExecutorRoleBinding(rs(), "team-a-build-j6")
+	if s := b.Subjects[0]; b.Namespace != "team-a-build-j6" || s.Namespace != "team-a" || s.Name != "build-manager" || len(b.Subjects) != 1 {
+		t.Errorf("jobs RoleBinding %s binds %+v", b.Namespace, b.Subjects)
+	}
+	if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ExecutorClusterRole}) {
+		t.Errorf("jobs RoleBinding refers to %+v", b.RoleRef)
 	}
 
 	// In the team's namespace only while the old layout drains: the
@@ -364,7 +366,7 @@ func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 	r := rs()
 	for _, o := range []interface{ GetLabels() map[string]string }{
 		JobServiceAccount(r, "team-a-build-j6"), ManagerServiceAccountFor(r, v1alpha1.Effective(r, nil)), LegacyManagerRole(r), LegacyManagerRoleBinding(r),
-		ManagerJobsRole(r, "j"), ManagerJobsRoleBinding(r, "j"), JobsNamespace(r, "j"), JobsNetworkPolicy(r, "j"),
+		ManagerExecutorRoleBinding(r, "j"), JobsNamespace(r, "j"), JobsNetworkPolicy(r, "j"),
 		ConfigSecret(r, nil, "h"), Deployment(r, "i", "h", "team-a-build-j6"), PodDisruptionBudget(r),
 	} {
 		if o.GetLabels()[LabelManagedBy] != ManagedBy || o.GetLabels()[LabelRunnerSet] != "build" {
