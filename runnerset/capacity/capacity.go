@@ -1,6 +1,7 @@
 // Package capacity builds the capacity of one runner tag as pure functions:
-// a Karpenter NodePool with its own EC2NodeClass on EKS, a ComputeClass on
-// GKE, a NodePool with its own KWOKNodeClass locally. Each tag's nodes carry a
+// a Karpenter NodePool on EKS (and locally, with kwok) whose node class
+// (EC2NodeClass, KWOKNodeClass) is its RunnerClass's, one for all of the
+// class's tags, or a ComputeClass on GKE. Each tag's nodes carry a
 // label and a taint of their own, and the job pods of config.toml get the
 // matching node selector and toleration from the same builder, so a tag's jobs
 // land only on its nodes and nobody else's do.
@@ -57,7 +58,8 @@ const (
 
 // Capacity is what one RunnerSet's tag gets.
 type Capacity struct {
-	// Name of every cluster-scoped object below.
+	// Name of the tag's own cluster-scoped objects below (the NodePool, the
+	// ComputeClass); the node class is named by naming.ClassCapacity.
 	Name string
 	// Objects in the order they must be created (node class before NodePool).
 	Objects []client.Object
@@ -76,7 +78,7 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
-		nc, err := nodeClass(rs, class, eff)
+		nc, err := nodeClass(class, eff)
 		if err != nil {
 			return nil, err
 		}
@@ -106,9 +108,12 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 	return c, nil
 }
 
-// nodeClass is the Karpenter node class of rs's tag, its kind set so that
-// the NodePool can refer to it.
-func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (client.Object, error) {
+// nodeClass is the Karpenter node class of class's tags, its kind set so
+// that their NodePools can refer to it. Nothing in it is a tag's: the tags
+// share it (one object for a thousand of them, and one set of subnet,
+// security group and AMI lookups for Karpenter), and each tag's nodes are
+// still its NodePool's alone.
+func nodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (client.Object, error) {
 	var nc client.Object
 	var gvk schema.GroupVersionKind
 	switch class.Spec.Provider {
@@ -116,12 +121,26 @@ func nodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1
 		if class.Spec.Karpenter == nil {
 			return nil, v1alpha1.Failf(v1alpha1.ReasonCapacityRejected, "RunnerClass %s has provider karpenter but no spec.karpenter settings", class.Name)
 		}
-		nc, gvk = EC2NodeClass(rs, class, eff), AWSGroupVersion.WithKind("EC2NodeClass")
+		nc, gvk = EC2NodeClass(class, eff), AWSGroupVersion.WithKind("EC2NodeClass")
 	default:
-		nc, gvk = KWOKNodeClass(rs), KWOKGroupVersion.WithKind("KWOKNodeClass")
+		nc, gvk = KWOKNodeClass(class), KWOKGroupVersion.WithKind("KWOKNodeClass")
 	}
 	nc.GetObjectKind().SetGroupVersionKind(gvk)
 	return nc, nil
+}
+
+// classObjectMeta names a class's node class and makes the RunnerClass its
+// controller: the garbage collector deletes it with the class. (No
+// blockOwnerDeletion: nothing waits for it.)
+func classObjectMeta(class *v1alpha1.RunnerClass) metav1.ObjectMeta {
+	gvk := v1alpha1.GroupVersion.WithKind("RunnerClass")
+	return metav1.ObjectMeta{
+		Name:   naming.ClassCapacity(class.Name),
+		Labels: withManagedBy(map[string]string{}),
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: class.Name, UID: class.UID, Controller: ptr.To(true),
+		}},
+	}
 }
 
 // placement is what every job pod carries whatever the provider: nothing
@@ -261,20 +280,23 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 	return np
 }
 
-// EC2NodeClass is the node class of rs's tag on EKS: the cluster's subnets and
-// security groups by discovery tag, Bottlerocket by default, IMDSv2 with a hop
-// limit of 1 so job pods cannot reach the node's credentials.
-func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) *awsv1.EC2NodeClass {
+// EC2NodeClass is the node class of class's tags on EKS: the cluster's
+// subnets and security groups by discovery tag, Bottlerocket by default,
+// IMDSv2 with a hop limit of 1 so job pods cannot reach the node's
+// credentials. Its instances carry the class's tags and the class's name;
+// Karpenter adds karpenter.sh/nodepool, the tag's NodePool (naming.Capacity
+// of the RunnerSet), to every instance it launches: costs are told apart
+// by tag through that.
+func EC2NodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) *awsv1.EC2NodeClass {
 	k := class.Spec.Karpenter
 	discovery := map[string]string{"karpenter.sh/discovery": k.ClusterName}
 	tags := maps.Clone(k.Tags)
 	if tags == nil {
 		tags = map[string]string{}
 	}
-	tags[resources.LabelRunnerSet] = rs.Namespace + "/" + rs.Name
-	tags["runnerfleet.dev/runner-class"] = class.Name
+	tags[TagRunnerClass] = class.Name
 	return &awsv1.EC2NodeClass{
-		ObjectMeta: objectMeta(rs),
+		ObjectMeta: classObjectMeta(class),
 		Spec: awsv1.EC2NodeClassSpec{
 			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: discovery}},
 			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: discovery}},
@@ -292,9 +314,12 @@ func EC2NodeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alp
 	}
 }
 
-// KWOKNodeClass is the node class of rs's tag on a local cluster.
-func KWOKNodeClass(rs *v1alpha1.RunnerSet) *kwokv1alpha1.KWOKNodeClass {
-	return &kwokv1alpha1.KWOKNodeClass{ObjectMeta: objectMeta(rs)}
+// TagRunnerClass is the EC2 tag that names a node's RunnerClass.
+const TagRunnerClass = "runnerfleet.dev/runner-class"
+
+// KWOKNodeClass is the node class of class's tags on a local cluster.
+func KWOKNodeClass(class *v1alpha1.RunnerClass) *kwokv1alpha1.KWOKNodeClass {
+	return &kwokv1alpha1.KWOKNodeClass{ObjectMeta: classObjectMeta(class)}
 }
 
 // ComputeClass is the GKE ComputeClass of rs's tag: spot first, on-demand

@@ -14,6 +14,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	gkecrd "github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
 )
 
@@ -107,7 +108,7 @@ func TestTagsJobPodsLandOnlyOnTheirOwnNodes(t *testing.T) {
 }
 
 func TestEC2NodeClassKeepsJobsAwayFromNodeCredentials(t *testing.T) {
-	nc := EC2NodeClass(rs(), eks(), v1alpha1.Effective(rs(), eks()))
+	nc := EC2NodeClass(eks(), v1alpha1.Effective(rs(), eks()))
 	m := nc.Spec.MetadataOptions
 	if *m.HTTPTokens != "required" || *m.HTTPPutResponseHopLimit != 1 {
 		t.Errorf("metadata options %+v: pods could reach the node's credentials", m)
@@ -121,8 +122,16 @@ func TestEC2NodeClassKeepsJobsAwayFromNodeCredentials(t *testing.T) {
 	if nc.Spec.Role != "prod-nodes" || *nc.Spec.AssociatePublicIPAddress {
 		t.Errorf("role %q, public IP %v", nc.Spec.Role, *nc.Spec.AssociatePublicIPAddress)
 	}
-	if nc.Spec.Tags["team"] != "platform" || nc.Spec.Tags["runnerfleet.dev/runnerset"] != "team-a/build" {
+	// The class's node class, shared by its tags: nothing of one tag in
+	// it (Karpenter tags each instance with its NodePool, the tag's).
+	if nc.Spec.Tags["team"] != "platform" || nc.Spec.Tags[TagRunnerClass] != eks().Name || len(nc.Spec.Tags) != 2 {
 		t.Errorf("tags %v", nc.Spec.Tags)
+	}
+	if nc.Name != naming.ClassCapacity(eks().Name) {
+		t.Errorf("name %q, want the class's %q", nc.Name, naming.ClassCapacity(eks().Name))
+	}
+	if ref := metav1.GetControllerOf(nc); ref == nil || ref.Kind != "RunnerClass" || ref.Name != eks().Name || ref.BlockOwnerDeletion != nil {
+		t.Errorf("controller %+v, want RunnerClass %s without blockOwnerDeletion", ref, eks().Name)
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
-// reconcileCapacity writes the tag's own NodePool and node class (or
-// ComputeClass). All of them are judged before any is written, so a
+// reconcileCapacity writes the tag's own NodePool and its class's node
+// class (shared by the class's tags), or its ComputeClass. All of them are judged before any is written, so a
 // rejected tag is never half created: by the schema and CEL rules of the
 // CRDs their owners ship (capacity.Validate, no request), and, for an
 // object that exists and is about to change, by a server-side dry run of
@@ -65,6 +65,16 @@ func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, tim
 			if err != nil {
 				return false, 0, err
 			}
+		}
+	}
+	// The node class earlier versions wrote for each tag (under the tag's
+	// capacity name) goes once its NodePool refers to the class's: a read
+	// of the cache when there is none.
+	if s.class.Spec.Provider != v1alpha1.CapacityProviderComputeClass {
+		earlier := c.Objects[0].DeepCopyObject().(client.Object)
+		earlier.SetName(c.Name)
+		if err := r.deleteOwned(ctx, s.rs, earlier); err != nil {
+			return false, 0, err
 		}
 	}
 	// On GKE, capacity.limits is a ResourceQuota in the jobs namespace.

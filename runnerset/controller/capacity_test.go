@@ -56,9 +56,16 @@ func TestEKSCapacityIsAcceptedByKarpentersOwnSchemaAndMatchesTheJobs(t *testing.
 		t.Errorf("status.capacity %q, want %q", cur.Status.Capacity, name)
 	}
 	np := get(t, "", name, &karpv1.NodePool{})
-	nc := get(t, "", name, &awsv1.EC2NodeClass{})
+	// The node class is the RunnerClass's, which controls it.
+	nc := get(t, "", naming.ClassCapacity(class.Name), &awsv1.EC2NodeClass{})
 	if np.Spec.Template.Spec.NodeClassRef.Name != nc.Name || np.Spec.Template.Spec.NodeClassRef.Kind != "EC2NodeClass" {
 		t.Errorf("NodePool refers to %+v", np.Spec.Template.Spec.NodeClassRef)
+	}
+	if ref := metav1.GetControllerOf(nc); ref == nil || ref.UID != class.UID || ref.Kind != "RunnerClass" {
+		t.Errorf("EC2NodeClass %s is controlled by %+v, want RunnerClass %s", nc.Name, ref, class.Name)
+	}
+	if nc.Spec.Tags[capacity.TagRunnerClass] != class.Name {
+		t.Errorf("EC2NodeClass tags %v: instances do not name their RunnerClass", nc.Spec.Tags)
 	}
 	if np.Labels[capacity.LabelOwnerNamespace] != ns || np.Labels[capacity.LabelOwnerName] != "eks" {
 		t.Errorf("NodePool is not tied to its RunnerSet: %v", np.Labels)
@@ -75,19 +82,84 @@ func TestEKSCapacityIsAcceptedByKarpentersOwnSchemaAndMatchesTheJobs(t *testing.
 		}
 	}
 
-	// Deleting the RunnerSet removes its capacity, after the managers drained.
+	// A second tag of the class gets a NodePool of its own on the same
+	// node class.
+	newSecret(t, ns, "eks2-token", token)
+	rs2 := runnerSet(ns, "eks2", class.Name)
+	must(t, k8s.Create(ctx, rs2))
+	waitReady(t, rs2)
+	np2 := get(t, "", naming.For(ns, "eks2").Capacity(), &karpv1.NodePool{})
+	if np2.Name == np.Name || np2.Spec.Template.Spec.NodeClassRef.Name != nc.Name {
+		t.Errorf("the second tag's NodePool %s refers to %+v, want its own NodePool on %s", np2.Name, np2.Spec.Template.Spec.NodeClassRef, nc.Name)
+	}
+
+	// Deleting the RunnerSet removes its capacity, after the managers
+	// drained; the class's node class stays for its other tags (the
+	// garbage collector removes it with the class).
 	must(t, k8s.Delete(ctx, rs))
 	eventually(t, "capacity removed with the RunnerSet", func() error {
-		for _, o := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}} {
-			if err := k8s.Get(ctx, client.ObjectKey{Name: name}, o); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T still there (%v)", o, err)
-			}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &karpv1.NodePool{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("NodePool still there (%v)", err)
 		}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rs), &v1alpha1.RunnerSet{}); !apierrors.IsNotFound(err) {
 			return errors.New("RunnerSet still there")
 		}
 		return nil
 	})
+	get(t, "", nc.Name, &awsv1.EC2NodeClass{})
+	get(t, "", np2.Name, &karpv1.NodePool{})
+}
+
+// A tag of an earlier version has a node class of its own, named as its
+// NodePool. Its NodePool is moved to the class's node class, and only then
+// is its own deleted; one of that name that is not the tag's stays.
+func TestATagsOwnNodeClassOfEarlierVersionsGoesForItsClasss(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "old-token", token)
+	rs := runnerSet(ns, "old", class.Name)
+	name := naming.For(ns, "old").Capacity()
+	earlier := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		resources.LabelManagedBy: resources.ManagedBy, capacity.LabelOwnerNamespace: ns, capacity.LabelOwnerName: "old",
+	}}}
+	must(t, k8s.Create(ctx, earlier))
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	eventually(t, "the tag's own node class deleted", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(earlier), &kwokv1alpha1.KWOKNodeClass{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	if ref := get(t, "", name, &karpv1.NodePool{}).Spec.Template.Spec.NodeClassRef; ref.Name != naming.ClassCapacity(class.Name) {
+		t.Errorf("NodePool refers to %+v, want the class's node class", ref)
+	}
+
+	// Someone else's node class under a tag's name is left alone.
+	newSecret(t, ns, "other-token", token)
+	theirs := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: naming.For(ns, "other").Capacity()}}
+	must(t, k8s.Create(ctx, theirs))
+	other := runnerSet(ns, "other", class.Name)
+	must(t, k8s.Create(ctx, other))
+	waitReady(t, other)
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), &kwokv1alpha1.KWOKNodeClass{}))
+}
+
+// A node class of the class's name that the class does not control is in
+// the way: the tag's capacity waits, and its condition names it.
+func TestANodeClassNotTheClasssIsInTheWay(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	theirs := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: naming.ClassCapacity(class.Name)}}
+	must(t, k8s.Create(ctx, theirs))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, theirs) })
+	newSecret(t, ns, "blocked-token", token)
+	rs := runnerSet(ns, "blocked", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitCondition(t, rs, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonObjectInTheWay)
+	if msg := condition(cur, v1alpha1.ConditionCapacityReady).Message; !strings.Contains(msg, theirs.Name) {
+		t.Errorf("message %q does not name %s", msg, theirs.Name)
+	}
 }
 
 func TestCapacityThatKarpenterRejectsIsRefusedWholeWithItsMessage(t *testing.T) {
@@ -115,7 +187,7 @@ func TestCapacityThatKarpenterRejectsIsRefusedWholeWithItsMessage(t *testing.T) 
 			}
 			capName := naming.For(ns, name).Capacity()
 			absent(t, &karpv1.NodePool{}, capName)
-			absent(t, &awsv1.EC2NodeClass{}, capName)
+			absent(t, &awsv1.EC2NodeClass{}, naming.ClassCapacity(class.Name))
 		})
 	}
 }
@@ -134,7 +206,7 @@ func TestLimitsBelowOneJobCreateNothing(t *testing.T) {
 	}
 	capName := naming.For(ns, "tight").Capacity()
 	absent(t, &karpv1.NodePool{}, capName)
-	absent(t, &kwokv1alpha1.KWOKNodeClass{}, capName)
+	absent(t, &kwokv1alpha1.KWOKNodeClass{}, naming.ClassCapacity(class.Name))
 }
 
 func TestGKECapacityIsAComputeClass(t *testing.T) {

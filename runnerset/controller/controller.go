@@ -485,7 +485,13 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 	case err != nil:
 		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
-	if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
+	itw := r.inTheWay(owner, live, kind, clusterScoped)
+	if ref := metav1.GetControllerOf(desired); ref != nil && clusterScoped {
+		// Shared by the RunnerSets of a RunnerClass (its node class): the
+		// class must be its controller.
+		itw = sharedInTheWay(owner, live, kind, ref)
+	}
+	if itw != nil {
 		return nil, itw
 	}
 	if resources.SpecHash(live) == resources.SpecHash(desired) && sameData(live, desired) {
@@ -515,8 +521,8 @@ func (r *Reconciler) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet,
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if r.inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil {
-		return nil
+	if r.inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil || !live.GetDeletionTimestamp().IsZero() {
+		return nil // not owner's, or on its way (a finalizer holds it)
 	}
 	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: ptr.To(live.GetUID())}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s %s: %w", r.kindOf(obj), obj.GetName(), err)
@@ -580,6 +586,20 @@ func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kin
 	}
 	if ref := metav1.GetControllerOf(live); ref != nil {
 		itw.Owner = ref.Kind + " " + ref.Name
+	}
+	return itw
+}
+
+// sharedInTheWay returns an *InTheWay when live, an object the RunnerSets
+// of a RunnerClass share, is not controlled by that class (ref, by UID).
+func sharedInTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, ref *metav1.OwnerReference) *InTheWay {
+	have := metav1.GetControllerOf(live)
+	if have != nil && have.UID == ref.UID {
+		return nil
+	}
+	itw := &InTheWay{Kind: kind, Name: live.GetName(), RunnerSet: owner.Namespace + "/" + owner.Name}
+	if have != nil {
+		itw.Owner = have.Kind + " " + have.Name
 	}
 	return itw
 }
@@ -841,7 +861,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(gvk)
-		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ownerOfCapacity), builder.OnlyMetadata)
+		// A class's node class, shared by its RunnerSets, brings them back
+		// only when its spec changes or it goes: Karpenter writes its
+		// status often, and a class may have a thousand RunnerSets.
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.capacityOwners), builder.OnlyMetadata,
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(ownedByARunnerSet))))
 	}
 	if err := b.Complete(r); err != nil {
 		return err
@@ -860,6 +884,26 @@ func ownerOfCapacity(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// ownedByARunnerSet reports whether o carries the owner labels of a
+// RunnerSet.
+func ownedByARunnerSet(o client.Object) bool {
+	l := o.GetLabels()
+	return l[capacity.LabelOwnerNamespace] != "" && l[capacity.LabelOwnerName] != ""
+}
+
+// capacityOwners maps a capacity object to the RunnerSet its labels name,
+// or, for a node class its RunnerClass controls, to every RunnerSet of
+// that class.
+func (r *Reconciler) capacityOwners(ctx context.Context, o client.Object) []reconcile.Request {
+	if reqs := ownerOfCapacity(ctx, o); reqs != nil {
+		return reqs
+	}
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "RunnerClass" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		return r.runnerSetsFor(indexClassName, false)(ctx, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: ref.Name}})
+	}
+	return nil
 }
 
 // secretOwners maps a Secret to the RunnerSets that name it and to the

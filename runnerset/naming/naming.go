@@ -100,6 +100,21 @@ func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 // namespaces (see Scoped).
 func (r Runner) Capacity() string { return Scoped(MaxLength, "rf-", r.Namespace, r.Name, "") }
 
+// ClassCapacity is the name of what the RunnerSets of RunnerClass class
+// share of their capacity, the Karpenter node class: "rfclass-<class>",
+// cut and given a hash of the class's name beyond MaxLength. It never
+// equals a Capacity name, which starts with "rf-".
+func ClassCapacity(class string) string {
+	full := "rfclass-" + class
+	if len(full) <= MaxLength {
+		return full
+	}
+	sum := sha256.Sum256([]byte("rfclass\x00" + class))
+	h := hex.EncodeToString(sum[:])[:hashLength]
+	head := strings.ReplaceAll(full, ".", "-")[:MaxLength-len(h)-1]
+	return strings.TrimRight(head, "-") + "-" + h
+}
+
 // IAMRole is the name of the IAM role a platform creates for this RunnerSet's
 // jobs in cluster, "<cluster>.<namespace>.<name>-job": unique across
 // namespaces and, as cluster names hold no '.', across the clusters of an
