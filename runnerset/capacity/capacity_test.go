@@ -14,8 +14,8 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	gkecrd "github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 func eks() *v1alpha1.RunnerClass {
