@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,4 +123,54 @@ func TestTheManagersMetricsServiceOfEarlierVersionsIsDeleted(t *testing.T) {
 		return fmt.Errorf("still there (%v)", err)
 	})
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(theirs), &corev1.Service{}))
+}
+
+// A RunnerClass's status (its counts) is patched when its recount finds a
+// change, not again for every RunnerSet that turns Ready: its own status
+// patch brought another pass, which found a new count and patched again
+// (a quarter of a write per RunnerSet while a fleet converged).
+func TestAClassCountsItsRunnerSetsWithoutAWritePerRunnerSet(t *testing.T) {
+	const n = 60
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	start := writeLog.len()
+	began := time.Now()
+	// Created in a burst by parallel clients, as a fleet is: the count
+	// changes between two passes of the class.
+	sets := make([]*v1alpha1.RunnerSet, n)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 6 {
+				name := fmt.Sprintf("counted-%02d", i)
+				sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-token"}, Data: map[string][]byte{"token": []byte(token)}}
+				if err := k8s.Create(ctx, sec); err != nil {
+					t.Error(err)
+				}
+				sets[i] = runnerSet(ns, name, class.Name)
+				if err := k8s.Create(ctx, sets[i]); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, rs := range sets {
+		waitReady(t, rs)
+	}
+	elapsed := time.Since(began)
+	entries, _ := writeLog.since(start)
+	patches := 0
+	for _, e := range entries {
+		if e.kind == "PATCH runnerclasses/status" && e.name == class.Name {
+			patches++
+		}
+	}
+	// Its first status, then at most one per recount (every 30 s).
+	if limit := 2 + int(elapsed/(30*time.Second)); patches > limit {
+		t.Errorf("RunnerClass %s: %d status patches while %d RunnerSets converged in %s, want at most %d", class.Name, patches, n, elapsed.Round(time.Second), limit)
+	}
+	t.Logf("%d status patches of the class in %s", patches, elapsed.Round(time.Second))
 }
