@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
@@ -456,7 +458,9 @@ func TestASteadyRunnerSetCausesNoWrites(t *testing.T) {
 			}
 		}
 		out["Namespace/"+jobs] = get(t, "", jobs, &corev1.Namespace{}).ResourceVersion
-		if len(out) < 10 {
+		out["NodePool/"+naming.For(ns, "calm").Capacity()] = get(t, "", naming.For(ns, "calm").Capacity(), &karpv1.NodePool{}).ResourceVersion
+		out["KWOKNodeClass/"+naming.ClassCapacity(class.Name)] = get(t, "", naming.ClassCapacity(class.Name), &kwokv1alpha1.KWOKNodeClass{}).ResourceVersion
+		if len(out) < 11 {
 			t.Fatalf("only %d objects watched: %v", len(out), out)
 		}
 		return out
