@@ -10,8 +10,12 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,6 +76,12 @@ const (
 	DefaultBurst = 200
 )
 
+// concurrentReconciles is how many RunnerSets are reconciled at once. A
+// new RunnerSet's pass waits on about a dozen requests in a row (most of
+// them on a different kind's client rate limit); eight passes at once keep
+// those limits, not the round trips, the bound when a thousand arrive.
+const concurrentReconciles = 8
+
 // inTheWayRecheck is how often a RunnerSet blocked by an object it does
 // not own looks again.
 const inTheWayRecheck = time.Minute
@@ -90,7 +100,8 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	created createdObjects
+	created        createdObjects
+	writtenSecrets writtenSecrets
 
 	steps []step
 }
@@ -447,6 +458,9 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		reader = r.APIReader
 	}
 	key := kind + "/" + desired.GetNamespace() + "/" + desired.GetName()
+	if sec, ok := desired.(*corev1.Secret); ok && !dryRun && r.writtenSecrets.unchanged(ctx, r.Client, key, sec) {
+		return desired, nil // as this controller wrote it, and it would write the same
+	}
 	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if err == nil {
 		r.created.forget(key)
@@ -472,6 +486,7 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		if err == nil {
 			if !dryRun {
 				r.created.add(key, r.now())
+				r.writtenSecrets.record(key, desired, desired)
 				log.FromContext(ctx).V(1).Info("Created object", "kind", kind, "name", desired.GetName())
 			}
 			return desired, nil
@@ -495,6 +510,7 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		return nil, itw
 	}
 	if resources.SpecHash(live) == resources.SpecHash(desired) && sameData(live, desired) {
+		r.writtenSecrets.record(key, desired, live)
 		return live, nil
 	}
 	desired.SetResourceVersion(live.GetResourceVersion())
@@ -508,9 +524,69 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 		return nil, fmt.Errorf("updating %s %s: %w", kind, desired.GetName(), err)
 	}
 	if !dryRun {
+		r.writtenSecrets.record(key, desired, desired)
 		log.FromContext(ctx).Info("Updated object", "kind", kind, "name", desired.GetName())
 	}
 	return desired, nil
+}
+
+// writtenSecrets remembers, for each Secret this controller wrote (or
+// found as it would write it), the resourceVersion the API server had
+// and a digest of the content: while the metadata cache (every Secret's,
+// watched by metadata for the token Secrets) shows that resourceVersion,
+// the Secret is unchanged, and a pass that would write the same content
+// needs no read from the API server. Secrets are not cached whole; without
+// this, each pass of a thousand RunnerSets read each config Secret, a
+// request each on the client's rate limit for Secrets.
+type writtenSecrets struct {
+	mu sync.Mutex
+	m  map[string]writtenSecret
+}
+
+type writtenSecret struct{ resourceVersion, digest string }
+
+// secretDigest covers what write compares of a Secret: its spec hash (the
+// builder's labels, annotations and type) and its data.
+func secretDigest(s *corev1.Secret) string {
+	h := sha256.New()
+	h.Write([]byte(resources.SpecHash(s)))
+	for _, k := range slices.Sorted(maps.Keys(s.Data)) {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", k, len(s.Data[k]))
+		h.Write(s.Data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// record remembers live's resourceVersion for key when desired is a
+// Secret: live holds desired's content.
+func (w *writtenSecrets) record(key string, desired, live client.Object) {
+	s, ok := desired.(*corev1.Secret)
+	if !ok || live.GetResourceVersion() == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]writtenSecret{}
+	}
+	w.m[key] = writtenSecret{resourceVersion: live.GetResourceVersion(), digest: secretDigest(s)}
+}
+
+// unchanged reports whether the Secret desired names is, by the metadata
+// cache, still as recorded, and desired's content is what was recorded.
+func (w *writtenSecrets) unchanged(ctx context.Context, c client.Reader, key string, desired *corev1.Secret) bool {
+	w.mu.Lock()
+	at, ok := w.m[key]
+	w.mu.Unlock()
+	if !ok || at.digest != secretDigest(desired) {
+		return false
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), meta); err != nil {
+		return false
+	}
+	return meta.ResourceVersion == at.resourceVersion
 }
 
 // deleteOwned deletes obj (by its kind, namespace and name) when the cache
@@ -845,7 +921,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// RunnerSet's change would reconcile all of its class.
 		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrentReconciles})
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
 	// owner labels.

@@ -177,6 +177,10 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		writes.Add(1)
 		writeKinds.add(req)
 		writeLog.add(req)
+	case http.MethodGet:
+		if !req.URL.Query().Has("watch") {
+			readLog.add(req)
+		}
 	}
 	return c.next.RoundTrip(req)
 }
@@ -226,6 +230,10 @@ func writeKey(req *http.Request) string {
 // namespace, to which object, so a test can count the writes one
 // RunnerSet caused while others converge beside it.
 var writeLog = &writeRecorder{}
+
+// readLog keeps every GET the controller sent to the API server (not its
+// watches): reads its caches did not answer.
+var readLog = &writeRecorder{}
 
 // writeEntry is one write: its kind as writeKinds counts it, and the
 // object it went to ("" namespace for a cluster-scoped one).

@@ -174,3 +174,39 @@ func TestAClassCountsItsRunnerSetsWithoutAWritePerRunnerSet(t *testing.T) {
 	}
 	t.Logf("%d status patches of the class in %s", patches, elapsed.Round(time.Second))
 }
+
+// A pass over a converged RunnerSet reads its config Secret from no API
+// server: Secrets are not cached whole, but the metadata cache tells that
+// the Secret is as the controller wrote it. An edit is still put back
+// (TestAnEditedConfigSecretIsPutBack).
+func TestAPassReadsTheConfigSecretOnlyWhenItChanged(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "frugal-token", token)
+	rs := runnerSet(ns, "frugal", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "frugal")
+	time.Sleep(time.Second) // the metadata cache sees the config Secret
+	start := readLog.len()
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations["test.runnerfleet.dev/nudge"] = "1" // a pass, nothing to change
+	})
+	time.Sleep(2 * time.Second)
+	reads, _ := readLog.since(start)
+	tokenReads := 0
+	for _, e := range reads {
+		if e.namespace == ns && e.name == n.Config() {
+			t.Errorf("a pass read config Secret %s from the API server (%s)", e.name, e.kind)
+		}
+		if e.namespace == ns && e.name == "frugal-token" {
+			tokenReads++
+		}
+	}
+	if tokenReads == 0 {
+		t.Fatal("no read of the token Secret seen: the pass did not run, or the read log sees nothing")
+	}
+}
