@@ -91,6 +91,16 @@ bench: tools ## benchmarks; results go to BENCHMARKS.md by hand, raw output to B
 	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./runnerset/... ./infra/... ./charts/... ./provisioning/vmfleet/ | tee BENCHMARKS.raw.txt
 	$(MAKE) bench-capacity
 
+.PHONY: bench-fleet
+bench-fleet: ## BenchmarkFleet alone (100 and 1000 RunnerSets, RUNNERFLEET_BENCH_STEADY=10s); BEFORE=<commit> runs the same benchmark on that commit first, for BENCHMARKS.md's side-by-side
+	@if [ -n "$(BEFORE)" ]; then \
+		rm -rf .bench-before && mkdir .bench-before && git archive $(BEFORE) | tar -x -C .bench-before && \
+		cd .bench-before && uptime && KUBEBUILDER_ASSETS=$$(../hack/tools.sh envtest) RUNNERFLEET_BENCH_STEADY=10s \
+			go test -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 60m ./runnerset/controller/ | grep -v '^{' | tee ../BENCHMARKS.fleet-before.txt; \
+		cd .. && rm -rf .bench-before; \
+	fi
+	uptime; KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_BENCH_STEADY=10s go test -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 60m ./runnerset/controller/ | grep -v '^{' | tee BENCHMARKS.fleet.txt; uptime
+
 .PHONY: bench-capacity
 bench-capacity: tools ## capacity at 10, 100 and 500 tags with the real Karpenter (kwok): a NodePool per tag against one per class (RUNNERFLEET_BENCH_TAGS, _JOBS, _IDLE)
 	cd e2e/capacityscale && go test -run '^$$' -bench KarpenterCapacity -benchtime 1x -timeout 120m -v . | tee ../../BENCHMARKS.capacity.txt
