@@ -183,10 +183,11 @@ type state struct {
 	managersSince time.Time
 }
 
-// step owns one condition. Each is a small struct holding only its own
-// dependencies (a reader, the writer, the TokenSource, the clock) whose run
-// method is the stepFunc, so it can be read and tested alone. It returns done=false to stop the pass (its
+// step owns one condition. It returns done=false to stop the pass (its
 // condition already says why) and an error only for failures worth a retry.
+// Each step is a small struct holding only its own dependencies (a reader,
+// the writer, the TokenSource, the clock) whose run method is the stepFunc,
+// so it can be read and tested alone.
 type step struct {
 	condition string
 	run       stepFunc
