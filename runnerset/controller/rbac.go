@@ -26,7 +26,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
 // The managers' headless metrics Service of earlier versions is deleted
-// (reconcileManagers); they are scraped from their pods.
+// (managersStep); they are scraped from their pods.
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
@@ -34,7 +34,7 @@ package controller
 // team's namespace, is deleted once nothing of that layout runs
 // (deleteLegacyJobServiceAccount).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete
-// Roles are only watched and deleted (reconcileIdentity): the managers'
+// Roles are only watched and deleted (identityStep): the managers'
 // Role in the team's namespace, kept only while the layout before jobs
 // namespaces runs, and the one earlier versions wrote in the jobs
 // namespace. RoleBindings: the managers' binding of the executor's
@@ -87,7 +87,7 @@ package controller
 
 // The managers' rights in their jobs namespace: a RoleBinding there to
 // the executor's ClusterRole (resources.ExecutorClusterRole, installed
-// with the controller by runnerset/install), written by reconcileIdentity.
+// with the controller by runnerset/install), written by identityStep.
 // The API server lets a RoleBinding name a role only to who holds every
 // rule of it or may bind it: the controller may bind that one ClusterRole,
 // by name, and holds none of the executor's rules (creating pods, exec
