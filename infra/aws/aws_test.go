@@ -406,7 +406,7 @@ func TestDiscoveryTagsMatchWhatCapacitySelects(t *testing.T) {
 	d := deploy(t, fleet(nil))
 	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: cluster}, Spec: d.c.Class}
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "build"}}
-	nc := capacity.EC2NodeClass(rs, class, v1alpha1.Effective(rs, class))
+	nc := capacity.EC2NodeClass(class, v1alpha1.Effective(rs, class))
 
 	selects := func(r infratest.Resource, terms []map[string]string) bool {
 		tags := tagsOf(r)
