@@ -2,10 +2,11 @@
 // Karpenter (v1.15's kwok provider) on the local control plane, in two
 // designs:
 //
-//   - pool-per-tag: what the controller writes today, one NodePool and one
-//     KWOKNodeClass per tag (runnerset/capacity.For, the objects exactly as
-//     the controller writes them), each tainted and labelled with its tag's
-//     capacity name, with the tag's limits on the NodePool;
+//   - pool-per-tag: what the controller writes today, one NodePool per tag
+//     on its RunnerClass's one KWOKNodeClass (runnerset/capacity.For, the
+//     objects exactly as the controller writes them), each tainted and
+//     labelled with its tag's capacity name, with the tag's limits on the
+//     NodePool;
 //   - shared-pool: one NodePool (and KWOKNodeClass) per RunnerClass whose
 //     requirement on runnerset/capacity.LabelCapacity is Exists, so that
 //     Karpenter stamps the value a job pod's nodeSelector asks for onto the
@@ -225,7 +226,14 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 		t.placement = cp.Placement
 		switch design {
 		case poolPerTag:
-			objs = append(objs, cp.Objects...)
+			if i == 0 {
+				// The class's node class, once; the class itself is not
+				// in this cluster, so it cannot be its owner here.
+				nc := cp.Objects[0]
+				nc.SetOwnerReferences(nil)
+				objs = append(objs, nc)
+			}
+			objs = append(objs, cp.Objects[1:]...)
 		case sharedPool:
 			t.placement = sharedPlacement(cp.Placement)
 			objs = append(objs, capacity.Quota(t.rs, t.jobsNS))
