@@ -601,6 +601,11 @@ func (w *writtenSecrets) unchanged(ctx context.Context, c client.Reader, key str
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := c.Get(ctx, client.ObjectKeyFromObject(desired), meta); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.mu.Lock()
+			delete(w.m, key) // gone: the map holds only Secrets that exist
+			w.mu.Unlock()
+		}
 		return false
 	}
 	return meta.ResourceVersion == at.resourceVersion
