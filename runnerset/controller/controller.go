@@ -102,6 +102,9 @@ type Reconciler struct {
 
 	// steps are the pass, built by New from the fields above.
 	steps []step
+	// firstStatus remembers the RunnerSets whose first status this
+	// controller wrote in the last seconds.
+	firstStatus createdObjects
 }
 
 func (r *Reconciler) now() time.Time {
@@ -225,6 +228,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	key := "RunnerSet/" + req.String()
+	if len(rs.Status.Conditions) == 0 && r.firstStatus.recent(key, r.now()) {
+		// Its first status was written moments ago and the cache has not
+		// seen it: a pass on this copy would write it again, and be
+		// refused (a conflict) at best. Read it from the API server.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, rs); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if !rs.DeletionTimestamp.IsZero() {
 		res, err := r.finalize(ctx, rs)
 		if err != nil {
@@ -290,6 +302,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !apierrors.IsConflict(err) {
 			metrics.ReconcileErrors.WithLabelValues(metrics.StepStatus).Inc()
 		}
+	} else if len(before.Status.Conditions) == 0 {
+		r.firstStatus.add(key, r.now())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return conflictIsRequeue(err)
