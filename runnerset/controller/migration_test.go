@@ -153,7 +153,11 @@ func TestAnExistingRunnerSetMovesToItsJobsNamespaceWithoutLosingAJob(t *testing.
 	})
 	// The new job was never touched and finishes as usual.
 	must(t, manager.Delete(ctx, newJob))
-	if msg := condition(waitReady(t, rs), v1alpha1.ConditionIdentityReady).Message; strings.Contains(msg, "still run") {
-		t.Errorf("IdentityReady still speaks of old managers: %q", msg)
-	}
+	// The pass that deleted the old Role writes its status last: wait for it.
+	eventually(t, "IdentityReady no longer speaks of old managers", func() error {
+		if msg := condition(waitReady(t, rs), v1alpha1.ConditionIdentityReady).Message; strings.Contains(msg, "still run") {
+			return fmt.Errorf("IdentityReady: %q", msg)
+		}
+		return nil
+	})
 }
