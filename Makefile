@@ -100,10 +100,13 @@ test: ## every test: unit, oracle, envtest on a real kube-apiserver, end-to-end
 
 # The controller's suite is the longest (688 of the unit suites' seconds on
 # CI, mostly waiting on its kube-apiserver): listed first, go test starts it
-# first and runs the other packages beside it instead of after them.
+# first and runs the other packages beside it instead of after them. The 44
+# test binaries are linked without debug information (-s -w; stack traces
+# keep their names and lines): the controller's link takes 7.5 CPU seconds
+# instead of 9.8.
 .PHONY: unit
 unit: unit-tools ## unit, oracle and envtest suites (a real kube-apiserver and etcd)
-	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -count=1 -timeout 20m ./runnerset/controller/ ./...
+	KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_PROMTOOLS=$$(hack/tools.sh promtool) go test -count=1 -ldflags='-s -w' -timeout 20m ./runnerset/controller/ ./...
 
 .PHONY: e2e
 e2e: tools ## end to end on the local control plane with the real Karpenter (kwok provider)
