@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // capacityStep writes the tag's own NodePool and its class's node class
@@ -37,6 +39,10 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
 		return false, 0, nil
 	}
+	if err != nil {
+		return false, 0, err
+	}
+	keepEarlier, err := r.keepEarlierNodeClass(ctx, c)
 	if err != nil {
 		return false, 0, err
 	}
@@ -72,7 +78,7 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	// The node class earlier versions wrote for each tag (under the tag's
 	// capacity name) goes once its NodePool refers to the class's: a read
 	// of the cache when there is none.
-	if s.class.Spec.Provider != v1alpha1.CapacityProviderComputeClass {
+	if s.class.Spec.Provider != v1alpha1.CapacityProviderComputeClass && !keepEarlier {
 		earlier := c.Objects[0].DeepCopyObject().(client.Object)
 		earlier.SetName(c.Name)
 		if err := r.deleteOwned(ctx, s.rs, earlier); err != nil {
@@ -95,7 +101,44 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	s.rs.Status.Capacity = c.Name
 	s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("%s capacity %s is in place; it scales to zero when no job runs", s.class.Spec.Provider, c.Name))
+	if keepEarlier {
+		return true, earlierNodeClassRecheck, nil
+	}
 	return true, 0, nil
+}
+
+// earlierNodeClassRecheck is how often a NodePool still on the tag's own
+// node class of earlier versions looks whether it has no node left (its
+// status, which Karpenter writes, brings no pass).
+const earlierNodeClassRecheck = 5 * time.Minute
+
+// keepEarlierNodeClass keeps a NodePool that earlier versions put on the
+// tag's own node class (named as the NodePool) on it while the pool has
+// nodes or Karpenter has not counted them: a changed nodeClassRef drifts
+// every node of the pool, and Karpenter replaces drifted nodes under running
+// jobs once the pool's termination grace period is up. The NodePool moves to
+// its class's node class when Karpenter counts no node (capacity scales to
+// zero between jobs); until then the earlier node class stays as it is.
+func (r capacityStep) keepEarlierNodeClass(ctx context.Context, c *capacity.Capacity) (bool, error) {
+	np, ok := c.Objects[len(c.Objects)-1].(*karpv1.NodePool)
+	if !ok {
+		return false, nil
+	}
+	live := &karpv1.NodePool{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(np), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	ref := live.Spec.Template.Spec.NodeClassRef
+	if ref == nil || ref.Name != c.Name || ref.Name == np.Spec.Template.Spec.NodeClassRef.Name {
+		return false, nil
+	}
+	if live.Status.Nodes != nil && *live.Status.Nodes == 0 {
+		return false, nil
+	}
+	np.Spec.Template.Spec.NodeClassRef.Name = ref.Name
+	delete(np.Annotations, resources.AnnotationSpecHash)
+	resources.WithHash(np)
+	return true, nil
 }
 
 // rejection turns an API error that only a spec change can fix into a

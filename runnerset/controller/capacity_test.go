@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
@@ -269,6 +270,54 @@ func TestGKELimitsAreAResourceQuotaInTheJobsNamespace(t *testing.T) {
 	eventually(t, "the quota gone with the limits", func() error {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: q.Name}, &corev1.ResourceQuota{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// A NodePool an earlier version put on the tag's own node class keeps it
+// while Karpenter counts nodes in the pool: moving its nodeClassRef would
+// drift every node, and Karpenter replaces drifted nodes under running jobs
+// once the grace period is up. It moves, and the earlier node class goes,
+// once the pool has no node.
+func TestATagsNodePoolWithNodesKeepsItsEarlierNodeClassUntilItIsEmpty(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "busy-token", token)
+	rs := runnerSet(ns, "busy", class.Name)
+	name := naming.For(ns, "busy").Capacity()
+	owned := map[string]string{resources.LabelManagedBy: resources.ManagedBy, capacity.LabelOwnerNamespace: ns, capacity.LabelOwnerName: "busy"}
+	earlier := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: owned}}
+	must(t, k8s.Create(ctx, earlier))
+	// The NodePool as an earlier version wrote it: on the tag's node class,
+	// with one node counted by Karpenter.
+	old := capacity.NodePool(rs, class, karpv1.NodeClassReference{Group: capacity.KWOKGroupVersion.Group, Kind: "KWOKNodeClass", Name: name})
+	must(t, k8s.Create(ctx, old))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, old) })
+	setNodes := func(n int64) {
+		t.Helper()
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := get(t, "", name, &karpv1.NodePool{})
+			cur.Status.Nodes = &n
+			return k8s.Status().Update(ctx, cur)
+		}))
+	}
+	setNodes(1)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	if ref := get(t, "", name, &karpv1.NodePool{}).Spec.Template.Spec.NodeClassRef; ref.Name != name {
+		t.Fatalf("a NodePool with a node was moved to %s: its nodes drift and are replaced under running jobs", ref.Name)
+	}
+	get(t, "", name, &kwokv1alpha1.KWOKNodeClass{})
+
+	setNodes(0)
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.Managers.Concurrent = 5 }) // a pass
+	eventually(t, "the empty NodePool on its class's node class and the tag's own gone", func() error {
+		if ref := get(t, "", name, &karpv1.NodePool{}).Spec.Template.Spec.NodeClassRef; ref.Name != naming.ClassCapacity(class.Name) {
+			return fmt.Errorf("NodePool still refers to %s", ref.Name)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(earlier), &kwokv1alpha1.KWOKNodeClass{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the tag's own node class is still there (%v)", err)
 		}
 		return nil
 	})
