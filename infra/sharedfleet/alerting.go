@@ -20,6 +20,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -60,7 +61,7 @@ var KubeStateMetricsResources = []string{"pods", "cronjobs"}
 
 // AlertmanagerAddress is where every fleet's Prometheus sends its alerts.
 func AlertmanagerAddress() string {
-	return fmt.Sprintf("%s.%s.svc:%d", alertmanagerName, stackconfig.MonitoringNamespace, shared.AlertmanagerPort)
+	return fmt.Sprintf("%s.%s.svc:%d", alertmanagerName, fleetspec.MonitoringNamespace, shared.AlertmanagerPort)
 }
 
 // planKubeStateMetrics is the fleet's own kube-state-metrics: it watches
@@ -136,7 +137,7 @@ type alertmanagerPlan struct {
 
 // AlertmanagerConfig is the Alertmanager's configuration for the stack's
 // receiver: every alert to it, its secret read from a file.
-func AlertmanagerConfig(r stackconfig.AlertReceiver) prometheus.AlertmanagerFile {
+func AlertmanagerConfig(r fleetspec.AlertReceiver) prometheus.AlertmanagerFile {
 	secret := path.Join(alertmanagerSecretsDir, AlertmanagerSecretKey)
 	recv := prometheus.Receiver{Name: r.Name}
 	switch {
@@ -156,7 +157,7 @@ func AlertmanagerConfig(r stackconfig.AlertReceiver) prometheus.AlertmanagerFile
 	}
 }
 
-func planAlertmanager(a *stackconfig.Alerting) (*alertmanagerPlan, error) {
+func planAlertmanager(a *fleetspec.Alerting) (*alertmanagerPlan, error) {
 	if a == nil {
 		return nil, fmt.Errorf("%s: the shared fleets' alerts need a receiver", stackconfig.Root.Child("alerting"))
 	}
@@ -168,7 +169,7 @@ func planAlertmanager(a *stackconfig.Alerting) (*alertmanagerPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", AlertmanagerConfigFile, err)
 	}
-	ns := stackconfig.MonitoringNamespace
+	ns := fleetspec.MonitoringNamespace
 	sel := map[string]string{"app.kubernetes.io/name": alertmanagerName}
 	labels := pulumix.Merge(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
 	meta := metav1.ObjectMeta{Name: alertmanagerName, Namespace: ns, Labels: labels}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
@@ -34,12 +35,12 @@ func amtool(t *testing.T, file string) (string, error) {
 // Every receiver the stack config can name renders an Alertmanager
 // configuration that amtool accepts, with the secret only as a file.
 func TestEveryAlertReceiverPassesAmtool(t *testing.T) {
-	for _, r := range []stackconfig.AlertReceiver{
+	for _, r := range []fleetspec.AlertReceiver{
 		{Name: "ci-platform", WebhookURLConfigKey: "alertWebhookURL"},
 		{Name: "ci-platform", SlackWebhookURLConfigKey: "slackURL", SlackChannel: "#ci-alerts"},
 		{Name: "on-call", PagerDutyRoutingKeyConfigKey: "pagerDutyKey"},
 	} {
-		ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: r})
+		ap, err := planAlertmanager(&fleetspec.Alerting{Receiver: r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestEveryAlertReceiverPassesAmtool(t *testing.T) {
 
 func mustPlan(t *testing.T) *alertmanagerPlan {
 	t.Helper()
-	ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: stackconfig.AlertReceiver{Name: "ci-platform", WebhookURLConfigKey: "k"}})
+	ap, err := planAlertmanager(&fleetspec.Alerting{Receiver: fleetspec.AlertReceiver{Name: "ci-platform", WebhookURLConfigKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -22,7 +22,7 @@ import (
 
 // GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
 // where its groups run VMs. The platform grants gc's account there only.
-func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err error) {
+func GCScope(s fleetspec.SharedFleet) (project string, zones []string, err error) {
 	projects := map[string][]string{}
 	for _, g := range s.Groups {
 		if !slices.Contains(projects[g.Project], g.Zone) {

@@ -26,7 +26,7 @@ import (
 
 // fleetPlan is a fleet rendered and checked, ready to declare.
 type fleetPlan struct {
-	spec      stackconfig.SharedFleet
+	spec      fleetspec.SharedFleet
 	component string
 	namespace string
 	groups    []*groupPlan
@@ -70,7 +70,7 @@ type managerPlan struct {
 // Namespace is fleet s's namespace, where its managers and its Prometheus
 // run (the stack config's namespace, which stackconfig.Decode defaults to
 // the fleet's name).
-func Namespace(s stackconfig.SharedFleet) string { return s.Namespace }
+func Namespace(s fleetspec.SharedFleet) string { return s.Namespace }
 
 // ManagerServiceAccount is the Kubernetes ServiceAccount, in Namespace(s),
 // that every manager of group g runs as: the one annotated with the fleet's
@@ -79,7 +79,7 @@ func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerNa
 
 // monitoringSpec is fleet s as its Prometheus sees it; its VM quota
 // defaults to the groups' maxVMs times their maxManagers.
-func monitoringSpec(s stackconfig.SharedFleet) shared.Fleet {
+func monitoringSpec(s fleetspec.SharedFleet) shared.Fleet {
 	m := shared.Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups}
 	if m.VMQuota == 0 {
 		for _, g := range s.Groups {
@@ -95,7 +95,7 @@ const placeholderBucket = "runnerfleet-cache-bucket"
 
 // planFleet plans fleet i; gcAccount is the Google service account its gc
 // acts as.
-func planFleet(fleets []stackconfig.SharedFleet, i int, gcAccount string) (*fleetPlan, error) {
+func planFleet(fleets []fleetspec.SharedFleet, i int, gcAccount string) (*fleetPlan, error) {
 	s := fleets[i]
 	p := &fleetPlan{
 		spec:       s,
@@ -128,7 +128,7 @@ func planFleet(fleets []stackconfig.SharedFleet, i int, gcAccount string) (*flee
 	return p, nil
 }
 
-func planGroup(s stackconfig.SharedFleet, j int, grace int64) (*groupPlan, error) {
+func planGroup(s fleetspec.SharedFleet, j int, grace int64) (*groupPlan, error) {
 	g := s.Groups[j]
 	gp := &groupPlan{
 		group:       g,
@@ -200,7 +200,7 @@ func scaler(g fleetspec.ManagerGroup, name string, n int, s fleetspec.Scaling) (
 // metrics, and only the GitLab ranges their session servers (through
 // each manager's passthrough load balancer, which keeps the client's
 // address).
-func networkPolicy(manager, ns string, labels map[string]string, w *stackconfig.WebTerminal) *networkingv1.NetworkPolicy {
+func networkPolicy(manager, ns string, labels map[string]string, w *fleetspec.WebTerminal) *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: manager, Namespace: ns, Labels: labels},

@@ -20,7 +20,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -109,7 +109,7 @@ func planCentral(fleets []*fleetPlan) (*prometheusPlan, error) {
 	for _, p := range fleets {
 		ms = append(ms, p.monitoring)
 	}
-	return planPrometheus(stackconfig.MonitoringNamespace, map[string]any{PrometheusConfigFile: shared.CentralConfig(ms...)}, "", "30d", CentralPrometheusStorage, false)
+	return planPrometheus(fleetspec.MonitoringNamespace, map[string]any{PrometheusConfigFile: shared.CentralConfig(ms...)}, "", "30d", CentralPrometheusStorage, false)
 }
 
 func planPrometheus(ns string, files map[string]any, gsa, retention, storage string, discover bool) (*prometheusPlan, error) {
@@ -319,13 +319,13 @@ func declareFleet(ctx *pulumi.Context, p *fleetPlan, c *kube.Cluster, tokens map
 
 // declareCentral declares the central Prometheus and its namespace.
 func declareCentral(ctx *pulumi.Context, pp *prometheusPlan, am *alertmanagerPlan, alertSecret pulumi.StringOutput, c *kube.Cluster, fleets []*SharedFleet, opts ...pulumi.ResourceOption) (*CentralMonitoring, error) {
-	cm := &CentralMonitoring{Namespace: stackconfig.MonitoringNamespace, Prometheus: address(stackconfig.MonitoringNamespace)}
+	cm := &CentralMonitoring{Namespace: fleetspec.MonitoringNamespace, Prometheus: address(fleetspec.MonitoringNamespace)}
 	const name = "shared-monitoring"
 	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleetMonitoring", name, cm, opts...); err != nil {
 		return nil, err
 	}
 	on := children(cm, c)
-	ns, err := kube.Declare(ctx, name+"-ns", kube.Namespace(stackconfig.MonitoringNamespace, ctx.Stack()), nil, on(c.DependsOn...)...)
+	ns, err := kube.Declare(ctx, name+"-ns", kube.Namespace(fleetspec.MonitoringNamespace, ctx.Stack()), nil, on(c.DependsOn...)...)
 	if err != nil {
 		return nil, err
 	}

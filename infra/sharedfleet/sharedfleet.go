@@ -102,6 +102,7 @@ import (
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
 // SharedFleets is every shared fleet of the stack, and the central
@@ -155,7 +156,7 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 type Args struct {
 	// Fleets are the stack config's sharedFleets, decoded and defaulted
 	// (stackconfig.Decode).
-	Fleets  []stackconfig.SharedFleet
+	Fleets  []fleetspec.SharedFleet
 	Cluster *kube.Cluster
 	// Secrets are the stack's config secrets by key (kube.ReadSecrets,
 	// which read and checked them before anything was declared): the
@@ -163,7 +164,7 @@ type Args struct {
 	Secrets map[string]pulumi.StringOutput
 	// Alerting is the stack config's alerting: the receiver of the
 	// shared fleets' Alertmanager.
-	Alerting *stackconfig.Alerting
+	Alerting *fleetspec.Alerting
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
 // annotationExternalDNSHostname has external-dns point a manager's
@@ -21,7 +21,7 @@ const annotationExternalDNSHostname = "external-dns.alpha.kubernetes.io/hostname
 // else. TLS is never terminated in between: the session server pins its
 // own certificate. No ingress controller is involved (ingress-nginx, which
 // this replaced, applies no source range to a passthrough host).
-func passthrough(svc *corev1.Service, host string, w *stackconfig.WebTerminal) {
+func passthrough(svc *corev1.Service, host string, w *fleetspec.WebTerminal) {
 	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 	svc.Spec.LoadBalancerSourceRanges = slices.Clone(w.AllowedCIDRs)
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
