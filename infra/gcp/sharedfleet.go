@@ -10,8 +10,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
-	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
