@@ -19,6 +19,7 @@ const (
 	tokRole        = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 	tokRoleBinding = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 	tokPVC         = "kubernetes:core/v1:PersistentVolumeClaim"
+	tokCRD         = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 )
 
 // amtool checks an alertmanager.yml as Alertmanager loads it.
@@ -161,7 +162,7 @@ func strs(v resource.PropertyValue) []string {
 func TestKEDAIsReadBeforeAnyFleetObject(t *testing.T) {
 	m := deployedStack(t)
 	var read *infratest.Resource
-	for _, r := range m.ByToken(crdToken) {
+	for _, r := range m.ByToken(tokCRD) {
 		if r.Read && r.ID == KEDAScaledObjectCRD {
 			read = &r
 		}
