@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -85,7 +84,7 @@ func planKubeStateMetrics(ns string) []runtime.Object {
 						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					Containers: []corev1.Container{{
+					Containers: []corev1.Container{monitoringContainer(corev1.Container{
 						Name:  KubeStateMetricsName,
 						Image: KubeStateMetricsImage,
 						Args: []string{
@@ -94,18 +93,7 @@ func planKubeStateMetrics(ns string) []runtime.Object {
 							"--metric-allowlist=" + strings.Join(KubeStateMetricsMetrics, ","),
 							fmt.Sprintf("--port=%d", KubeStateMetricsPort),
 						},
-						Ports: []corev1.ContainerPort{{Name: "http-metrics", ContainerPort: KubeStateMetricsPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/metrics", Port: intstr.FromString("http-metrics")}}, PeriodSeconds: 10},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
+					}, "http-metrics", KubeStateMetricsPort, "/metrics", "10m", "64Mi", "256Mi")},
 				},
 			},
 		},
@@ -196,7 +184,7 @@ func PlanAlertmanager(a *fleetspec.Alerting, key string) (*AlertmanagerPlan, err
 						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534), FSGroup: ptr.To[int64](65534),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					Containers: []corev1.Container{{
+					Containers: []corev1.Container{monitoringContainer(corev1.Container{
 						Name:  alertmanagerName,
 						Image: AlertmanagerImage,
 						Args: []string{
@@ -204,23 +192,12 @@ func PlanAlertmanager(a *fleetspec.Alerting, key string) (*AlertmanagerPlan, err
 							"--storage.path=/alertmanager",
 							fmt.Sprintf("--web.listen-address=:%d", AlertmanagerPort),
 						},
-						Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: AlertmanagerPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/-/ready", Port: intstr.FromString("web")}}, PeriodSeconds: 10},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: alertmanagerConfigDir, ReadOnly: true},
 							{Name: "secrets", MountPath: alertmanagerSecretsDir, ReadOnly: true},
 							{Name: "data", MountPath: "/alertmanager"},
 						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
+					}, "web", AlertmanagerPort, "/-/ready", "20m", "64Mi", "256Mi")},
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: alertmanagerName}}}},

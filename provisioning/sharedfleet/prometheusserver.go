@@ -165,7 +165,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention, storage str
 						FSGroup:        ptr.To[int64](65534),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					Containers: []corev1.Container{{
+					Containers: []corev1.Container{monitoringContainer(corev1.Container{
 						Name:  prometheusName,
 						Image: PrometheusImage,
 						Args: []string{
@@ -174,25 +174,13 @@ func planPrometheus(ns string, files map[string]any, gsa, retention, storage str
 							"--storage.tsdb.retention.time=" + retention,
 							fmt.Sprintf("--web.listen-address=:%d", PrometheusPort),
 						},
-						Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: PrometheusPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/-/ready", Port: intstr.FromString("web")}}, PeriodSeconds: 10},
 						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 							Path: "/-/healthy", Port: intstr.FromString("web")}}, InitialDelaySeconds: 30, PeriodSeconds: 30},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
-						},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: prometheusConfigDir, ReadOnly: true},
 							{Name: "data", MountPath: "/prometheus"},
 						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
+					}, "web", PrometheusPort, "/-/ready", "250m", "1Gi", "4Gi")},
 					Volumes: []corev1.Volume{
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: prometheusName},
@@ -236,4 +224,25 @@ func podReader(meta metav1.ObjectMeta, sa string) (*rbacv1.Role, *rbacv1.RoleBin
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: meta.Namespace}},
 	}
 	return role, binding
+}
+
+// monitoringContainer is c, a container of the fleets' monitoring
+// (Prometheus, kube-state-metrics, Alertmanager), with what they share:
+// one TCP port named port, a readiness probe on readyPath, CPU and memory
+// requests with a memory limit, and a read-only root filesystem, no
+// privilege escalation and no capability.
+func monitoringContainer(c corev1.Container, port string, number int32, readyPath, cpu, memory, memoryLimit string) corev1.Container {
+	c.Ports = []corev1.ContainerPort{{Name: port, ContainerPort: number, Protocol: corev1.ProtocolTCP}}
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: readyPath, Port: intstr.FromString(port)}}, PeriodSeconds: 10}
+	c.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memoryLimit)},
+	}
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	return c
 }
