@@ -21,14 +21,16 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
-// reconcileCapacity writes the tag's own NodePool and node class (or
+// capacityStep writes the tag's own NodePool and node class (or
 // ComputeClass). All of them are judged before any is written, so a
 // rejected tag is never half created: by the schema and CEL rules of the
 // CRDs their owners ship (capacity.Validate, no request), and, for an
 // object that exists and is about to change, by a server-side dry run of
 // the update (the API server's own view, webhooks included). A new tag
 // costs one create per object; one that is as built, nothing.
-func (r *Reconciler) reconcileCapacity(ctx context.Context, s *state) (bool, time.Duration, error) {
+type capacityStep struct{ *writer }
+
+func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	c, err := capacity.For(s.rs, s.class, s.settings)
 	var invalid *v1alpha1.Failure
 	if errors.As(err, &invalid) {

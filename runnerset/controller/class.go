@@ -14,7 +14,14 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
-func (r *Reconciler) reconcileClass(ctx context.Context, s *state) (bool, time.Duration, error) {
+// classStep accepts the RunnerSet's RunnerClass, or says why not: the class
+// is missing, its policy refuses the RunnerSet, or gitlab-runner would not
+// understand the job settings. It only reads the class.
+type classStep struct {
+	Client client.Reader
+}
+
+func (r classStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	class := &v1alpha1.RunnerClass{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: s.rs.Spec.ClassName}, class); err != nil {
 		if apierrors.IsNotFound(err) {

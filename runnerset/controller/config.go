@@ -11,11 +11,13 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
-// reconcileConfig renders config.toml, with the token the token step
+// configStep renders config.toml, with the token the token step
 // validated, into the Secret the managers mount. The token enters through
 // the TOML encoder, never by substitution; the hash of the file without it
 // (and of the token) rolls the managers.
-func (r *Reconciler) reconcileConfig(ctx context.Context, s *state) (bool, time.Duration, error) {
+type configStep struct{ *writer }
+
+func (r configStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	cfg := runnerconfig.ForSettings(s.rs, s.settings, s.placement)
 	template, err := runnerconfig.Render(cfg)
 	if err == nil {

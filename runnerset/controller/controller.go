@@ -90,8 +90,7 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	created createdObjects
-
+	// steps are the pass, built by New from the fields above.
 	steps []step
 }
 
@@ -137,14 +136,17 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 	for _, o := range opts {
 		o(r)
 	}
+	// Each step holds only what it uses; the steps that write share one
+	// writer, so what one pass created is remembered across steps and passes.
+	w := &writer{Client: c, APIReader: apiReader, created: &createdObjects{}, now: r.now}
 	r.steps = steps(map[string]stepFunc{
-		v1alpha1.ConditionClassAccepted:      r.reconcileClass,
-		v1alpha1.ConditionJobsNamespaceReady: r.reconcileJobsNamespace,
-		v1alpha1.ConditionRunnerRegistered:   r.reconcileToken,
-		v1alpha1.ConditionCapacityReady:      r.reconcileCapacity,
-		v1alpha1.ConditionIdentityReady:      r.reconcileIdentity,
-		v1alpha1.ConditionConfigReady:        r.reconcileConfig,
-		v1alpha1.ConditionManagersAvailable:  r.reconcileManagers,
+		v1alpha1.ConditionClassAccepted:      classStep{Client: c}.run,
+		v1alpha1.ConditionJobsNamespaceReady: jobsNamespaceStep{w}.run,
+		v1alpha1.ConditionRunnerRegistered:   tokenStep{Tokens: r.Tokens, now: r.now}.run,
+		v1alpha1.ConditionCapacityReady:      capacityStep{w}.run,
+		v1alpha1.ConditionIdentityReady:      identityStep{w}.run,
+		v1alpha1.ConditionConfigReady:        configStep{w}.run,
+		v1alpha1.ConditionManagersAvailable:  managersStep{w}.run,
 	})
 	return r
 }
@@ -183,6 +185,9 @@ type state struct {
 
 // step owns one condition. It returns done=false to stop the pass (its
 // condition already says why) and an error only for failures worth a retry.
+// Each step is a small struct holding only its own dependencies (a reader,
+// the writer, the TokenSource, the clock) whose run method is the stepFunc,
+// so it can be read and tested alone.
 type step struct {
 	condition string
 	run       stepFunc
@@ -399,31 +404,42 @@ func conflictIsRequeue(err error) (reconcile.Result, error) {
 	return reconcile.Result{}, err
 }
 
+// writer writes a RunnerSet's objects for the steps: apply, dry run and
+// delete of what the RunnerSet owns, and nothing else. Client reads the
+// cache and writes, and knows the scheme; APIReader reads what the cache
+// does not hold (Secrets) or has not seen yet (created, in created).
+type writer struct {
+	Client    client.Client
+	APIReader client.Reader
+	created   *createdObjects
+	now       func() time.Time
+}
+
 // apply creates desired, or updates the live object when the spec hash the
 // builder recorded differs. Comparing hashes instead of fields means a field
 // the API server defaults never causes a rewrite, so a steady fleet makes no
 // writes at all. Namespaced objects are owned by the RunnerSet through a
 // controller reference; cluster-scoped ones through capacity labels.
-func (r *Reconciler) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+func (r *writer) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
 	_, err := r.write(ctx, owner, desired, false)
 	return err
 }
 
 // applyAndGet is apply that also returns the object as the API server has it
 // now: the response of a write, never a cache that may lag behind it.
-func (r *Reconciler) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) (client.Object, error) {
+func (r *writer) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) (client.Object, error) {
 	return r.write(ctx, owner, desired, false)
 }
 
 // dryRun sends what apply would write as a server-side dry run, when it
 // would update an object; a create is not dry run (the caller judged the
 // new object offline).
-func (r *Reconciler) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+func (r *writer) dryRun(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
 	_, err := r.write(ctx, owner, desired.DeepCopyObject().(client.Object), true)
 	return err
 }
 
-func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) (client.Object, error) {
+func (r *writer) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object, dryRun bool) (client.Object, error) {
 	// An ownerReference never crosses namespaces: cluster-scoped objects
 	// and those in the jobs namespace are tied to the RunnerSet by labels.
 	clusterScoped := desired.GetNamespace() != owner.Namespace
@@ -481,7 +497,7 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 	case err != nil:
 		return nil, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
-	if itw := r.inTheWay(owner, live, kind, clusterScoped); itw != nil {
+	if itw := inTheWay(owner, live, kind, clusterScoped); itw != nil {
 		return nil, itw
 	}
 	if resources.SpecHash(live) == resources.SpecHash(desired) && sameData(live, desired) {
@@ -506,12 +522,12 @@ func (r *Reconciler) write(ctx context.Context, owner *v1alpha1.RunnerSet, desir
 // deleteOwned deletes obj (by its kind, namespace and name) when the cache
 // holds it and it is owner's (by controller reference, or by owner labels
 // outside owner's namespace); anything else is left alone.
-func (r *Reconciler) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet, obj client.Object) error {
+func (r *writer) deleteOwned(ctx context.Context, owner *v1alpha1.RunnerSet, obj client.Object) error {
 	live := obj.DeepCopyObject().(client.Object)
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if r.inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil {
+	if inTheWay(owner, live, r.kindOf(obj), live.GetNamespace() != owner.Namespace) != nil {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, live, client.Preconditions{UID: ptr.To(live.GetUID())}); client.IgnoreNotFound(err) != nil {
@@ -559,7 +575,7 @@ func (e *InTheWay) Error() string {
 // inTheWay returns an *InTheWay when live is not owner's. byLabels says
 // live is owned through its owner labels (cluster-scoped, or in the jobs
 // namespace), not a controller reference.
-func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, byLabels bool) *InTheWay {
+func inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kind string, byLabels bool) *InTheWay {
 	itw := &InTheWay{Kind: kind, Namespace: live.GetNamespace(), Name: live.GetName(), RunnerSet: owner.Namespace + "/" + owner.Name}
 	if byLabels {
 		l := live.GetLabels()
@@ -581,7 +597,7 @@ func (r *Reconciler) inTheWay(owner *v1alpha1.RunnerSet, live client.Object, kin
 }
 
 // kindOf names obj's kind for messages.
-func (r *Reconciler) kindOf(obj client.Object) string {
+func (r *writer) kindOf(obj client.Object) string {
 	if gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme()); err == nil {
 		return gvk.Kind
 	}
@@ -723,7 +739,7 @@ func (r *Reconciler) ownJobsNamespace(ctx context.Context, rs *v1alpha1.RunnerSe
 	if err != nil {
 		return nil, fmt.Errorf("getting jobs namespace %s: %w", name, err)
 	}
-	if r.inTheWay(rs, ns, "Namespace", true) != nil {
+	if inTheWay(rs, ns, "Namespace", true) != nil {
 		return nil, nil
 	}
 	return ns, nil

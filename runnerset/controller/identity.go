@@ -23,13 +23,15 @@ import (
 // before jobs namespaces still run looks whether they are gone.
 const legacyPoll = 30 * time.Second
 
-// reconcileIdentity writes the job ServiceAccount (with its cloud identity)
+// identityStep writes the job ServiceAccount (with its cloud identity)
 // and the managers' Role in the jobs namespace, and the managers'
 // ServiceAccount in the team's namespace, where they hold no rights at all:
 // their config Secret reaches them as a volume, which the kubelet reads.
 // Only while managers or jobs of the layout before jobs namespaces still
 // run do the managers keep a Role in the team's namespace.
-func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, time.Duration, error) {
+type identityStep struct{ *writer }
+
+func (r identityStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	jobs := s.settings.JobsNamespace
 	legacy, err := r.legacyRunning(ctx, s.rs, jobs)
 	if err != nil {
@@ -75,7 +77,7 @@ func (r *Reconciler) reconcileIdentity(ctx context.Context, s *state) (bool, tim
 // manager pods that do not create their jobs in jobs. Pods are listed only
 // while the managers still have a Role in the team's namespace that
 // carries job rights, so a migrated RunnerSet costs no read.
-func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, jobs string) (bool, error) {
+func (r identityStep) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, jobs string) (bool, error) {
 	role := &rbacv1.Role{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).ManagerRole()}, role)
 	if apierrors.IsNotFound(err) {
@@ -106,7 +108,7 @@ func (r *Reconciler) legacyRunning(ctx context.Context, rs *v1alpha1.RunnerSet, 
 // layout runs: no pod may use it any more, and the cloud trusts the one in
 // the jobs namespace. Only the RunnerSet's own is deleted, and only when
 // the cache holds one, so a migrated RunnerSet costs no request.
-func (r *Reconciler) deleteLegacyJobServiceAccount(ctx context.Context, rs *v1alpha1.RunnerSet) error {
+func (r identityStep) deleteLegacyJobServiceAccount(ctx context.Context, rs *v1alpha1.RunnerSet) error {
 	sa := &corev1.ServiceAccount{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).JobServiceAccount()}, sa)
 	if apierrors.IsNotFound(err) {

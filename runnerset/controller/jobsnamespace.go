@@ -13,13 +13,15 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// reconcileJobsNamespace creates the namespace the RunnerSet's jobs run in
+// jobsNamespaceStep creates the namespace the RunnerSet's jobs run in
 // (spec.jobs.namespace, or the one derived from the RunnerSet) and its
 // NetworkPolicy. It runs before anything else is written: a namespace that
 // exists and is not this RunnerSet's (another team's jobs namespace, or one
 // runnerfleet did not create) stops the pass with nothing created, neither
 // a runner in GitLab nor capacity.
-func (r *Reconciler) reconcileJobsNamespace(ctx context.Context, s *state) (bool, time.Duration, error) {
+type jobsNamespaceStep struct{ *writer }
+
+func (r jobsNamespaceStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	name := s.settings.JobsNamespace
 	live, err := r.applyAndGet(ctx, s.rs, resources.JobsNamespace(s.rs, name))
 	var itw *InTheWay

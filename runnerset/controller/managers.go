@@ -15,9 +15,11 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// reconcileManagers writes the manager Deployment and its disruption budget
+// managersStep writes the manager Deployment and its disruption budget
 // and reports whether every manager runs the current config.
-func (r *Reconciler) reconcileManagers(ctx context.Context, s *state) (bool, time.Duration, error) {
+type managersStep struct{ *writer }
+
+func (r managersStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	image, field := s.settings.ManagerImage, s.settings.ManagerImageField
 	if msg := invalidImage(image, field); msg != "" {
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonInvalidImage, msg)

@@ -26,7 +26,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
 // The managers' headless metrics Service of earlier versions is deleted
-// (reconcileManagers); they are scraped from their pods.
+// (managersStep); they are scraped from their pods.
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
@@ -36,7 +36,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=delete
 // The managers' Role and RoleBinding in the team's namespace, kept only
 // while the layout before jobs namespaces runs, are deleted after
-// (reconcileIdentity).
+// (identityStep).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;delete
 
 // Secrets: watched by metadata (token Secrets requeue their RunnerSets) and

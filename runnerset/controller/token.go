@@ -152,7 +152,15 @@ func (t Tokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url string)
 // enough to notice a scope granted in GitLab.
 const authErrorRecheck = 10 * time.Minute
 
-func (r *Reconciler) reconcileToken(ctx context.Context, s *state) (bool, time.Duration, error) {
+// tokenStep gets the runner's token from its TokenSource (the team's
+// Secret, or a runner it creates in GitLab) and says when to come back: to
+// renew or check it, or to report a stored token's expiry by the clock.
+type tokenStep struct {
+	Tokens TokenSource
+	now    func() time.Time
+}
+
+func (r tokenStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
 	tok, err := r.Tokens.Token(ctx, s.rs, s.settings.GitLabURL)
 	var te *v1alpha1.Failure
 	switch {
