@@ -6,10 +6,11 @@
 #
 # Usage: hack/tools.sh <target>...
 #   etcd        etcd (go.etcd.io/etcd/server/v3, via hack/etcd)
-#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (via hack/kube)
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (via hack/kube),
+#               and the kubelet with them (one go build; see kubelet)
 #   kubelet     the kubelet (via hack/kube, same version), in a cache directory of its own;
 #               it runs the local cluster's one real node (containerd, runc and the CNI
-#               plugins come from Debian: see .ci/run and make tools)
+#               plugins come from Debian: see .ci/run and make tools); the same as kube
 #   kwok        kwok (sigs.k8s.io/kwok/cmd/kwok, via hack/kwok) and stages.yaml, the
 #               node and pod lifecycle stages it needs, taken from the same module
 #   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, via
@@ -55,32 +56,61 @@ ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanage
 
 log() { echo "tools: $*" >&2; }
 
-# build <dir> <module dir> <ldflags> <pkg=name>...
+# build <module dir> <ldflags> <dir>:<pkg>=<name>...
+#
+# Builds the binaries of every listed cache directory that lacks one, with a
+# single go build (go build -o tmp/ pkg...): the packages they share are
+# compiled once and the links run beside the remaining compiles, where one go
+# build per binary left a core idle during each link. Each directory's bin/ is
+# replaced whole, under its lock (taken in the order given, so two callers
+# never deadlock).
 build() {
-  local dest=$1 mod=$2 ldflags=$3; shift 3
-  local missing=0 spec
-  for spec in "$@"; do [ -x "$dest/bin/${spec#*=}" ] || missing=1; done
-  [ $missing = 1 ] || return 0
-  exec 9>"$dest.lock"
-  flock 9
-  missing=0
-  for spec in "$@"; do [ -x "$dest/bin/${spec#*=}" ] || missing=1; done
-  if [ $missing = 1 ]; then
-    local tmp; tmp=$(mktemp -d "$dest.tmp.XXXX")
-    local start=$SECONDS
-    for spec in "$@"; do
-      log "building ${spec#*=} into $dest/bin (cold builds take minutes, see README)"
-      (cd "$root/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/${spec#*=}" "${spec%=*}")
+  local mod=$1 ldflags=$2; shift 2
+  local spec dirs=() d
+  for spec in "$@"; do
+    d=${spec%%:*}
+    [[ " ${dirs[*]} " == *" $d "* ]] || dirs+=("$d")
+  done
+  complete_() { local s; for s in "$@"; do [ -x "${s%%:*}/bin/${s##*=}" ] || return 1; done; }
+  complete_ "$@" && return 0
+  local fds=() fd
+  for d in "${dirs[@]}"; do exec {fd}>"$d.lock"; flock "$fd"; fds+=("$fd"); done
+  # What is missing once the locks are held (another caller may have built it).
+  local todo=() pkgs=() names=()
+  for d in "${dirs[@]}"; do
+    local mine=()
+    for spec in "$@"; do [ "${spec%%:*}" = "$d" ] && mine+=("$spec"); done
+    complete_ "${mine[@]}" || todo+=("${mine[@]}")
+  done
+  if [ ${#todo[@]} -gt 0 ]; then
+    local tmp; tmp=$(mktemp -d "${dirs[0]}.tmp.XXXX")
+    local start=$SECONDS pkg name out
+    for spec in "${todo[@]}"; do pkg=${spec#*:}; pkgs+=("${pkg%=*}"); names+=("${spec##*=}"); done
+    log "building ${names[*]} (cold builds take minutes, see README)"
+    (cd "$root/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/out/" "${pkgs[@]}")
+    for spec in "${todo[@]}"; do
+      d=${spec%%:*}; pkg=${spec#*:}; pkg=${pkg%=*}; name=${spec##*=}
+      # go build names a binary after the last element of its package path
+      # that is not a major version suffix (go.etcd.io/etcd/server/v3: server).
+      out=${pkg##*/}
+      [[ $out =~ ^v[0-9]+$ ]] && { out=${pkg%/*}; out=${out##*/}; }
+      [ -x "$tmp/out/$out" ] || { echo "tools: go build wrote no $out for $pkg" >&2; exit 1; }
+      mkdir -p "$tmp/$(basename "$d")"
+      cp "$tmp/out/$out" "$tmp/$(basename "$d")/$name"
     done
-    chmod 755 "$tmp"; rm -rf "$dest/bin"; mkdir -p "$dest"; mv "$tmp" "$dest/bin"
-    log "built $(basename "$dest") in $((SECONDS - start))s"
+    for d in "${dirs[@]}"; do
+      [ -d "$tmp/$(basename "$d")" ] || continue
+      chmod 755 "$tmp/$(basename "$d")"; rm -rf "$d/bin"; mkdir -p "$d"; mv "$tmp/$(basename "$d")" "$d/bin"
+    done
+    rm -rf "$tmp"
+    log "built ${names[*]} in $((SECONDS - start))s"
   fi
-  exec 9>&-
+  for fd in "${fds[@]}"; do exec {fd}>&-; done
 }
 
 etcd() {
-  build "$cache/etcd-$ETCD_VERSION" hack/etcd "-s -w" \
-    "go.etcd.io/etcd/server/v3=etcd"
+  build hack/etcd "-s -w" \
+    "$cache/etcd-$ETCD_VERSION:go.etcd.io/etcd/server/v3=etcd"
 }
 
 kube_ldflags() {
@@ -89,21 +119,21 @@ kube_ldflags() {
   echo "-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 }
 
-kube() {
-  build "$cache/kube-$KUBE_VERSION" hack/kube "$(kube_ldflags)" \
-    "k8s.io/kubernetes/cmd/kube-apiserver=kube-apiserver" \
-    "k8s.io/kubernetes/cmd/kubectl=kubectl" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager=kube-controller-manager" \
-    "k8s.io/kubernetes/cmd/kube-scheduler=kube-scheduler"
+# The control plane (kube-<version>) and the kubelet (kubelet-<version>, a
+# directory of its own, so that adding it did not make the control plane's
+# cached binaries incomplete) come from one go build of the same module: the
+# kubelet shares most of its packages with them.
+kube_all() {
+  local k="$cache/kube-$KUBE_VERSION" c=k8s.io/kubernetes/cmd
+  build hack/kube "$(kube_ldflags)" \
+    "$k:$c/kube-apiserver=kube-apiserver" \
+    "$k:$c/kubectl=kubectl" \
+    "$k:$c/kube-controller-manager=kube-controller-manager" \
+    "$k:$c/kube-scheduler=kube-scheduler" \
+    "$cache/kubelet-$KUBE_VERSION:$c/kubelet=kubelet"
 }
-
-# The kubelet has a directory of its own, so that adding it did not make the
-# control plane's cached binaries incomplete (and rebuilt); it is built after
-# them from the same module, reusing their compiled packages.
-kubelet() {
-  build "$cache/kubelet-$KUBE_VERSION" hack/kube "$(kube_ldflags)" \
-    "k8s.io/kubernetes/cmd/kubelet=kubelet"
-}
+kube() { kube_all; }
+kubelet() { kube_all; }
 
 # kwok's stages (fast node initialization, node heartbeat with a lease, the
 # general pod lifecycle) come from the kwok module itself, concatenated in the
@@ -113,8 +143,8 @@ KWOK_STAGES="node/fast node/heartbeat-with-lease pod/general"
 
 kwok() {
   local dest="$cache/kwok-$KWOK_VERSION"
-  build "$dest" hack/kwok "-s -w" \
-    "sigs.k8s.io/kwok/cmd/kwok=kwok"
+  build hack/kwok "-s -w" \
+    "$dest:sigs.k8s.io/kwok/cmd/kwok=kwok"
   [ -s "$dest/stages.yaml" ] && return 0
   exec 9>"$dest.lock"
   flock 9
@@ -138,14 +168,14 @@ kwok() {
 karpenter() {
   # The main package is called kwok; it is built as karpenter-kwok so that
   # it is not mistaken for sigs.k8s.io/kwok's kwok.
-  build "$cache/karpenter-$KARPENTER_VERSION" hack/karpenter "-s -w" \
-    "sigs.k8s.io/karpenter/kwok=karpenter-kwok"
+  build hack/karpenter "-s -w" \
+    "$cache/karpenter-$KARPENTER_VERSION:sigs.k8s.io/karpenter/kwok=karpenter-kwok"
 }
 
 pulumi_cli() {
-  build "$cache/pulumi-$PULUMI_VERSION" hack/pulumi \
+  build hack/pulumi \
     "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
-    "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi=pulumi"
+    "$cache/pulumi-$PULUMI_VERSION:github.com/pulumi/pulumi/pkg/v3/cmd/pulumi=pulumi"
 }
 
 # The plugin's version is the provider module's own (pseudo-)version without
@@ -229,13 +259,14 @@ PROMETHEUS_SD_TAGS=remove_all_sd,enable_kubernetes_sd,enable_gce_sd,enable_dns_s
 
 promtool() {
   local cv=github.com/prometheus/common/version
-  GOFLAGS="${GOFLAGS:-} -tags=$PROMETHEUS_SD_TAGS" build "$cache/prometheus-$PROMETHEUS_VERSION-sd" hack/prometheus \
+  local p="$cache/prometheus-$PROMETHEUS_VERSION-sd"
+  GOFLAGS="${GOFLAGS:-} -tags=$PROMETHEUS_SD_TAGS" build hack/prometheus \
     "-s -w -X $cv.Version=$(prometheus_release) -X $cv.Branch=HEAD -X $cv.Revision=$PROMETHEUS_VERSION" \
-    "github.com/prometheus/prometheus/cmd/promtool=promtool" \
-    "github.com/prometheus/prometheus/cmd/prometheus=prometheus"
-  build "$cache/alertmanager-$ALERTMANAGER_VERSION" hack/alertmanager \
+    "$p:github.com/prometheus/prometheus/cmd/promtool=promtool" \
+    "$p:github.com/prometheus/prometheus/cmd/prometheus=prometheus"
+  build hack/alertmanager \
     "-s -w -X $cv.Version=${ALERTMANAGER_VERSION#v} -X $cv.Branch=HEAD -X $cv.Revision=$ALERTMANAGER_VERSION" \
-    "github.com/prometheus/alertmanager/cmd/amtool=amtool"
+    "$cache/alertmanager-$ALERTMANAGER_VERSION:github.com/prometheus/alertmanager/cmd/amtool=amtool"
   local dir="$cache/promtools-$PROMETHEUS_VERSION-alertmanager-$ALERTMANAGER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/prometheus-$PROMETHEUS_VERSION-sd/bin/promtool" "$dir/promtool"
@@ -287,7 +318,7 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,37p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,38p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
