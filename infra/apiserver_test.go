@@ -16,7 +16,6 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
-	infrasharedfleet "github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
@@ -152,7 +151,7 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 		// fleet manager's config Secret holds config.toml with its token;
 		// the Alertmanager's, the receiver's secret.)
 		sd, _, _ := unstructured.NestedStringMap(o.Object, "stringData")
-		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[shared.ConfigSecretKey], "token = \"glrt-") && sd[infrasharedfleet.AlertmanagerSecretKey] == "" {
+		if sd["token"] == "" && sd["runner-token"] == "" && !strings.Contains(sd[shared.ConfigSecretKey], "token = \"glrt-") && sd[shared.AlertmanagerSecretKey] == "" {
 			t.Errorf("Secret %s/%s carries no token: %v", o.GetNamespace(), o.GetName(), slices.Sorted(maps.Keys(sd)))
 		}
 	}

@@ -59,7 +59,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 				return err
 			}
 		}
-		fleet, err := kube.NewFleet(ctx, f.ClusterName, kube.FleetArgs{Fleet: f, Cluster: cluster, Secrets: secrets, ClusterRole: role})
+		fleet, err := kube.NewFleet(ctx, f.ClusterName, &kube.FleetArgs{Fleet: f, Cluster: cluster, Secrets: secrets, ClusterRole: role})
 		if err != nil {
 			return err
 		}

@@ -19,8 +19,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	gcpsdk "github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
-	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -47,7 +48,7 @@ type PlatformArgs struct {
 	// CacheExpireDays is how long cache objects live.
 	CacheExpireDays int
 	// SharedFleets get their Workload Identity bindings and grants.
-	SharedFleets []stackconfig.SharedFleet
+	SharedFleets []fleetspec.SharedFleet
 }
 
 // Team is a RunnerSet that gets a job identity.

@@ -10,8 +10,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
-	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
@@ -108,7 +108,7 @@ func serviceAccountID(email string) string {
 }
 
 // vmProjects are the projects fleet s's groups run VMs in, sorted.
-func vmProjects(s stackconfig.SharedFleet, platform string) []string {
+func vmProjects(s fleetspec.SharedFleet, platform string) []string {
 	var out []string
 	for _, g := range s.Groups {
 		p := g.Project
@@ -278,7 +278,7 @@ func GCInstanceCondition(project string, zones []string) string {
 // GCInstancePermissions in the project its groups run VMs in. Nothing
 // else: not the managers' account or roles (which create VMs), no
 // iam.serviceAccounts.actAs.
-func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s stackconfig.SharedFleet, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
+func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
 	e, platform, cluster := g.e, g.e.gcp.Project, g.e.args.Cluster
 	ns := sharedfleet.Namespace(s)
 	vmProject, zones, err := sharedfleet.GCScope(s)

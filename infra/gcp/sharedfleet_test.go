@@ -11,8 +11,9 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
-	"github.com/runnerfleet/runnerfleet/infra/sharedfleet"
+	infrasharedfleet "github.com/runnerfleet/runnerfleet/infra/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 const (
@@ -286,7 +287,7 @@ func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
+		_, err = infrasharedfleet.New(ctx, &infrasharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
 		return err
 	})
 	if err != nil {

@@ -48,7 +48,7 @@ type SharedFleetNetwork struct {
 // pod range, where the managers run.
 func vmSourceRanges(g *stackconfig.GCP) []string { return []string{g.PodsCIDR} }
 
-func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network, s stackconfig.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
+func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network, s fleetspec.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
 	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.gcp.Project, e.gcp.Region, e.args.Cluster), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:SharedFleetNetwork", name, n, opts...); err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 	g, cluster, fleet := e.gcp, e.args.Cluster, s.Namespace
 	subnetwork := pulumi.String(n.Subnetwork).ToStringOutput()
 	if cidr := s.VMNetwork.CIDR; cidr != "" {
-		subnetName := stackconfig.VMSubnetworkName(cluster, fleet)
+		subnetName := fleetspec.VMSubnetworkName(cluster, fleet)
 		sub, err := compute.NewSubnetwork(ctx, name+"-subnet", &compute.SubnetworkArgs{
 			Name:                  pulumi.String(subnetName),
 			Description:           pulumi.String("runnerfleet: the job VMs of shared fleet " + fleet),
@@ -114,7 +114,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 			ports = append(ports, strconv.Itoa(p))
 		}
 		_, err := compute.NewFirewall(ctx, name+"-"+tag, &compute.FirewallArgs{
-			Name:         pulumi.String(stackconfig.VMFirewallName(cluster, tag)),
+			Name:         pulumi.String(fleetspec.VMFirewallName(cluster, tag)),
 			Description:  pulumi.String("runnerfleet: the managers of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + tag),
 			Network:      nw.Network,
 			Direction:    pulumi.String("INGRESS"),

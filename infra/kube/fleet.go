@@ -55,7 +55,10 @@ type Fleet struct {
 }
 
 // NewFleet declares the fleet on a.Cluster.
-func NewFleet(ctx *pulumi.Context, name string, a FleetArgs, opts ...pulumi.ResourceOption) (*Fleet, error) {
+func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.ResourceOption) (*Fleet, error) {
+	if a == nil || a.Fleet == nil || a.Cluster == nil {
+		return nil, fmt.Errorf("kube: fleet %s: FleetArgs needs the stack config (Fleet) and the Cluster", name)
+	}
 	fl := &Fleet{ClassName: a.Fleet.ClusterName, RunnerSets: map[string]*Object{}}
 	if err := ctx.RegisterComponentResource("runnerfleet:kube:Fleet", name, fl, opts...); err != nil {
 		return nil, err

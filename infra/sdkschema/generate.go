@@ -803,6 +803,9 @@ func (g *generator) render(gp *genPkg) ([]byte, error) {
 		w("func New%s(ctx *pulumi.Context, name string, args *%sArgs, opts ...pulumi.ResourceOption) (*%s, error) {\n", r.Name, r.Name, r.Name)
 		w("\tif args == nil {\n\t\targs = &%sArgs{}\n\t}\n", r.Name)
 		w("\tvar res %s\n\tif err := rf.Declare(ctx, %s, name, args, &res, opts...); err != nil {\n\t\treturn nil, err\n\t}\n\treturn &res, nil\n}\n\n", r.Name, lower)
+		w("// Get%s reads an existing %s of the given ID as the SDK's Get%s would.\n", r.Name, r.Token, r.Name)
+		w("func Get%s(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*%s, error) {\n", r.Name, r.Name)
+		w("\tvar res %s\n\tif err := rf.Read(ctx, %s, name, id, &res, opts...); err != nil {\n\t\treturn nil, err\n\t}\n\treturn &res, nil\n}\n\n", r.Name, lower)
 	}
 	sort.Slice(gp.nestedTypes, func(i, j int) bool { return gp.nestedTypes[i].name < gp.nestedTypes[j].name })
 	for _, n := range gp.nestedTypes {

@@ -1,262 +1,26 @@
 package sharedfleet
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"path"
-	"strings"
-
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
-	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
-// Images of the fleets' kube-state-metrics and of the Alertmanager; the
-// Alertmanager is the release whose amtool checks its configuration
-// (hack/alertmanager/go.mod).
-const (
-	KubeStateMetricsImage = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.17.0"
-	AlertmanagerImage     = "quay.io/prometheus/alertmanager:v0.35.0"
-)
-
-// The Alertmanager's names, files and mounts.
-const (
-	alertmanagerName       = "alertmanager"
-	AlertmanagerConfigFile = "alertmanager.yml"
-	alertmanagerConfigDir  = "/etc/alertmanager"
-	// alertmanagerSecretsDir holds the receiver's secret as a file
-	// (url_file, api_url_file, routing_key_file).
-	alertmanagerSecretsDir = "/etc/alertmanager/secrets"
-	// AlertmanagerSecretKey is the key of the receiver's secret in the
-	// Alertmanager's Secret.
-	AlertmanagerSecretKey = "receiver"
-)
-
-// KubeStateMetricsMetrics are the only series a fleet's kube-state-metrics
-// exports: what the fleet's alerts read (RunnerDrainStuck the pods',
-// GCFailing fleet gc's CronJob's).
-var KubeStateMetricsMetrics = []string{
-	"kube_pod_deletion_timestamp", "kube_pod_status_phase", "kube_pod_info",
-	"kube_cronjob_status_last_successful_time", "kube_cronjob_created",
-}
-
-// KubeStateMetricsResources are the kinds a fleet's kube-state-metrics
-// watches, in the fleet's namespace only.
-var KubeStateMetricsResources = []string{"pods", "cronjobs"}
-
-// AlertmanagerAddress is where every fleet's Prometheus sends its alerts.
-func AlertmanagerAddress() string {
-	return fmt.Sprintf("%s.%s.svc:%d", alertmanagerName, stackconfig.MonitoringNamespace, shared.AlertmanagerPort)
-}
-
-// planKubeStateMetrics is the fleet's own kube-state-metrics: it watches
-// only the pods and CronJobs of the fleet's namespace, with a Role that may
-// only read them, and exports only KubeStateMetricsMetrics.
-func planKubeStateMetrics(ns string) []runtime.Object {
-	sel := map[string]string{"app.kubernetes.io/name": shared.KubeStateMetricsName}
-	labels := pulumix.Merge(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
-	meta := metav1.ObjectMeta{Name: shared.KubeStateMetricsName, Namespace: ns, Labels: labels}
-	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta}
-	role, binding := podReader(meta, shared.KubeStateMetricsName)
-	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"list", "watch"}})
-	deploy := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: shared.KubeStateMetricsName,
-					NodeSelector:       resources.ManagerNodeSelector(),
-					Tolerations:        resources.ManagerTolerations(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  shared.KubeStateMetricsName,
-						Image: KubeStateMetricsImage,
-						Args: []string{
-							"--namespaces=" + ns,
-							"--resources=" + strings.Join(KubeStateMetricsResources, ","),
-							"--metric-allowlist=" + strings.Join(KubeStateMetricsMetrics, ","),
-							fmt.Sprintf("--port=%d", shared.KubeStateMetricsPort),
-						},
-						Ports: []corev1.ContainerPort{{Name: "http-metrics", ContainerPort: shared.KubeStateMetricsPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/metrics", Port: intstr.FromString("http-metrics")}}, PeriodSeconds: 10},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
-	}
-	svc := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: meta,
-		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{
-			Name: "http-metrics", Port: shared.KubeStateMetricsPort, TargetPort: intstr.FromString("http-metrics"), Protocol: corev1.ProtocolTCP,
-		}}},
-	}
-	return []runtime.Object{sa, role, binding, deploy, svc}
-}
-
-// alertmanagerPlan is the Alertmanager of the monitoring namespace.
-type alertmanagerPlan struct {
-	// file is alertmanager.yml, without secrets.
-	file      string
-	secretKey string
-	configMap *corev1.ConfigMap
-	secret    *corev1.Secret
-	objects   []runtime.Object
-}
-
-// AlertmanagerConfig is the Alertmanager's configuration for the stack's
-// receiver: every alert to it, its secret read from a file.
-func AlertmanagerConfig(r stackconfig.AlertReceiver) prometheus.AlertmanagerFile {
-	secret := path.Join(alertmanagerSecretsDir, AlertmanagerSecretKey)
-	recv := prometheus.Receiver{Name: r.Name}
-	switch {
-	case r.WebhookURLConfigKey != "":
-		recv.WebhookConfigs = []prometheus.WebhookConfig{{URLFile: secret, SendResolved: true}}
-	case r.SlackWebhookURLConfigKey != "":
-		recv.SlackConfigs = []prometheus.SlackConfig{{APIURLFile: secret, Channel: r.SlackChannel, SendResolved: true}}
-	case r.PagerDutyRoutingKeyConfigKey != "":
-		recv.PagerdutyConfigs = []prometheus.PagerdutyConfig{{RoutingKeyFile: secret, SendResolved: true}}
-	}
-	return prometheus.AlertmanagerFile{
-		Route: prometheus.Route{
-			Receiver: r.Name, GroupBy: []string{"alertname", "fleet", "manager"},
-			GroupWait: "30s", GroupInterval: "5m", RepeatInterval: "4h",
-		},
-		Receivers: []prometheus.Receiver{recv},
-	}
-}
-
-func planAlertmanager(a *stackconfig.Alerting) (*alertmanagerPlan, error) {
-	if a == nil {
-		return nil, fmt.Errorf("%s: the shared fleets' alerts need a receiver", stackconfig.Root.Child("alerting"))
-	}
-	keys := a.Receiver.SecretKeys()
-	if len(keys) != 1 {
-		return nil, fmt.Errorf("%s: give exactly one receiver secret", stackconfig.Root.Child("alerting", "receiver"))
-	}
-	b, err := prometheus.Render(AlertmanagerConfig(a.Receiver))
-	if err != nil {
-		return nil, fmt.Errorf("rendering %s: %w", AlertmanagerConfigFile, err)
-	}
-	ns := stackconfig.MonitoringNamespace
-	sel := map[string]string{"app.kubernetes.io/name": alertmanagerName}
-	labels := pulumix.Merge(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
-	meta := metav1.ObjectMeta{Name: alertmanagerName, Namespace: ns, Labels: labels}
-	ap := &alertmanagerPlan{file: string(b), secretKey: keys[0]}
-	ap.configMap = &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta,
-		Data: map[string]string{AlertmanagerConfigFile: ap.file}}
-	ap.secret = &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: corev1.SecretTypeOpaque}
-	sum := sha256.Sum256(b)
-	deploy := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					"runnerfleet.dev/config-hash": hex.EncodeToString(sum[:])[:16],
-				}},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					NodeSelector:                 resources.ManagerNodeSelector(),
-					Tolerations:                  resources.ManagerTolerations(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534), FSGroup: ptr.To[int64](65534),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:  alertmanagerName,
-						Image: AlertmanagerImage,
-						Args: []string{
-							"--config.file=" + path.Join(alertmanagerConfigDir, AlertmanagerConfigFile),
-							"--storage.path=/alertmanager",
-							fmt.Sprintf("--web.listen-address=:%d", shared.AlertmanagerPort),
-						},
-						Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: shared.AlertmanagerPort, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/-/ready", Port: intstr.FromString("web")}}, PeriodSeconds: 10},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "config", MountPath: alertmanagerConfigDir, ReadOnly: true},
-							{Name: "secrets", MountPath: alertmanagerSecretsDir, ReadOnly: true},
-							{Name: "data", MountPath: "/alertmanager"},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: alertmanagerName}}}},
-						{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: alertmanagerName, DefaultMode: ptr.To[int32](0o440)}}},
-						// Silences and the notification log; a restart
-						// forgets silences (one replica, no cluster).
-						{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
-				},
-			},
-		},
-	}
-	svc := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: meta,
-		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{
-			Name: "web", Port: shared.AlertmanagerPort, TargetPort: intstr.FromString("web"), Protocol: corev1.ProtocolTCP,
-		}}},
-	}
-	ap.objects = []runtime.Object{deploy, svc}
-	return ap, nil
-}
-
-// declare declares the Alertmanager in the monitoring namespace.
-func (ap *alertmanagerPlan) declare(ctx *pulumi.Context, prefix string, secret pulumi.StringOutput, on func(deps ...pulumi.Resource) []pulumi.ResourceOption, ns pulumi.Resource) error {
-	cm, err := kube.Declare(ctx, prefix+"-alertmanager-config", ap.configMap, nil, on(ns)...)
+// declareAlertmanager declares Alertmanager plan ap in the monitoring
+// namespace, with the receiver's secret.
+func declareAlertmanager(ctx *pulumi.Context, ap *shared.AlertmanagerPlan, prefix string, secret pulumi.StringOutput, on func(deps ...pulumi.Resource) []pulumi.ResourceOption, ns pulumi.Resource) error {
+	cm, err := kube.Declare(ctx, prefix+"-alertmanager-config", ap.ConfigMap, nil, on(ns)...)
 	if err != nil {
 		return err
 	}
-	sec, err := kube.Declare(ctx, prefix+"-alertmanager-secret", ap.secret, map[string]pulumi.Input{
-		"stringData." + AlertmanagerSecretKey: secret,
+	sec, err := kube.Declare(ctx, prefix+"-alertmanager-secret", ap.Secret, map[string]pulumi.Input{
+		"stringData." + shared.AlertmanagerSecretKey: secret,
 	}, on(ns)...)
 	if err != nil {
 		return err
 	}
-	for i, o := range ap.objects {
+	for i, o := range ap.Objects {
 		suffix := []string{"", "-svc"}[i]
 		if _, err := kube.Declare(ctx, prefix+"-alertmanager"+suffix, o, nil, on(ns, cm, sec)...); err != nil {
 			return err

@@ -19,53 +19,17 @@ const (
 	tokRole        = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 	tokRoleBinding = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 	tokPVC         = "kubernetes:core/v1:PersistentVolumeClaim"
+	tokCRD         = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 )
 
 // amtool checks an alertmanager.yml as Alertmanager loads it.
 func amtool(t *testing.T, file string) (string, error) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, AlertmanagerConfigFile), []byte(file), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, shared.AlertmanagerConfigFile), []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return prometheus.Amtool(dir, "check-config", AlertmanagerConfigFile)
-}
-
-// Every receiver the stack config can name renders an Alertmanager
-// configuration that amtool accepts, with the secret only as a file.
-func TestEveryAlertReceiverPassesAmtool(t *testing.T) {
-	for _, r := range []stackconfig.AlertReceiver{
-		{Name: "ci-platform", WebhookURLConfigKey: "alertWebhookURL"},
-		{Name: "ci-platform", SlackWebhookURLConfigKey: "slackURL", SlackChannel: "#ci-alerts"},
-		{Name: "on-call", PagerDutyRoutingKeyConfigKey: "pagerDutyKey"},
-	} {
-		ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: r})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := amtool(t, ap.file)
-		if err != nil || !strings.Contains(out, "SUCCESS") {
-			t.Errorf("%+v: amtool check-config: %v\n%s\n%s", r, err, out, ap.file)
-		}
-		if !strings.Contains(ap.file, "_file: "+alertmanagerSecretsDir+"/"+AlertmanagerSecretKey) {
-			t.Errorf("%+v: the receiver's secret is not read from its file:\n%s", r, ap.file)
-		}
-	}
-	// Negative control: amtool refuses a route to a receiver that does not
-	// exist, so its SUCCESS above means something.
-	bad := strings.Replace(mustPlan(t).file, "receiver: ci-platform", "receiver: nobody", 1)
-	if out, err := amtool(t, bad); err == nil {
-		t.Errorf("amtool accepted a route to an unknown receiver:\n%s", out)
-	}
-}
-
-func mustPlan(t *testing.T) *alertmanagerPlan {
-	t.Helper()
-	ap, err := planAlertmanager(&stackconfig.Alerting{Receiver: stackconfig.AlertReceiver{Name: "ci-platform", WebhookURLConfigKey: "k"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ap
+	return prometheus.Amtool(dir, "check-config", shared.AlertmanagerConfigFile)
 }
 
 // The stack declares one Alertmanager whose configuration (as declared)
@@ -74,7 +38,7 @@ func mustPlan(t *testing.T) *alertmanagerPlan {
 func TestAlertsReachTheStacksReceiver(t *testing.T) {
 	m := deployedStack(t)
 	cm := m.Get(t, tokConfigMap, "shared-monitoring-alertmanager-config")
-	file := object(t, cm, "data")[AlertmanagerConfigFile].StringValue()
+	file := object(t, cm, "data")[shared.AlertmanagerConfigFile].StringValue()
 	if out, err := amtool(t, file); err != nil {
 		t.Fatalf("the declared alertmanager.yml fails amtool: %v\n%s", err, out)
 	}
@@ -84,13 +48,13 @@ func TestAlertsReachTheStacksReceiver(t *testing.T) {
 	sec := m.Get(t, tokSecret, "shared-monitoring-alertmanager-secret")
 	// TestNoTokenIsInClearInAnyResource checks it is a Pulumi secret
 	// (tokens holds it).
-	if got := str(t, sec, "stringData."+AlertmanagerSecretKey); got != tokens["runnerfleet:alertWebhookURL"] {
+	if got := str(t, sec, "stringData."+shared.AlertmanagerSecretKey); got != tokens["runnerfleet:alertWebhookURL"] {
 		t.Errorf("the receiver's webhook URL is %q, not the stack's config secret", got)
 	}
 	for _, fleet := range []string{"production", "staging"} {
-		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
-		if !strings.Contains(cfg, AlertmanagerAddress()) {
-			t.Errorf("%s's Prometheus does not send alerts to %s:\n%s", fleet, AlertmanagerAddress(), cfg)
+		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[shared.PrometheusConfigFile].StringValue()
+		if !strings.Contains(cfg, shared.AlertmanagerAddress()) {
+			t.Errorf("%s's Prometheus does not send alerts to %s:\n%s", fleet, shared.AlertmanagerAddress(), cfg)
 		}
 	}
 }
@@ -133,7 +97,7 @@ func TestFleetMonitoringPersistsAndSeesOnlyItsNamespace(t *testing.T) {
 				claim = v.PersistentVolumeClaim.ClaimName
 			}
 		}
-		if claim != prometheusDataClaim {
+		if claim != shared.PrometheusDataClaim {
 			t.Errorf("%s's Prometheus keeps its data in %+v, not on its PersistentVolumeClaim", prefix, spec.Volumes)
 		}
 		pvc := m.Get(t, tokPVC, prefix+"-prometheus-data")
@@ -171,7 +135,7 @@ func TestFleetMonitoringPersistsAndSeesOnlyItsNamespace(t *testing.T) {
 			!strings.Contains(args, "kube_pod_deletion_timestamp") || !strings.Contains(args, "kube_cronjob_status_last_successful_time") {
 			t.Errorf("%s's kube-state-metrics: %s", fleet, args)
 		}
-		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+		cfg := object(t, m.Get(t, tokConfigMap, "shared-"+fleet+"-prometheus-config"), "data")[shared.PrometheusConfigFile].StringValue()
 		if !strings.Contains(cfg, "job_name: "+shared.KubeStateMetricsName) || !strings.Contains(cfg, "kubernetes_sd_configs") {
 			t.Errorf("%s's Prometheus does not scrape kube-state-metrics or discover its managers' pods:\n%s", fleet, cfg)
 		}
@@ -198,7 +162,7 @@ func strs(v resource.PropertyValue) []string {
 func TestKEDAIsReadBeforeAnyFleetObject(t *testing.T) {
 	m := deployedStack(t)
 	var read *infratest.Resource
-	for _, r := range m.ByToken(crdToken) {
+	for _, r := range m.ByToken(tokCRD) {
 		if r.Read && r.ID == KEDAScaledObjectCRD {
 			read = &r
 		}

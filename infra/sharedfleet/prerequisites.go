@@ -6,7 +6,6 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	apiextv1 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/apiextensions/v1"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 )
@@ -26,18 +25,17 @@ const (
 	// kedaPrerequisite is the read's name, which pulumi up prints when it
 	// fails.
 	kedaPrerequisite = "prerequisite-keda-" + KEDAScaledObjectCRD + "-install-KEDA-" + KEDATestedVersion + "-see-README-Prerequisites"
-	crdToken         = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 )
 
 // requireKEDA reads KEDA's ScaledObject CRD from the cluster and returns c
 // with the read among the resources every fleet object waits for.
 func requireKEDA(ctx *pulumi.Context, c *kube.Cluster) (*kube.Cluster, error) {
-	crd := &apiextv1.CustomResourceDefinition{}
-	opts := []pulumi.ResourceOption{pulumi.Provider(c.Provider), pulumi.Version(pulumix.Versions["kubernetes"])}
+	opts := []pulumi.ResourceOption{pulumi.Provider(c.Provider)}
 	if len(c.DependsOn) > 0 {
 		opts = append(opts, pulumi.DependsOn(c.DependsOn))
 	}
-	if err := ctx.ReadResource(crdToken, kedaPrerequisite, pulumi.ID(KEDAScaledObjectCRD), pulumi.Map{}, crd, opts...); err != nil {
+	crd, err := apiextv1.GetCustomResourceDefinition(ctx, kedaPrerequisite, pulumi.ID(KEDAScaledObjectCRD), opts...)
+	if err != nil {
 		return nil, fmt.Errorf("reading KEDA's %s: %w", KEDAScaledObjectCRD, err)
 	}
 	out := *c

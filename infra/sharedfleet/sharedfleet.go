@@ -1,9 +1,11 @@
-// Package sharedfleet declares the platform's shared runner fleets on GKE:
-// for each fleet of the stack config (production, staging, …) a namespace,
-// its manager groups as gitlab-runner Helm releases whose jobs run on
-// autoscaled GCE VMs, their scaling, disruption budgets, web terminal and
-// network policy, and the fleet's own Prometheus; and a central Prometheus
-// in the monitoring namespace that federates every fleet's.
+// Package sharedfleet declares the platform's shared runner fleets on GKE,
+// as provisioning/sharedfleet plans them (this package builds nothing
+// itself): for each fleet of the stack config (production, staging, …) a
+// namespace, its manager groups as gitlab-runner Helm releases whose jobs
+// run on autoscaled GCE VMs, their scaling, disruption budgets, web
+// terminal and network policy, and the fleet's own Prometheus; and a
+// central Prometheus in the monitoring namespace that federates every
+// fleet's.
 //
 // # One Helm release per manager
 //
@@ -83,7 +85,7 @@
 // # Monitoring
 //
 // Each fleet namespace runs a Prometheus (provisioning/sharedfleet's
-// configuration and rules: managers by Kubernetes pod discovery, so that a
+// objects, configuration and rules: managers by Kubernetes pod discovery, so that a
 // draining manager stays scraped; VMs by GCE discovery; the fleet's own
 // kube-state-metrics) on a PersistentVolumeClaim, behind a Service named
 // prometheus, which KEDA reads; its alerts go to the Alertmanager of the
@@ -95,13 +97,14 @@ package sharedfleet
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 // SharedFleets is every shared fleet of the stack, and the central
@@ -155,7 +158,7 @@ func (s *SharedFleets) Outputs() pulumi.Map {
 type Args struct {
 	// Fleets are the stack config's sharedFleets, decoded and defaulted
 	// (stackconfig.Decode).
-	Fleets  []stackconfig.SharedFleet
+	Fleets  []fleetspec.SharedFleet
 	Cluster *kube.Cluster
 	// Secrets are the stack's config secrets by key (kube.ReadSecrets,
 	// which read and checked them before anything was declared): the
@@ -163,7 +166,7 @@ type Args struct {
 	Secrets map[string]pulumi.StringOutput
 	// Alerting is the stack config's alerting: the receiver of the
 	// shared fleets' Alertmanager.
-	Alerting *stackconfig.Alerting
+	Alerting *fleetspec.Alerting
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is
@@ -182,23 +185,24 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		}
 	}
 	var err error
-	plans := make([]*fleetPlan, len(fleets))
+	plans := make([]*shared.FleetPlan, len(fleets))
 	for i := range fleets {
-		if plans[i], err = planFleet(fleets, i, c.GCServiceAccounts[Namespace(fleets[i])]); err != nil {
+		key := stackconfig.Root.Child("sharedFleets").Index(i).String()
+		if plans[i], err = shared.PlanFleet(fleets[i], key, c.GCServiceAccounts[shared.Namespace(fleets[i])]); err != nil {
 			return nil, err
 		}
 	}
-	central, err := planCentral(plans)
+	central, err := shared.PlanCentral(plans)
 	if err != nil {
 		return nil, err
 	}
-	am, err := planAlertmanager(args.Alerting)
+	am, err := shared.PlanAlertmanager(args.Alerting, stackconfig.Root.Child("alerting").String())
 	if err != nil {
 		return nil, err
 	}
-	alertSecret, ok := secrets[am.secretKey]
+	alertSecret, ok := secrets[am.SecretKey]
 	if !ok {
-		return nil, fmt.Errorf("%s: no secret was read for config key %s (kube.ReadSecrets)", stackconfig.Root.Child("alerting", "receiver"), am.secretKey)
+		return nil, fmt.Errorf("%s: no secret was read for config key %s (kube.ReadSecrets)", stackconfig.Root.Child("alerting", "receiver"), am.SecretKey)
 	}
 	// KEDA must be there before any fleet object is.
 	if c, err = requireKEDA(ctx, c); err != nil {
@@ -225,5 +229,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-func join(parts ...string) string { return strings.Join(parts, "-") }

@@ -138,7 +138,7 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			GCServiceAccounts: map[string]string{},
 		}
 		for _, s := range f.SharedFleets {
-			c.GCServiceAccounts[Namespace(s)] = GCAccountEmail(f.GCP.Project, f.ClusterName, Namespace(s))
+			c.GCServiceAccounts[shared.Namespace(s)] = shared.GCAccountEmail(f.GCP.Project, f.ClusterName, shared.Namespace(s))
 		}
 		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
@@ -518,7 +518,7 @@ func TestEveryManagerHasATerminalHostReachableOnlyFromGitLab(t *testing.T) {
 			continue
 		}
 		manager := strings.TrimSuffix(strings.TrimPrefix(svc.Name, "shared-production-"), "-session")
-		host := object(t, svc, "metadata.annotations")[annotationExternalDNSHostname].StringValue()
+		host := object(t, svc, "metadata.annotations")[shared.AnnotationExternalDNSHostname].StringValue()
 		hosts = append(hosts, host)
 		if host != manager+".terminals.ci.example.com" {
 			t.Errorf("%s: hostname %q", svc.Name, host)
@@ -592,7 +592,7 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 		if err := files.Write(dir); err != nil {
 			t.Fatal(err)
 		}
-		out, err := prometheus.Promtool(dir, "check", "config", PrometheusConfigFile)
+		out, err := prometheus.Promtool(dir, "check", "config", shared.PrometheusConfigFile)
 		if err != nil || !strings.Contains(out, "SUCCESS") {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
@@ -609,20 +609,20 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 			t.Errorf("%s: KEDA and the central Prometheus reach prometheus.%s.svc, the Service is %s", name, ns, str(t, svc, "metadata.name"))
 		}
 	}
-	central := object(t, m.Get(t, tokConfigMap, "shared-monitoring-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+	central := object(t, m.Get(t, tokConfigMap, "shared-monitoring-prometheus-config"), "data")[shared.PrometheusConfigFile].StringValue()
 	for _, target := range []string{"prometheus.production.svc:9090", "prometheus.staging.svc:9090"} {
 		if !strings.Contains(central, target) {
 			t.Errorf("the central Prometheus does not federate %s:\n%s", target, central)
 		}
 	}
-	fleet := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[PrometheusConfigFile].StringValue()
+	fleet := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[shared.PrometheusConfigFile].StringValue()
 	for _, want := range []string{"role: pod", "label: runnerfleet.dev/manager", "__meta_kubernetes_pod_label_runnerfleet_dev_manager",
 		`labels.runnerfleet-fleet = "production"`, "zone: europe-west1-c", "recording.yml"} {
 		if !strings.Contains(fleet, want) {
 			t.Errorf("production's Prometheus lacks %s:\n%s", want, fleet)
 		}
 	}
-	alerts := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[AlertRulesFile].StringValue()
+	alerts := object(t, m.Get(t, tokConfigMap, "shared-production-prometheus-config"), "data")[shared.AlertRulesFile].StringValue()
 	if !strings.Contains(alerts, "fleet:autoscaled_vms:count > 720") {
 		t.Errorf("the quota alert is not at 90%% of vmQuota 800:\n%s", alerts)
 	}
@@ -713,22 +713,6 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 // config.toml of the config Secret byte for byte, readable by its owner
 // only, whatever the token holds (it never passes through the shell), and
 // fails when the Secret is not mounted.
-// A fleet's Prometheus gets the stack's VM quota, or the groups' maxVMs
-// times their maxManagers when the stack names none.
-func TestMonitoringSpecQuota(t *testing.T) {
-	f, err := stackconfig.Decode([]byte(stackJSON), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, staging := monitoringSpec(f.SharedFleets[0]), monitoringSpec(f.SharedFleets[1])
-	if prod.Name != "production" || prod.VMQuota != 800 || len(prod.Groups) != 2 {
-		t.Errorf("production %+v, want its vmQuota 800 and both groups", prod)
-	}
-	if staging.Name != "staging" || staging.VMQuota != 10 || len(staging.Groups) != 1 || staging.Groups[0].Fleet != "staging" {
-		t.Errorf("staging %+v, want quota 10 (maxVMs 10 × 1 manager) and its group", staging)
-	}
-}
-
 // Each fleet runs fleet gc --apply every 15 minutes as its own
 // ServiceAccount, which may only list the managers' pods and Deployments
 // and record Events in the fleet's namespace; its grace covers the
@@ -736,7 +720,7 @@ func TestMonitoringSpecQuota(t *testing.T) {
 func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 	m := deployedStack(t)
 	for _, fleet := range []string{"production", "staging"} {
-		name := GCName(fleet)
+		name := shared.GCName(fleet)
 		cj := m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+fleet+"-gc")
 		if str(t, cj, "spec.schedule") != shared.GCSchedule() || str(t, cj, "spec.concurrencyPolicy") != "Forbid" {
 			t.Errorf("%s: schedule %s", fleet, str(t, cj, "spec.schedule"))
@@ -759,8 +743,8 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 		}
 		// Its cloud identity is its own account, never the managers'.
 		sa := m.Get(t, "kubernetes:core/v1:ServiceAccount", "shared-"+fleet+"-gc-sa")
-		if got := object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue(); got != GCAccountEmail("ci-platform-example", "ci-shared", fleet) {
-			t.Errorf("%s: gc acts as %q, want its own account %s", fleet, got, GCAccountEmail("ci-platform-example", "ci-shared", fleet))
+		if got := object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue(); got != shared.GCAccountEmail("ci-platform-example", "ci-shared", fleet) {
+			t.Errorf("%s: gc acts as %q, want its own account %s", fleet, got, shared.GCAccountEmail("ci-platform-example", "ci-shared", fleet))
 		}
 		role := m.Get(t, "kubernetes:rbac.authorization.k8s.io/v1:Role", "shared-"+fleet+"-gc-role")
 		for _, r := range role.Inputs["rules"].ArrayValue() {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -61,9 +62,9 @@ type Fleet struct {
 	// Teams get a namespace, a RunnerSet, and (in the cloud) an identity.
 	Teams []Team `json:"teams,omitempty"`
 	// SharedFleets are the platform's own shared runners on GCE VMs (gke).
-	SharedFleets []SharedFleet `json:"sharedFleets,omitempty"`
+	SharedFleets []fleetspec.SharedFleet `json:"sharedFleets,omitempty"`
 	// Alerting is where the shared fleets' alerts go; required with them.
-	Alerting *Alerting `json:"alerting,omitempty"`
+	Alerting *fleetspec.Alerting `json:"alerting,omitempty"`
 }
 
 // Local is the local control plane.
@@ -381,7 +382,7 @@ func reservedNamespace(ns string, f *Fleet) string {
 	switch {
 	case ns == "default" || strings.HasPrefix(ns, "kube-"):
 		return "belongs to Kubernetes"
-	case ns == MonitoringNamespace && len(f.SharedFleets) > 0:
+	case ns == fleetspec.MonitoringNamespace && len(f.SharedFleets) > 0:
 		return "is the shared fleets' central monitoring namespace"
 	}
 	// A shared fleet's own namespace is checked with the shared fleets.

@@ -6,147 +6,23 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
-// SharedFleet is one of the platform's own shared runner fleets for a whole
-// GitLab instance (production, staging, …): manager groups in a namespace of
-// their own, whose jobs run on autoscaled GCE VMs. A staging fleet is simply
-// another entry with less capacity.
-type SharedFleet struct {
-	// Name names the fleet and, by default, its namespace.
-	Name string `json:"name"`
-	// Namespace is the fleet's namespace; default the name. It also names
-	// the fleet's managers (<namespace>-<group>) and is the
-	// runnerfleet-fleet label of its VMs.
-	Namespace string `json:"namespace,omitempty"`
-	// GitLabURL is the instance the fleet serves; default the stack's
-	// gitlabURL.
-	GitLabURL string `json:"gitlabURL,omitempty"`
-	// ManagerImage is the gitlab-runner image of the managers. docker+machine
-	// groups need one that also holds GitLab's docker-machine fork (the
-	// stock gitlab-runner image does not); docker-autoscaler groups default
-	// to the chart's image.
-	ManagerImage string `json:"managerImage,omitempty"`
-	// GCPServiceAccount is the Google service account the managers act as
-	// through Workload Identity, to create VMs and use the cache bucket.
-	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
-	// VMServiceAccount is the Google service account the fleet's
-	// docker+machine VMs run as (made outside this stack; best one with no
-	// roles: the jobs' cache goes through URLs the managers sign). The
-	// program lets the managers' gcpServiceAccount and fleet gc's account,
-	// and no one else, act as it (roles/iam.serviceAccountUser on it
-	// alone): GCE asks for that to create a VM that runs as an account and
-	// to set its metadata. Without it the VMs run as the project's Compute
-	// Engine default account, on which both must be granted that role by
-	// hand.
-	VMServiceAccount string `json:"vmServiceAccount,omitempty"`
-	// JobTimeout is the longest a job may run on this fleet, and so how long
-	// a manager may drain; default and minimum 3h.
-	JobTimeout *metav1.Duration `json:"jobTimeout,omitempty"`
-	// CacheBucket is the GCS cache bucket; default the platform's.
-	CacheBucket string `json:"cacheBucket,omitempty"`
-	// Monitoring is the fleet's own Prometheus.
-	Monitoring SharedFleetMonitoring `json:"monitoring,omitempty"`
-	// WebTerminal exposes every manager's session server, for GitLab's
-	// interactive web terminals; without it the managers run none.
-	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
-	// VMNetwork is where the fleet's VMs live, in the cluster's VPC.
-	VMNetwork VMNetwork `json:"vmNetwork"`
-	// Groups are the fleet's manager groups (fleetspec.ManagerGroup, the
-	// one model of a group, decoded from the stack config as it is).
-	Groups []fleetspec.ManagerGroup `json:"groups"`
-}
-
-// VMNetwork is the subnetwork of a fleet's VMs: one the program declares
-// (CIDR), with Private Google Access and a Cloud NAT of its own, or an
-// existing one of the cluster's VPC (Subnetwork) whose egress is its
-// owner's. Either way the program declares the firewall rule that lets the
-// cluster's pod range, and nothing else, reach the VMs' ports.
-type VMNetwork struct {
-	// CIDR is the range of the subnetwork the program declares, such as
-	// 10.30.0.0/20; it may not overlap the cluster's ranges or another
-	// fleet's.
-	CIDR string `json:"cidr,omitempty"`
-	// Subnetwork names an existing subnetwork of the cluster's VPC in the
-	// region instead: projects/<project>/regions/<region>/subnetworks/<name>.
-	Subnetwork string `json:"subnetwork,omitempty"`
-}
-
 // GCPNetworkName is the name of the VPC the gke platform declares for
 // cluster: its nodes, pods and the shared fleets' VMs live in it.
 func GCPNetworkName(cluster string) string { return cluster }
 
-// VMSubnetworkName is the subnetwork the program declares for the VMs of
-// the fleet in namespace fleet of cluster.
-func VMSubnetworkName(cluster, fleet string) string { return cluster + "-" + fleet + "-vms" }
-
-// VMFirewallName is the firewall rule that lets the managers reach the
-// VMs tagged tag (fleetspec.ManagerGroup.VMNetworkTag) in cluster's VPC.
-func VMFirewallName(cluster, tag string) string { return cluster + "-" + tag }
-
 // maxGCEName is the longest name of a GCE subnetwork, router or firewall rule.
 const maxGCEName = 63
 
-// VMSubnetwork is the resource path of the fleet's VM subnetwork.
-// in project and region of cluster.
-func (s SharedFleet) VMSubnetwork(project, region, cluster string) string {
-	if s.VMNetwork.Subnetwork != "" {
-		return s.VMNetwork.Subnetwork
-	}
-	return fmt.Sprintf("projects/%s/regions/%s/subnetworks/%s", project, region, VMSubnetworkName(cluster, s.Namespace))
-}
-
-// SharedFleetMonitoring is a fleet's own Prometheus.
-type SharedFleetMonitoring struct {
-	// VMQuota is the VM quota of the fleet's project and region, for the
-	// VMCountNearQuota alert; default the sum of the groups' maxVMs times
-	// their maxManagers.
-	VMQuota int `json:"vmQuota,omitempty"`
-	// GCPServiceAccount is the Google service account Prometheus's GCE
-	// discovery acts as through Workload Identity (compute.instances.list).
-	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
-}
-
-// WebTerminal is how GitLab reaches the managers' session servers.
-type WebTerminal struct {
-	// Domain is the DNS domain of the managers' hostnames:
-	// <manager>.<domain>, one per manager.
-	Domain string `json:"domain"`
-	// AllowedCIDRs are the GitLab instance's ranges, the only sources that
-	// may reach a session server: each manager's passthrough load balancer
-	// admits only them (loadBalancerSourceRanges), and so does the
-	// managers' NetworkPolicy.
-	AllowedCIDRs []string `json:"allowedCIDRs"`
-}
-
-// Shared-fleet defaults and limits.
-const (
-	// MinSharedJobTimeout is the shortest job timeout of a shared fleet:
-	// managers drain for as long as jobs may run.
-	MinSharedJobTimeout = 3 * time.Hour
-	// MaxManagersPerGroup caps a group's managers (one Helm release each).
-	MaxManagersPerGroup = 20
-	// MonitoringNamespace holds the central Prometheus.
-	MonitoringNamespace = "monitoring"
-	// maxReleaseName keeps <manager>-<n> within Helm's 53-character
-	// release names.
-	maxReleaseName = 53
-)
-
-// JobTimeoutOrDefault is the fleet's job timeout.
-func (s SharedFleet) JobTimeoutOrDefault() time.Duration {
-	if s.JobTimeout == nil {
-		return MinSharedJobTimeout
-	}
-	return s.JobTimeout.Duration
-}
+// maxReleaseName keeps <manager>-<n> within Helm's 53-character release
+// names.
+const maxReleaseName = 53
 
 // setSharedFleetDefaults fills the shared fleets' defaults. Validate calls
 // it (Decode's setDefaults predates the shared fleets); it is idempotent.
@@ -211,8 +87,8 @@ func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 	}
 	f.setSharedFleetDefaults()
 	taken := map[string]string{
-		MonitoringNamespace:    "the central Prometheus's namespace",
-		f.Controller.Namespace: "the controller's namespace",
+		fleetspec.MonitoringNamespace: "the central Prometheus's namespace",
+		f.Controller.Namespace:        "the controller's namespace",
 	}
 	for _, t := range f.Teams {
 		taken[t.Namespace] = "a team's namespace"
@@ -237,7 +113,7 @@ func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf("is %s; a shared fleet needs a namespace of its own (set namespace)", what)))
 		}
 		taken[s.Namespace] = fmt.Sprintf("sharedFleets[%d]'s namespace", i)
-		errs = append(errs, s.validate(sp, f)...)
+		errs = append(errs, validateSharedFleet(s, sp, f)...)
 	}
 	return errs
 }
@@ -250,7 +126,7 @@ func dns1035(p *field.Path, v string) field.ErrorList {
 	return errs
 }
 
-func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
+func validateSharedFleet(s *fleetspec.SharedFleet, p *field.Path, f *Fleet) field.ErrorList {
 	var errs field.ErrorList
 	if !strings.HasPrefix(s.GitLabURL, "https://") && !strings.HasPrefix(s.GitLabURL, "http://") {
 		errs = append(errs, field.Invalid(p.Child("gitlabURL"), s.GitLabURL, "the GitLab instance's URL, for example https://gitlab.example.com"))
@@ -277,14 +153,14 @@ func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
 	if s.Monitoring.VMQuota < 0 {
 		errs = append(errs, field.Invalid(p.Child("monitoring", "vmQuota"), s.Monitoring.VMQuota, "the VM quota of the fleet's project and region, or leave it out"))
 	}
-	if t := s.JobTimeoutOrDefault(); t < MinSharedJobTimeout {
-		errs = append(errs, field.Invalid(p.Child("jobTimeout"), t.String(), fmt.Sprintf("at least %s: shared-fleet jobs may run that long, and a manager drains for as long as its jobs may run", MinSharedJobTimeout)))
+	if t := s.JobTimeoutOrDefault(); t < fleetspec.MinSharedJobTimeout {
+		errs = append(errs, field.Invalid(p.Child("jobTimeout"), t.String(), fmt.Sprintf("at least %s: shared-fleet jobs may run that long, and a manager drains for as long as its jobs may run", fleetspec.MinSharedJobTimeout)))
 	}
 	if s.CacheBucket != "" && !gcsBucket.MatchString(s.CacheBucket) {
 		errs = append(errs, field.Invalid(p.Child("cacheBucket"), s.CacheBucket, "a GCS bucket name, or leave it out for the platform's cache bucket"))
 	}
 	if w := s.WebTerminal; w != nil {
-		errs = append(errs, w.validate(p.Child("webTerminal"))...)
+		errs = append(errs, validateWebTerminal(w, p.Child("webTerminal"))...)
 	}
 	if len(s.Groups) == 0 {
 		errs = append(errs, field.Required(p.Child("groups"), "at least one manager group"))
@@ -296,7 +172,7 @@ func (s *SharedFleet) validate(p *field.Path, f *Fleet) field.ErrorList {
 			errs = append(errs, field.Duplicate(gp.Child("name"), fmt.Sprintf("%s: also groups[%d]'s name", g.Name, k)))
 		}
 		groups[g.Name] = j
-		errs = append(errs, s.validateGroup(gp, f, j)...)
+		errs = append(errs, validateGroup(s, gp, f, j)...)
 	}
 	return errs
 }
@@ -329,15 +205,15 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		}
 		long := len(s.Namespace) > fleetspec.MaxFleetNameForTags
 		for _, g := range s.Groups {
-			long = long || len(VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
+			long = long || len(fleetspec.VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
 		}
 		if n.CIDR != "" {
-			long = long || len(VMSubnetworkName(f.ClusterName, s.Namespace)) > maxGCEName
+			long = long || len(fleetspec.VMSubnetworkName(f.ClusterName, s.Namespace)) > maxGCEName
 		}
 		if long {
 			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf(
 				"names the fleet's VM network tags (%s), firewall rules (%s) and subnetwork (%s), which GCE allows up to %d characters; shorten the fleet's namespace (at most %d) or the clusterName",
-				fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM), VMFirewallName(f.ClusterName, fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM)), VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, fleetspec.MaxFleetNameForTags)))
+				fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM), fleetspec.VMFirewallName(f.ClusterName, fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM)), fleetspec.VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, fleetspec.MaxFleetNameForTags)))
 		}
 		switch {
 		case n.CIDR == "" && n.Subnetwork == "":
@@ -372,7 +248,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (w *WebTerminal) validate(p *field.Path) field.ErrorList {
+func validateWebTerminal(w *fleetspec.WebTerminal, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, m := range validation.IsDNS1123Subdomain(w.Domain) {
 		errs = append(errs, field.Invalid(p.Child("domain"), w.Domain, m+"; for example terminals.ci.example.com"))
@@ -394,7 +270,7 @@ func (w *WebTerminal) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorList {
+func validateGroup(s *fleetspec.SharedFleet, p *field.Path, f *Fleet, j int) field.ErrorList {
 	var errs field.ErrorList
 	g := s.Groups[j]
 	switch {
@@ -409,8 +285,8 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 		errs = append(errs, field.Invalid(p.Child("scaling", "minManagers"), sc.MinManagers, "at least 1: the group's floor of managers"))
 	case sc.MaxManagers < sc.MinManagers:
 		errs = append(errs, field.Invalid(p.Child("scaling", "maxManagers"), sc.MaxManagers, fmt.Sprintf("below minManagers (%d); raise it or lower minManagers", sc.MinManagers)))
-	case sc.MaxManagers > MaxManagersPerGroup:
-		errs = append(errs, field.Invalid(p.Child("scaling", "maxManagers"), sc.MaxManagers, fmt.Sprintf("at most %d managers per group (one Helm release each); add a group", MaxManagersPerGroup)))
+	case sc.MaxManagers > fleetspec.MaxManagersPerGroup:
+		errs = append(errs, field.Invalid(p.Child("scaling", "maxManagers"), sc.MaxManagers, fmt.Sprintf("at most %d managers per group (one Helm release each); add a group", fleetspec.MaxManagersPerGroup)))
 	}
 	if sc.TargetUtilization <= 0 || sc.TargetUtilization > 1 {
 		errs = append(errs, field.Invalid(p.Child("scaling", "targetUtilization"), sc.TargetUtilization, "a share of concurrent in (0, 1], such as 0.7"))
@@ -427,14 +303,14 @@ func (s *SharedFleet) validateGroup(p *field.Path, f *Fleet, j int) field.ErrorL
 		}
 	}
 	if err := g.Validate(); err != nil {
-		errs = append(errs, s.groupErrors(p, g, err)...)
+		errs = append(errs, groupErrors(p, g, err)...)
 	}
 	return errs
 }
 
 // groupErrors moves the renderer's messages, which name keys as
 // fleets.<fleet>.groups.<group>.<key>, under the stack config's paths.
-func (s *SharedFleet) groupErrors(p *field.Path, g fleetspec.ManagerGroup, err error) field.ErrorList {
+func groupErrors(p *field.Path, g fleetspec.ManagerGroup, err error) field.ErrorList {
 	var errs field.ErrorList
 	prefix := g.Key("")
 	for _, line := range strings.Split(err.Error(), "\n") {

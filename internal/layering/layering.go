@@ -51,6 +51,12 @@ var Rules = []Rule{
 	{From: "provisioning/fleetspec", Not: append([]string{"provisioning/", "infra/"}, builders...),
 		Except: map[string][]string{"provisioning/fleetspec": {"runnerset/runnerconfig/oracle"}},
 		Why:    "the shared fleet's model renders nothing and builds no Kubernetes object: provisioning/sharedfleet builds from it"},
+	{From: "infra/aws", Not: []string{"infra/sharedfleet", "infra/gcp", "infra/local"},
+		Why: "a platform declares the cluster and reads the names it grants from provisioning/; it never depends on the fleets' declarations or another platform"},
+	{From: "infra/gcp", Not: []string{"infra/sharedfleet", "infra/aws", "infra/local"},
+		Why: "a platform declares the cluster and reads the names it grants from provisioning/ (the shared fleets' identities from provisioning/sharedfleet); it never depends on the fleets' declarations or another platform"},
+	{From: "infra/local", Not: []string{"infra/sharedfleet", "infra/aws", "infra/gcp"},
+		Why: "a platform declares the cluster; it never depends on the fleets' declarations or another platform"},
 	{From: "internal/", Not: []string{"runnerset/", "provisioning/", "infra/", "cmd/", "providers/", "stacks"},
 		Why: "internal/ holds leaf helpers", Except: map[string][]string{"internal/release": {"charts"}}},
 }

@@ -1,8 +1,10 @@
-// Package fleetspec is the model of the shared fleets' manager groups and
-// nothing else: ManagerGroup (the stack config's sharedFleets[].groups[]
-// decode into it), its defaults, its checks (naming the key and the fix),
-// and the names and VM facts derived from it (manager names, VM network
-// tags and ports). It renders nothing and builds no Kubernetes object:
+// Package fleetspec is the model of the shared fleets and nothing else:
+// SharedFleet (the stack config's sharedFleets[] decode into it, with its
+// VM network, web terminal and monitoring), ManagerGroup (its groups[]),
+// Alerting (the stack's alert receiver), their defaults, the group's checks
+// (naming the key and the fix), and the names and VM facts derived from
+// them (manager names, VM network tags, ports, subnetwork and firewall
+// names). It renders nothing and builds no Kubernetes object:
 // provisioning/sharedfleet renders a group's config.toml, chart values,
 // Kubernetes objects and monitoring from it, infra/sharedfleet declares
 // them, and infra/stackconfig decodes and checks the stack config with it

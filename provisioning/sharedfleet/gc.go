@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// Fleet gc of a shared fleet: a CronJob in the fleet's namespace (declared
-// by infra/sharedfleet) that runs `fleet gc --apply` every GCInterval. Its
-// name, schedule and grace are defined here, where the fleet's alerts on
-// it are, so that the CronJob and the alerts cannot disagree.
+// Fleet gc of a shared fleet: a CronJob in the fleet's namespace (built by
+// planGC, declared by infra/sharedfleet) that runs `fleet gc --apply`
+// every GCInterval. Its name, schedule and grace are defined here, where
+// the fleet's alerts on it are, so that the CronJob and the alerts cannot
+// disagree.
 const (
 	// GCInterval is how often gc runs.
 	GCInterval = 15 * time.Minute

@@ -1,12 +1,16 @@
-// Package sharedfleet holds the pure builders of the shared fleet's manager
-// groups (the model, fleetspec.ManagerGroup, lives in provisioning/fleetspec):
-// their config.toml, Kubernetes objects, chart values and monitoring.
+// Package sharedfleet holds the pure builders of the shared fleets (the
+// model, fleetspec.SharedFleet and fleetspec.ManagerGroup, lives in
+// provisioning/fleetspec): their managers' config.toml, chart values and
+// Kubernetes objects, each fleet's Prometheus, kube-state-metrics and gc
+// CronJob, and the central Prometheus and Alertmanager, planned and checked
+// as a whole by PlanFleet, PlanCentral and PlanAlertmanager.
 // Managers are gitlab-runner processes whose jobs run on autoscaled GCE VMs,
 // with the docker+machine executor (google driver) or the docker-autoscaler
 // executor with the fleeting googlecloud plugin (a managed instance group).
 // docker+machine is deprecated upstream and due for removal in runner 20.0;
 // docker-autoscaler is its successor. infra/sharedfleet declares what these
-// builders return.
+// builders return, adding only what holds a secret or is known at deploy
+// time (the runner tokens, the cache bucket, the releases' values).
 package sharedfleet
 
 import (

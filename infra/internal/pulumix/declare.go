@@ -112,6 +112,12 @@ func Declare(ctx *pulumi.Context, s *Schema, name string, args any, res pulumi.C
 			inputs[k] = pulumi.ToSecret(v)
 		}
 	}
+	return register(ctx, s.Token, name, inputs, res, append(opts, s.options()...)...)
+}
+
+// options are what the SDK's constructors add for a resource of schema s:
+// its secret outputs and the type tokens it was known by before.
+func (s *Schema) options() []pulumi.ResourceOption {
 	var extra []pulumi.ResourceOption
 	if len(s.SecretOutputs) > 0 {
 		extra = append(extra, pulumi.AdditionalSecretOutputs(s.SecretOutputs))
@@ -123,19 +129,40 @@ func Declare(ctx *pulumi.Context, s *Schema, name string, args any, res pulumi.C
 		}
 		extra = append(extra, pulumi.Aliases(aliases))
 	}
-	return register(ctx, s.Token, name, inputs, res, append(opts, extra...)...)
+	return extra
 }
 
-// register registers a provider resource of the type token tok with the
-// given inputs, pinned to the provider version the schema was read from.
-func register(ctx *pulumi.Context, tok, name string, inputs pulumi.Map, res pulumi.CustomResource, opts ...pulumi.ResourceOption) error {
+// Read reads an existing resource of schema s with the given ID into res,
+// as the SDK's Get functions do (no state is passed), pinned to the
+// provider version the schema was read from.
+func Read(ctx *pulumi.Context, s *Schema, name string, id pulumi.IDInput, res pulumi.CustomResource, opts ...pulumi.ResourceOption) error {
+	v, err := version(s.Token, name)
+	if err != nil {
+		return err
+	}
+	opts = append([]pulumi.ResourceOption{pulumi.Version(v)}, append(opts, s.options()...)...)
+	return ctx.ReadResource(s.Token, name, id, pulumi.Map{}, res, opts...)
+}
+
+// version is the pinned provider version of the type token tok.
+func version(tok, name string) (string, error) {
 	pkg, _, _ := strings.Cut(tok, ":")
 	if pkg == "pulumi" { // pulumi:providers:<pkg>
 		pkg = strings.TrimPrefix(tok, "pulumi:providers:")
 	}
 	v, ok := Versions[pkg]
 	if !ok {
-		return fmt.Errorf("pulumix: no pinned provider version for %s (resource %s)", tok, name)
+		return "", fmt.Errorf("pulumix: no pinned provider version for %s (resource %s)", tok, name)
+	}
+	return v, nil
+}
+
+// register registers a provider resource of the type token tok with the
+// given inputs, pinned to the provider version the schema was read from.
+func register(ctx *pulumi.Context, tok, name string, inputs pulumi.Map, res pulumi.CustomResource, opts ...pulumi.ResourceOption) error {
+	v, err := version(tok, name)
+	if err != nil {
+		return err
 	}
 	if inputs == nil {
 		inputs = pulumi.Map{}

@@ -445,6 +445,15 @@ func NewProvider(ctx *pulumi.Context, name string, args *ProviderArgs, opts ...p
 	return &res, nil
 }
 
+// GetProvider reads an existing pulumi:providers:gcp of the given ID as the SDK's GetProvider would.
+func GetProvider(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Provider, error) {
+	var res Provider
+	if err := rf.Read(ctx, providerSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // ProviderBatchingArgs are the inputs of the SDK's ProviderBatchingArgs.
 type ProviderBatchingArgs struct {
 	EnableBatching pulumi.BoolPtrInput   `pulumi:"enableBatching"`

@@ -84,6 +84,15 @@ func NewEventRule(ctx *pulumi.Context, name string, args *EventRuleArgs, opts ..
 	return &res, nil
 }
 
+// GetEventRule reads an existing aws:cloudwatch/eventRule:EventRule of the given ID as the SDK's GetEventRule would.
+func GetEventRule(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*EventRule, error) {
+	var res EventRule
+	if err := rf.Read(ctx, eventRuleSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // EventTarget is aws:cloudwatch/eventTarget:EventTarget, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/cloudwatch/eventtarget/
@@ -161,6 +170,15 @@ func NewEventTarget(ctx *pulumi.Context, name string, args *EventTargetArgs, opt
 	}
 	var res EventTarget
 	if err := rf.Declare(ctx, eventTargetSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetEventTarget reads an existing aws:cloudwatch/eventTarget:EventTarget of the given ID as the SDK's GetEventTarget would.
+func GetEventTarget(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*EventTarget, error) {
+	var res EventTarget
+	if err := rf.Read(ctx, eventTargetSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

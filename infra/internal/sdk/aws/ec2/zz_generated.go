@@ -90,6 +90,15 @@ func NewVpc(ctx *pulumi.Context, name string, args *VpcArgs, opts ...pulumi.Reso
 	return &res, nil
 }
 
+// GetVpc reads an existing aws:ec2/vpc:Vpc of the given ID as the SDK's GetVpc would.
+func GetVpc(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Vpc, error) {
+	var res Vpc
+	if err := rf.Read(ctx, vpcSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // InternetGateway is aws:ec2/internetGateway:InternetGateway, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/internetgateway/
@@ -134,6 +143,15 @@ func NewInternetGateway(ctx *pulumi.Context, name string, args *InternetGatewayA
 	}
 	var res InternetGateway
 	if err := rf.Declare(ctx, internetGatewaySchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetInternetGateway reads an existing aws:ec2/internetGateway:InternetGateway of the given ID as the SDK's GetInternetGateway would.
+func GetInternetGateway(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*InternetGateway, error) {
+	var res InternetGateway
+	if err := rf.Read(ctx, internetGatewaySchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -220,6 +238,15 @@ func NewSubnet(ctx *pulumi.Context, name string, args *SubnetArgs, opts ...pulum
 	return &res, nil
 }
 
+// GetSubnet reads an existing aws:ec2/subnet:Subnet of the given ID as the SDK's GetSubnet would.
+func GetSubnet(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Subnet, error) {
+	var res Subnet
+	if err := rf.Read(ctx, subnetSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Eip is aws:ec2/eip:Eip, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/eip/
@@ -300,6 +327,15 @@ func NewEip(ctx *pulumi.Context, name string, args *EipArgs, opts ...pulumi.Reso
 	return &res, nil
 }
 
+// GetEip reads an existing aws:ec2/eip:Eip of the given ID as the SDK's GetEip would.
+func GetEip(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Eip, error) {
+	var res Eip
+	if err := rf.Read(ctx, eipSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // NatGateway is aws:ec2/natGateway:NatGateway, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/natgateway/
@@ -363,6 +399,15 @@ func NewNatGateway(ctx *pulumi.Context, name string, args *NatGatewayArgs, opts 
 	return &res, nil
 }
 
+// GetNatGateway reads an existing aws:ec2/natGateway:NatGateway of the given ID as the SDK's GetNatGateway would.
+func GetNatGateway(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*NatGateway, error) {
+	var res NatGateway
+	if err := rf.Read(ctx, natGatewaySchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // RouteTable is aws:ec2/routeTable:RouteTable, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/routetable/
@@ -412,6 +457,15 @@ func NewRouteTable(ctx *pulumi.Context, name string, args *RouteTableArgs, opts 
 	}
 	var res RouteTable
 	if err := rf.Declare(ctx, routeTableSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRouteTable reads an existing aws:ec2/routeTable:RouteTable of the given ID as the SDK's GetRouteTable would.
+func GetRouteTable(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RouteTable, error) {
+	var res RouteTable
+	if err := rf.Read(ctx, routeTableSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -491,6 +545,15 @@ func NewRoute(ctx *pulumi.Context, name string, args *RouteArgs, opts ...pulumi.
 	return &res, nil
 }
 
+// GetRoute reads an existing aws:ec2/route:Route of the given ID as the SDK's GetRoute would.
+func GetRoute(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Route, error) {
+	var res Route
+	if err := rf.Read(ctx, routeSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // RouteTableAssociation is aws:ec2/routeTableAssociation:RouteTableAssociation, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/routetableassociation/
@@ -534,6 +597,15 @@ func NewRouteTableAssociation(ctx *pulumi.Context, name string, args *RouteTable
 	}
 	var res RouteTableAssociation
 	if err := rf.Declare(ctx, routeTableAssociationSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRouteTableAssociation reads an existing aws:ec2/routeTableAssociation:RouteTableAssociation of the given ID as the SDK's GetRouteTableAssociation would.
+func GetRouteTableAssociation(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RouteTableAssociation, error) {
+	var res RouteTableAssociation
+	if err := rf.Read(ctx, routeTableAssociationSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -623,6 +695,15 @@ func NewVpcEndpoint(ctx *pulumi.Context, name string, args *VpcEndpointArgs, opt
 	return &res, nil
 }
 
+// GetVpcEndpoint reads an existing aws:ec2/vpcEndpoint:VpcEndpoint of the given ID as the SDK's GetVpcEndpoint would.
+func GetVpcEndpoint(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*VpcEndpoint, error) {
+	var res VpcEndpoint
+	if err := rf.Read(ctx, vpcEndpointSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // SecurityGroup is aws:ec2/securityGroup:SecurityGroup, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/ec2/securitygroup/
@@ -680,6 +761,15 @@ func NewSecurityGroup(ctx *pulumi.Context, name string, args *SecurityGroupArgs,
 	}
 	var res SecurityGroup
 	if err := rf.Declare(ctx, securityGroupSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetSecurityGroup reads an existing aws:ec2/securityGroup:SecurityGroup of the given ID as the SDK's GetSecurityGroup would.
+func GetSecurityGroup(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*SecurityGroup, error) {
+	var res SecurityGroup
+	if err := rf.Read(ctx, securityGroupSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -807,6 +897,15 @@ func NewLaunchTemplate(ctx *pulumi.Context, name string, args *LaunchTemplateArg
 	}
 	var res LaunchTemplate
 	if err := rf.Declare(ctx, launchTemplateSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetLaunchTemplate reads an existing aws:ec2/launchTemplate:LaunchTemplate of the given ID as the SDK's GetLaunchTemplate would.
+func GetLaunchTemplate(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*LaunchTemplate, error) {
+	var res LaunchTemplate
+	if err := rf.Read(ctx, launchTemplateSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -102,6 +102,15 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	return &res, nil
 }
 
+// GetCluster reads an existing aws:eks/cluster:Cluster of the given ID as the SDK's GetCluster would.
+func GetCluster(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	var res Cluster
+	if err := rf.Read(ctx, clusterSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // NodeGroup is aws:eks/nodeGroup:NodeGroup, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/eks/nodegroup/
@@ -189,6 +198,15 @@ func NewNodeGroup(ctx *pulumi.Context, name string, args *NodeGroupArgs, opts ..
 	return &res, nil
 }
 
+// GetNodeGroup reads an existing aws:eks/nodeGroup:NodeGroup of the given ID as the SDK's GetNodeGroup would.
+func GetNodeGroup(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*NodeGroup, error) {
+	var res NodeGroup
+	if err := rf.Read(ctx, nodeGroupSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // AccessEntry is aws:eks/accessEntry:AccessEntry, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/eks/accessentry/
@@ -243,6 +261,15 @@ func NewAccessEntry(ctx *pulumi.Context, name string, args *AccessEntryArgs, opt
 	}
 	var res AccessEntry
 	if err := rf.Declare(ctx, accessEntrySchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetAccessEntry reads an existing aws:eks/accessEntry:AccessEntry of the given ID as the SDK's GetAccessEntry would.
+func GetAccessEntry(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*AccessEntry, error) {
+	var res AccessEntry
+	if err := rf.Read(ctx, accessEntrySchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -82,6 +82,15 @@ func NewRole(ctx *pulumi.Context, name string, args *RoleArgs, opts ...pulumi.Re
 	return &res, nil
 }
 
+// GetRole reads an existing aws:iam/role:Role of the given ID as the SDK's GetRole would.
+func GetRole(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Role, error) {
+	var res Role
+	if err := rf.Read(ctx, roleSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // RolePolicyAttachment is aws:iam/rolePolicyAttachment:RolePolicyAttachment, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/iam/rolepolicyattachment/
@@ -123,6 +132,15 @@ func NewRolePolicyAttachment(ctx *pulumi.Context, name string, args *RolePolicyA
 	}
 	var res RolePolicyAttachment
 	if err := rf.Declare(ctx, rolePolicyAttachmentSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRolePolicyAttachment reads an existing aws:iam/rolePolicyAttachment:RolePolicyAttachment of the given ID as the SDK's GetRolePolicyAttachment would.
+func GetRolePolicyAttachment(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RolePolicyAttachment, error) {
+	var res RolePolicyAttachment
+	if err := rf.Read(ctx, rolePolicyAttachmentSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -173,6 +191,15 @@ func NewRolePolicy(ctx *pulumi.Context, name string, args *RolePolicyArgs, opts 
 	}
 	var res RolePolicy
 	if err := rf.Declare(ctx, rolePolicySchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRolePolicy reads an existing aws:iam/rolePolicy:RolePolicy of the given ID as the SDK's GetRolePolicy would.
+func GetRolePolicy(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RolePolicy, error) {
+	var res RolePolicy
+	if err := rf.Read(ctx, rolePolicySchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -231,6 +258,15 @@ func NewOpenIdConnectProvider(ctx *pulumi.Context, name string, args *OpenIdConn
 	return &res, nil
 }
 
+// GetOpenIdConnectProvider reads an existing aws:iam/openIdConnectProvider:OpenIdConnectProvider of the given ID as the SDK's GetOpenIdConnectProvider would.
+func GetOpenIdConnectProvider(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*OpenIdConnectProvider, error) {
+	var res OpenIdConnectProvider
+	if err := rf.Read(ctx, openIdConnectProviderSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // InstanceProfile is aws:iam/instanceProfile:InstanceProfile, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/iam/instanceprofile/
@@ -282,6 +318,15 @@ func NewInstanceProfile(ctx *pulumi.Context, name string, args *InstanceProfileA
 	}
 	var res InstanceProfile
 	if err := rf.Declare(ctx, instanceProfileSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetInstanceProfile reads an existing aws:iam/instanceProfile:InstanceProfile of the given ID as the SDK's GetInstanceProfile would.
+func GetInstanceProfile(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*InstanceProfile, error) {
+	var res InstanceProfile
+	if err := rf.Read(ctx, instanceProfileSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -143,6 +143,15 @@ func NewBucketV2(ctx *pulumi.Context, name string, args *BucketV2Args, opts ...p
 	return &res, nil
 }
 
+// GetBucketV2 reads an existing aws:s3/bucketV2:BucketV2 of the given ID as the SDK's GetBucketV2 would.
+func GetBucketV2(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketV2, error) {
+	var res BucketV2
+	if err := rf.Read(ctx, bucketV2Schema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // BucketPublicAccessBlock is aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/s3/bucketpublicaccessblock/
@@ -195,6 +204,15 @@ func NewBucketPublicAccessBlock(ctx *pulumi.Context, name string, args *BucketPu
 	return &res, nil
 }
 
+// GetBucketPublicAccessBlock reads an existing aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock of the given ID as the SDK's GetBucketPublicAccessBlock would.
+func GetBucketPublicAccessBlock(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketPublicAccessBlock, error) {
+	var res BucketPublicAccessBlock
+	if err := rf.Read(ctx, bucketPublicAccessBlockSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // BucketOwnershipControls is aws:s3/bucketOwnershipControls:BucketOwnershipControls, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/s3/bucketownershipcontrols/
@@ -236,6 +254,15 @@ func NewBucketOwnershipControls(ctx *pulumi.Context, name string, args *BucketOw
 	}
 	var res BucketOwnershipControls
 	if err := rf.Declare(ctx, bucketOwnershipControlsSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetBucketOwnershipControls reads an existing aws:s3/bucketOwnershipControls:BucketOwnershipControls of the given ID as the SDK's GetBucketOwnershipControls would.
+func GetBucketOwnershipControls(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketOwnershipControls, error) {
+	var res BucketOwnershipControls
+	if err := rf.Read(ctx, bucketOwnershipControlsSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -284,6 +311,15 @@ func NewBucketServerSideEncryptionConfigurationV2(ctx *pulumi.Context, name stri
 	}
 	var res BucketServerSideEncryptionConfigurationV2
 	if err := rf.Declare(ctx, bucketServerSideEncryptionConfigurationV2Schema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetBucketServerSideEncryptionConfigurationV2 reads an existing aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2 of the given ID as the SDK's GetBucketServerSideEncryptionConfigurationV2 would.
+func GetBucketServerSideEncryptionConfigurationV2(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketServerSideEncryptionConfigurationV2, error) {
+	var res BucketServerSideEncryptionConfigurationV2
+	if err := rf.Read(ctx, bucketServerSideEncryptionConfigurationV2Schema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -341,6 +377,15 @@ func NewBucketLifecycleConfigurationV2(ctx *pulumi.Context, name string, args *B
 	return &res, nil
 }
 
+// GetBucketLifecycleConfigurationV2 reads an existing aws:s3/bucketLifecycleConfigurationV2:BucketLifecycleConfigurationV2 of the given ID as the SDK's GetBucketLifecycleConfigurationV2 would.
+func GetBucketLifecycleConfigurationV2(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketLifecycleConfigurationV2, error) {
+	var res BucketLifecycleConfigurationV2
+	if err := rf.Read(ctx, bucketLifecycleConfigurationV2Schema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // BucketPolicy is aws:s3/bucketPolicy:BucketPolicy, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/s3/bucketpolicy/
@@ -382,6 +427,15 @@ func NewBucketPolicy(ctx *pulumi.Context, name string, args *BucketPolicyArgs, o
 	}
 	var res BucketPolicy
 	if err := rf.Declare(ctx, bucketPolicySchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetBucketPolicy reads an existing aws:s3/bucketPolicy:BucketPolicy of the given ID as the SDK's GetBucketPolicy would.
+func GetBucketPolicy(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketPolicy, error) {
+	var res BucketPolicy
+	if err := rf.Read(ctx, bucketPolicySchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

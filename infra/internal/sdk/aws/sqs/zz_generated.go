@@ -93,6 +93,15 @@ func NewQueue(ctx *pulumi.Context, name string, args *QueueArgs, opts ...pulumi.
 	return &res, nil
 }
 
+// GetQueue reads an existing aws:sqs/queue:Queue of the given ID as the SDK's GetQueue would.
+func GetQueue(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Queue, error) {
+	var res Queue
+	if err := rf.Read(ctx, queueSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // QueuePolicy is aws:sqs/queuePolicy:QueuePolicy, pinned to aws v6.83.4.
 //
 // Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/sqs/queuepolicy/
@@ -134,6 +143,15 @@ func NewQueuePolicy(ctx *pulumi.Context, name string, args *QueuePolicyArgs, opt
 	}
 	var res QueuePolicy
 	if err := rf.Declare(ctx, queuePolicySchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetQueuePolicy reads an existing aws:sqs/queuePolicy:QueuePolicy of the given ID as the SDK's GetQueuePolicy would.
+func GetQueuePolicy(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*QueuePolicy, error) {
+	var res QueuePolicy
+	if err := rf.Read(ctx, queuePolicySchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -89,6 +89,15 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 	return &res, nil
 }
 
+// GetNetwork reads an existing gcp:compute/network:Network of the given ID as the SDK's GetNetwork would.
+func GetNetwork(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Network, error) {
+	var res Network
+	if err := rf.Read(ctx, networkSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Subnetwork is gcp:compute/subnetwork:Subnetwork, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/subnetwork/
@@ -184,6 +193,15 @@ func NewSubnetwork(ctx *pulumi.Context, name string, args *SubnetworkArgs, opts 
 	return &res, nil
 }
 
+// GetSubnetwork reads an existing gcp:compute/subnetwork:Subnetwork of the given ID as the SDK's GetSubnetwork would.
+func GetSubnetwork(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Subnetwork, error) {
+	var res Subnetwork
+	if err := rf.Read(ctx, subnetworkSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Router is gcp:compute/router:Router, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/router/
@@ -242,6 +260,15 @@ func NewRouter(ctx *pulumi.Context, name string, args *RouterArgs, opts ...pulum
 	}
 	var res Router
 	if err := rf.Declare(ctx, routerSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRouter reads an existing gcp:compute/router:Router of the given ID as the SDK's GetRouter would.
+func GetRouter(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Router, error) {
+	var res Router
+	if err := rf.Read(ctx, routerSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -341,6 +368,15 @@ func NewRouterNat(ctx *pulumi.Context, name string, args *RouterNatArgs, opts ..
 	return &res, nil
 }
 
+// GetRouterNat reads an existing gcp:compute/routerNat:RouterNat of the given ID as the SDK's GetRouterNat would.
+func GetRouterNat(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RouterNat, error) {
+	var res RouterNat
+	if err := rf.Read(ctx, routerNatSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Firewall is gcp:compute/firewall:Firewall, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/firewall/
@@ -421,6 +457,15 @@ func NewFirewall(ctx *pulumi.Context, name string, args *FirewallArgs, opts ...p
 	}
 	var res Firewall
 	if err := rf.Declare(ctx, firewallSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetFirewall reads an existing gcp:compute/firewall:Firewall of the given ID as the SDK's GetFirewall would.
+func GetFirewall(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Firewall, error) {
+	var res Firewall
+	if err := rf.Read(ctx, firewallSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -533,6 +578,15 @@ func NewInstanceTemplate(ctx *pulumi.Context, name string, args *InstanceTemplat
 	return &res, nil
 }
 
+// GetInstanceTemplate reads an existing gcp:compute/instanceTemplate:InstanceTemplate of the given ID as the SDK's GetInstanceTemplate would.
+func GetInstanceTemplate(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*InstanceTemplate, error) {
+	var res InstanceTemplate
+	if err := rf.Read(ctx, instanceTemplateSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // InstanceGroupManager is gcp:compute/instanceGroupManager:InstanceGroupManager, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/compute/instancegroupmanager/
@@ -625,6 +679,15 @@ func NewInstanceGroupManager(ctx *pulumi.Context, name string, args *InstanceGro
 	}
 	var res InstanceGroupManager
 	if err := rf.Declare(ctx, instanceGroupManagerSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetInstanceGroupManager reads an existing gcp:compute/instanceGroupManager:InstanceGroupManager of the given ID as the SDK's GetInstanceGroupManager would.
+func GetInstanceGroupManager(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*InstanceGroupManager, error) {
+	var res InstanceGroupManager
+	if err := rf.Read(ctx, instanceGroupManagerSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

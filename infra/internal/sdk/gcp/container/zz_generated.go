@@ -231,6 +231,15 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	return &res, nil
 }
 
+// GetCluster reads an existing gcp:container/cluster:Cluster of the given ID as the SDK's GetCluster would.
+func GetCluster(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	var res Cluster
+	if err := rf.Read(ctx, clusterSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // NodePool is gcp:container/nodePool:NodePool, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/container/nodepool/
@@ -305,6 +314,15 @@ func NewNodePool(ctx *pulumi.Context, name string, args *NodePoolArgs, opts ...p
 	}
 	var res NodePool
 	if err := rf.Declare(ctx, nodePoolSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetNodePool reads an existing gcp:container/nodePool:NodePool of the given ID as the SDK's GetNodePool would.
+func GetNodePool(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*NodePool, error) {
+	var res NodePool
+	if err := rf.Read(ctx, nodePoolSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

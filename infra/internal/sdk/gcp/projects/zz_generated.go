@@ -64,6 +64,15 @@ func NewIAMMember(ctx *pulumi.Context, name string, args *IAMMemberArgs, opts ..
 	return &res, nil
 }
 
+// GetIAMMember reads an existing gcp:projects/iAMMember:IAMMember of the given ID as the SDK's GetIAMMember would.
+func GetIAMMember(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*IAMMember, error) {
+	var res IAMMember
+	if err := rf.Read(ctx, iAMMemberSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // IAMCustomRole is gcp:projects/iAMCustomRole:IAMCustomRole, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/projects/iamcustomrole/
@@ -115,6 +124,15 @@ func NewIAMCustomRole(ctx *pulumi.Context, name string, args *IAMCustomRoleArgs,
 	}
 	var res IAMCustomRole
 	if err := rf.Declare(ctx, iAMCustomRoleSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetIAMCustomRole reads an existing gcp:projects/iAMCustomRole:IAMCustomRole of the given ID as the SDK's GetIAMCustomRole would.
+func GetIAMCustomRole(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*IAMCustomRole, error) {
+	var res IAMCustomRole
+	if err := rf.Read(ctx, iAMCustomRoleSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

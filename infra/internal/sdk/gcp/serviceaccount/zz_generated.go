@@ -71,6 +71,15 @@ func NewAccount(ctx *pulumi.Context, name string, args *AccountArgs, opts ...pul
 	return &res, nil
 }
 
+// GetAccount reads an existing gcp:serviceaccount/account:Account of the given ID as the SDK's GetAccount would.
+func GetAccount(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Account, error) {
+	var res Account
+	if err := rf.Read(ctx, accountSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // IAMMember is gcp:serviceaccount/iAMMember:IAMMember, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/serviceaccount/iammember/
@@ -118,6 +127,15 @@ func NewIAMMember(ctx *pulumi.Context, name string, args *IAMMemberArgs, opts ..
 	}
 	var res IAMMember
 	if err := rf.Declare(ctx, iAMMemberSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetIAMMember reads an existing gcp:serviceaccount/iAMMember:IAMMember of the given ID as the SDK's GetIAMMember would.
+func GetIAMMember(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*IAMMember, error) {
+	var res IAMMember
+	if err := rf.Read(ctx, iAMMemberSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

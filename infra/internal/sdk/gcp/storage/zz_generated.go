@@ -111,6 +111,15 @@ func NewBucket(ctx *pulumi.Context, name string, args *BucketArgs, opts ...pulum
 	return &res, nil
 }
 
+// GetBucket reads an existing gcp:storage/bucket:Bucket of the given ID as the SDK's GetBucket would.
+func GetBucket(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Bucket, error) {
+	var res Bucket
+	if err := rf.Read(ctx, bucketSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // BucketIAMMember is gcp:storage/bucketIAMMember:BucketIAMMember, pinned to gcp v9.6.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/gcp/api-docs/storage/bucketiammember/
@@ -157,6 +166,15 @@ func NewBucketIAMMember(ctx *pulumi.Context, name string, args *BucketIAMMemberA
 	}
 	var res BucketIAMMember
 	if err := rf.Declare(ctx, bucketIAMMemberSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetBucketIAMMember reads an existing gcp:storage/bucketIAMMember:BucketIAMMember of the given ID as the SDK's GetBucketIAMMember would.
+func GetBucketIAMMember(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*BucketIAMMember, error) {
+	var res BucketIAMMember
+	if err := rf.Read(ctx, bucketIAMMemberSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

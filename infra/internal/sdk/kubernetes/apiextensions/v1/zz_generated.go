@@ -67,6 +67,15 @@ func NewCustomResourceDefinition(ctx *pulumi.Context, name string, args *CustomR
 	return &res, nil
 }
 
+// GetCustomResourceDefinition reads an existing kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition of the given ID as the SDK's GetCustomResourceDefinition would.
+func GetCustomResourceDefinition(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*CustomResourceDefinition, error) {
+	var res CustomResourceDefinition
+	if err := rf.Read(ctx, customResourceDefinitionSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // CustomResourceColumnDefinition is the value of the SDK's CustomResourceColumnDefinitionOutput.
 type CustomResourceColumnDefinition struct {
 	Description *string `pulumi:"description"`

@@ -67,6 +67,15 @@ func NewDeployment(ctx *pulumi.Context, name string, args *DeploymentArgs, opts 
 	return &res, nil
 }
 
+// GetDeployment reads an existing kubernetes:apps/v1:Deployment of the given ID as the SDK's GetDeployment would.
+func GetDeployment(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Deployment, error) {
+	var res Deployment
+	if err := rf.Read(ctx, deploymentSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // DeploymentPatch is kubernetes:apps/v1:DeploymentPatch, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/apps/v1/deploymentpatch/
@@ -114,6 +123,15 @@ func NewDeploymentPatch(ctx *pulumi.Context, name string, args *DeploymentPatchA
 	}
 	var res DeploymentPatch
 	if err := rf.Declare(ctx, deploymentPatchSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetDeploymentPatch reads an existing kubernetes:apps/v1:DeploymentPatch of the given ID as the SDK's GetDeploymentPatch would.
+func GetDeploymentPatch(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*DeploymentPatch, error) {
+	var res DeploymentPatch
+	if err := rf.Read(ctx, deploymentPatchSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -67,6 +67,15 @@ func NewCronJob(ctx *pulumi.Context, name string, args *CronJobArgs, opts ...pul
 	return &res, nil
 }
 
+// GetCronJob reads an existing kubernetes:batch/v1:CronJob of the given ID as the SDK's GetCronJob would.
+func GetCronJob(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*CronJob, error) {
+	var res CronJob
+	if err := rf.Read(ctx, cronJobSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // CronJobSpec is the value of the SDK's CronJobSpecOutput.
 type CronJobSpec struct {
 	ConcurrencyPolicy          *string         `pulumi:"concurrencyPolicy"`

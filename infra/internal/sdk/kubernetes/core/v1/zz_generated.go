@@ -65,6 +65,15 @@ func NewNamespace(ctx *pulumi.Context, name string, args *NamespaceArgs, opts ..
 	return &res, nil
 }
 
+// GetNamespace reads an existing kubernetes:core/v1:Namespace of the given ID as the SDK's GetNamespace would.
+func GetNamespace(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Namespace, error) {
+	var res Namespace
+	if err := rf.Read(ctx, namespaceSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Secret is kubernetes:core/v1:Secret, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/secret/
@@ -118,6 +127,15 @@ func NewSecret(ctx *pulumi.Context, name string, args *SecretArgs, opts ...pulum
 	}
 	var res Secret
 	if err := rf.Declare(ctx, secretSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetSecret reads an existing kubernetes:core/v1:Secret of the given ID as the SDK's GetSecret would.
+func GetSecret(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Secret, error) {
+	var res Secret
+	if err := rf.Read(ctx, secretSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -177,6 +195,15 @@ func NewServiceAccount(ctx *pulumi.Context, name string, args *ServiceAccountArg
 	return &res, nil
 }
 
+// GetServiceAccount reads an existing kubernetes:core/v1:ServiceAccount of the given ID as the SDK's GetServiceAccount would.
+func GetServiceAccount(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*ServiceAccount, error) {
+	var res ServiceAccount
+	if err := rf.Read(ctx, serviceAccountSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // ConfigMap is kubernetes:core/v1:ConfigMap, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/configmap/
@@ -226,6 +253,15 @@ func NewConfigMap(ctx *pulumi.Context, name string, args *ConfigMapArgs, opts ..
 	}
 	var res ConfigMap
 	if err := rf.Declare(ctx, configMapSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetConfigMap reads an existing kubernetes:core/v1:ConfigMap of the given ID as the SDK's GetConfigMap would.
+func GetConfigMap(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*ConfigMap, error) {
+	var res ConfigMap
+	if err := rf.Read(ctx, configMapSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -282,6 +318,15 @@ func NewService(ctx *pulumi.Context, name string, args *ServiceArgs, opts ...pul
 	return &res, nil
 }
 
+// GetService reads an existing kubernetes:core/v1:Service of the given ID as the SDK's GetService would.
+func GetService(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Service, error) {
+	var res Service
+	if err := rf.Read(ctx, serviceSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // PersistentVolumeClaim is kubernetes:core/v1:PersistentVolumeClaim, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/core/v1/persistentvolumeclaim/
@@ -328,6 +373,15 @@ func NewPersistentVolumeClaim(ctx *pulumi.Context, name string, args *Persistent
 	}
 	var res PersistentVolumeClaim
 	if err := rf.Declare(ctx, persistentVolumeClaimSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetPersistentVolumeClaim reads an existing kubernetes:core/v1:PersistentVolumeClaim of the given ID as the SDK's GetPersistentVolumeClaim would.
+func GetPersistentVolumeClaim(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*PersistentVolumeClaim, error) {
+	var res PersistentVolumeClaim
+	if err := rf.Read(ctx, persistentVolumeClaimSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

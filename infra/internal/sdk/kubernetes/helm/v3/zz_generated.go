@@ -126,6 +126,15 @@ func NewRelease(ctx *pulumi.Context, name string, args *ReleaseArgs, opts ...pul
 	return &res, nil
 }
 
+// GetRelease reads an existing kubernetes:helm.sh/v3:Release of the given ID as the SDK's GetRelease would.
+func GetRelease(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Release, error) {
+	var res Release
+	if err := rf.Read(ctx, releaseSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // ReleaseStatus is the value of the SDK's ReleaseStatusOutput.
 type ReleaseStatus struct {
 	AppVersion *string `pulumi:"appVersion"`

@@ -67,6 +67,15 @@ func NewNetworkPolicy(ctx *pulumi.Context, name string, args *NetworkPolicyArgs,
 	return &res, nil
 }
 
+// GetNetworkPolicy reads an existing kubernetes:networking.k8s.io/v1:NetworkPolicy of the given ID as the SDK's GetNetworkPolicy would.
+func GetNetworkPolicy(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*NetworkPolicy, error) {
+	var res NetworkPolicy
+	if err := rf.Read(ctx, networkPolicySchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Ingress is kubernetes:networking.k8s.io/v1:Ingress, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/networking/v1/ingress/
@@ -114,6 +123,15 @@ func NewIngress(ctx *pulumi.Context, name string, args *IngressArgs, opts ...pul
 	}
 	var res Ingress
 	if err := rf.Declare(ctx, ingressSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetIngress reads an existing kubernetes:networking.k8s.io/v1:Ingress of the given ID as the SDK's GetIngress would.
+func GetIngress(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Ingress, error) {
+	var res Ingress
+	if err := rf.Read(ctx, ingressSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -66,6 +66,15 @@ func NewPodDisruptionBudget(ctx *pulumi.Context, name string, args *PodDisruptio
 	return &res, nil
 }
 
+// GetPodDisruptionBudget reads an existing kubernetes:policy/v1:PodDisruptionBudget of the given ID as the SDK's GetPodDisruptionBudget would.
+func GetPodDisruptionBudget(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*PodDisruptionBudget, error) {
+	var res PodDisruptionBudget
+	if err := rf.Read(ctx, podDisruptionBudgetSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // PodDisruptionBudgetSpec is the value of the SDK's PodDisruptionBudgetSpecOutput.
 type PodDisruptionBudgetSpec struct {
 	MaxUnavailable             interface{}           `pulumi:"maxUnavailable"`

@@ -67,6 +67,15 @@ func NewClusterRole(ctx *pulumi.Context, name string, args *ClusterRoleArgs, opt
 	return &res, nil
 }
 
+// GetClusterRole reads an existing kubernetes:rbac.authorization.k8s.io/v1:ClusterRole of the given ID as the SDK's GetClusterRole would.
+func GetClusterRole(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*ClusterRole, error) {
+	var res ClusterRole
+	if err := rf.Read(ctx, clusterRoleSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // ClusterRoleBinding is kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/clusterrolebinding/
@@ -116,6 +125,15 @@ func NewClusterRoleBinding(ctx *pulumi.Context, name string, args *ClusterRoleBi
 	}
 	var res ClusterRoleBinding
 	if err := rf.Declare(ctx, clusterRoleBindingSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetClusterRoleBinding reads an existing kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding of the given ID as the SDK's GetClusterRoleBinding would.
+func GetClusterRoleBinding(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*ClusterRoleBinding, error) {
+	var res ClusterRoleBinding
+	if err := rf.Read(ctx, clusterRoleBindingSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -172,6 +190,15 @@ func NewRole(ctx *pulumi.Context, name string, args *RoleArgs, opts ...pulumi.Re
 	return &res, nil
 }
 
+// GetRole reads an existing kubernetes:rbac.authorization.k8s.io/v1:Role of the given ID as the SDK's GetRole would.
+func GetRole(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Role, error) {
+	var res Role
+	if err := rf.Read(ctx, roleSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // RoleBinding is kubernetes:rbac.authorization.k8s.io/v1:RoleBinding, pinned to kubernetes v4.29.0.
 //
 // Documentation: https://www.pulumi.com/registry/packages/kubernetes/api-docs/rbac/v1/rolebinding/
@@ -221,6 +248,15 @@ func NewRoleBinding(ctx *pulumi.Context, name string, args *RoleBindingArgs, opt
 	}
 	var res RoleBinding
 	if err := rf.Declare(ctx, roleBindingSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetRoleBinding reads an existing kubernetes:rbac.authorization.k8s.io/v1:RoleBinding of the given ID as the SDK's GetRoleBinding would.
+func GetRoleBinding(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*RoleBinding, error) {
+	var res RoleBinding
+	if err := rf.Read(ctx, roleBindingSchema, name, id, &res, opts...); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -13,16 +13,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
-	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
 // where its groups run VMs. The platform grants gc's account there only.
-func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err error) {
+func GCScope(s fleetspec.SharedFleet) (project string, zones []string, err error) {
 	projects := map[string][]string{}
 	for _, g := range s.Groups {
 		if !slices.Contains(projects[g.Project], g.Zone) {
@@ -40,25 +39,19 @@ func GCScope(s stackconfig.SharedFleet) (project string, zones []string, err err
 	return project, zones, nil
 }
 
-// GC runs `fleet gc --apply` in a fleet's namespace on shared.GCSchedule, as
-// its own ServiceAccount: it reads the managers' pods and Deployments
-// there (and nothing else), and records its result as an Event. Its cloud
-// identity is its own Google service account (GCAccountID), bound to that
-// ServiceAccount alone through Workload Identity; the platform
-// (infra/gcp) grants it what gc does to the fleet's VMs and nothing else,
-// and never the managers' account, which creates VMs.
-//
-// gcPlan is a fleet's gc: its identity and its CronJob.
-type gcPlan struct {
-	serviceAccount *corev1.ServiceAccount
-	role           *rbacv1.Role
-	binding        *rbacv1.RoleBinding
-	cronJob        *batchv1.CronJob
+// GCPlan is a fleet's gc, which runs `fleet gc --apply` in the fleet's
+// namespace on GCSchedule, as its own ServiceAccount: it reads the
+// managers' pods and Deployments there (and nothing else), and records its
+// result as an Event. Its cloud identity is its own Google service account
+// (GCAccountID), bound to that ServiceAccount alone through Workload
+// Identity; the platform (infra/gcp) grants it what gc does to the fleet's
+// VMs and nothing else, and never the managers' account, which creates VMs.
+type GCPlan struct {
+	ServiceAccount *corev1.ServiceAccount
+	Role           *rbacv1.Role
+	Binding        *rbacv1.RoleBinding
+	CronJob        *batchv1.CronJob
 }
-
-// GCName names a fleet's gc CronJob, ServiceAccount, Role and RoleBinding
-// (shared.GCName).
-func GCName(namespace string) string { return shared.GCName(namespace) }
 
 // maxGCAccountNamespace is as much of the namespace as a Google service
 // account ID holds (at most 30 characters) beside "gc-" and "-<6 hex>".
@@ -87,32 +80,32 @@ func GCAccountEmail(project, cluster, namespace string) string {
 // (make image builds it; its entrypoint is the fleet binary).
 // account is the Google service account gc acts as (kube.Cluster's
 // GCServiceAccounts).
-func planGC(p *fleetPlan, account string) (*gcPlan, error) {
+func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 	if account == "" {
-		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.spec.Name, p.namespace)
+		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.Spec.Name, p.Namespace)
 	}
 	image := version.Image("fleet")
-	name := GCName(p.namespace)
+	name := GCName(p.Namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
-	grace := p.monitoring.GCGrace()
-	project, zones, err := GCScope(p.spec)
+	grace := p.Monitoring.GCGrace()
+	project, zones, err := GCScope(p.Spec)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"gc", "--apply", "-o", "json",
 		"--provider", "gce", "--project", project, "--zones", strings.Join(zones, ","),
-		"--source", vmfleet.HostKubernetes, "--namespace", p.namespace,
+		"--source", vmfleet.HostKubernetes, "--namespace", p.Namespace,
 		"--grace", grace.String(),
 		"--event-cronjob", name,
 	}
 	sa := &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},
 	}
 	sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": account}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}},
@@ -121,15 +114,15 @@ func planGC(p *fleetPlan, account string) (*gcPlan, error) {
 	}
 	binding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: p.namespace}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: p.Namespace}},
 	}
 	cj := &batchv1.CronJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   shared.GCSchedule(),
+			Schedule:                   GCSchedule(),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			SuccessfulJobsHistoryLimit: ptr.To[int32](3),
 			FailedJobsHistoryLimit:     ptr.To[int32](3),
@@ -155,5 +148,5 @@ func planGC(p *fleetPlan, account string) (*gcPlan, error) {
 			}},
 		},
 	}
-	return &gcPlan{serviceAccount: sa, role: role, binding: binding, cronJob: cj}, nil
+	return &GCPlan{ServiceAccount: sa, Role: role, Binding: binding, CronJob: cj}, nil
 }
