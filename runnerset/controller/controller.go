@@ -138,7 +138,7 @@ func WithGitLab(newClient func(url, pat string) (gitlab.Client, error)) Option {
 // it names, or creates its runner in GitLab.
 func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opts ...Option) *Reconciler {
 	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: Tokens{
-		Secret: SecretTokens{Reader: apiReader},
+		Secret: SecretTokens{Reader: newReadSecrets(apiReader, c)},
 		GitLab: &GitLabTokens{
 			Client: c, APIReader: apiReader, Recorder: rec,
 			NewGitLab: func(url, pat string) (gitlab.Client, error) {

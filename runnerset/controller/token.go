@@ -60,7 +60,8 @@ const AnnotationTokenExpiresAt = "runnerfleet.dev/token-expires-at"
 // longer accepts.
 const registrationTokenPrefix = "GR1348941"
 
-// SecretTokens reads the token from spec.gitlab.tokenSecretRef.
+// SecretTokens reads the token from spec.gitlab.tokenSecretRef through
+// Reader (New gives it a reader that reads each version of a Secret once).
 type SecretTokens struct {
 	Reader client.Reader
 }

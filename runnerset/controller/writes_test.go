@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -175,11 +178,14 @@ func TestAClassCountsItsRunnerSetsWithoutAWritePerRunnerSet(t *testing.T) {
 	t.Logf("%d status patches of the class in %s", patches, elapsed.Round(time.Second))
 }
 
-// A pass over a converged RunnerSet reads its config Secret from no API
-// server: Secrets are not cached whole, but the metadata cache tells that
-// the Secret is as the controller wrote it. An edit is still put back
-// (TestAnEditedConfigSecretIsPutBack).
-func TestAPassReadsTheConfigSecretOnlyWhenItChanged(t *testing.T) {
+// A pass over a converged RunnerSet reads neither its config Secret nor its
+// token Secret from the API server: Secrets are not cached whole, but the
+// metadata cache tells that each is as the controller last wrote or read
+// it. An edit is still put back (TestAnEditedConfigSecretIsPutBack) and a
+// rotated or broken token still reaches the managers or the condition
+// (TestConfigOrTokenChangeRollsTheManagers,
+// TestTokenProblemsAreConditionsAndTheTokenNeverLeaks).
+func TestAPassReadsTheConfigAndTokenSecretsOnlyWhenTheyChanged(t *testing.T) {
 	ns := newNamespace(t)
 	class := newClass(t, nil)
 	newSecret(t, ns, "frugal-token", token)
@@ -189,24 +195,46 @@ func TestAPassReadsTheConfigSecretOnlyWhenItChanged(t *testing.T) {
 	n := naming.For(ns, "frugal")
 	time.Sleep(time.Second) // the metadata cache sees the config Secret
 	start := readLog.len()
+	passes := reconciles(t)
 	update(t, cur, func(r *v1alpha1.RunnerSet) {
 		if r.Annotations == nil {
 			r.Annotations = map[string]string{}
 		}
 		r.Annotations["test.runnerfleet.dev/nudge"] = "1" // a pass, nothing to change
 	})
-	time.Sleep(2 * time.Second)
+	eventually(t, "a pass after the nudge", func() error {
+		if reconciles(t) <= passes {
+			return errors.New("no reconcile yet")
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
 	reads, _ := readLog.since(start)
-	tokenReads := 0
 	for _, e := range reads {
-		if e.namespace == ns && e.name == n.Config() {
-			t.Errorf("a pass read config Secret %s from the API server (%s)", e.name, e.kind)
-		}
-		if e.namespace == ns && e.name == "frugal-token" {
-			tokenReads++
+		if e.namespace == ns && (e.name == n.Config() || e.name == "frugal-token") {
+			t.Errorf("a pass read Secret %s from the API server (%s), unchanged since it was last read or written", e.name, e.kind)
 		}
 	}
-	if tokenReads == 0 {
-		t.Fatal("no read of the token Secret seen: the pass did not run, or the read log sees nothing")
+}
+
+// reconciles is how many passes the RunnerSet controller has finished, by
+// controller-runtime's own counter.
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	must(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller.Name {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
 	}
+	return total
 }
