@@ -510,17 +510,30 @@ func basicInput(kind string) string {
 	return ""
 }
 
+// sdkRef resolves e, an input or output type (what) of a field of ts, to
+// the SDK package and name it refers to; done is true, with the name to
+// write, for a type of Pulumi's own SDK.
+func (g *generator) sdkRef(gp *genPkg, ts *ast.TypeSpec, e ast.Expr, what string) (r ref, done bool, err error) {
+	r, ok := g.ref(gp, ts, e)
+	switch {
+	case !ok:
+		return r, false, fmt.Errorf("unsupported %s type %T", what, e)
+	case !r.pulumi:
+		return r, false, nil
+	case strings.HasPrefix(r.name, "pulumi."):
+		return r, true, nil
+	}
+	return r, false, fmt.Errorf("%s type %s from outside the SDK", what, r.name)
+}
+
 // inType maps an Input type of the SDK to the generated one.
 func (g *generator) inType(gp *genPkg, ts *ast.TypeSpec, e ast.Expr) (string, error) {
-	r, ok := g.ref(gp, ts, e)
-	if !ok {
-		return "", fmt.Errorf("unsupported input type %T", e)
+	r, done, err := g.sdkRef(gp, ts, e, "input")
+	if err != nil {
+		return "", err
 	}
-	if r.pulumi {
-		if strings.HasPrefix(r.name, "pulumi.") {
-			return r.name, nil
-		}
-		return "", fmt.Errorf("input type %s from outside the SDK", r.name)
+	if done {
+		return r.name, nil
 	}
 	return g.inName(gp, r.gp, r.name)
 }
@@ -585,15 +598,12 @@ func (g *generator) inElem(from, in *genPkg, ts *ast.TypeSpec, e ast.Expr) (stri
 
 // outType maps an Output type of the SDK to the generated one.
 func (g *generator) outType(gp *genPkg, ts *ast.TypeSpec, e ast.Expr) (string, error) {
-	r, ok := g.ref(gp, ts, e)
-	if !ok {
-		return "", fmt.Errorf("unsupported output type %T", e)
+	r, done, err := g.sdkRef(gp, ts, e, "output")
+	if err != nil {
+		return "", err
 	}
-	if r.pulumi {
-		if strings.HasPrefix(r.name, "pulumi.") {
-			return r.name, nil
-		}
-		return "", fmt.Errorf("output type %s from outside the SDK", r.name)
+	if done {
+		return r.name, nil
 	}
 	base, ok := strings.CutSuffix(r.name, "Output")
 	if !ok {

@@ -9,9 +9,10 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -131,19 +132,10 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 			return nil // the decoder reports the type
 		}
 		fields := jsonFields(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			ft, ok := fields[k]
 			if !ok {
-				known := make([]string, 0, len(fields))
-				for f := range fields {
-					known = append(known, f)
-				}
-				sort.Strings(known)
+				known := slices.Sorted(maps.Keys(fields))
 				msg := "unknown key; remove it"
 				if s := suggest.Closest(k, known); s != "" {
 					msg = fmt.Sprintf("unknown key; did you mean %q?", s)

@@ -2,8 +2,9 @@ package pulumix
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -37,18 +38,10 @@ func decodeStruct(fields map[string]any, v reflect.Value, path string, errs *[]s
 			byTag[tag] = i
 		}
 	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		i, ok := byTag[k]
 		if !ok {
-			known := make([]string, 0, len(byTag))
-			for tag := range byTag {
-				known = append(known, tag)
-			}
+			known := slices.Collect(maps.Keys(byTag))
 			msg := fmt.Sprintf("%s: unknown input of %s", join(path, k), strings.TrimSuffix(t.Name(), "Args"))
 			if s := suggest.Closest(k, known); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
