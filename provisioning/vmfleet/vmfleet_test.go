@@ -46,6 +46,11 @@ func TestMain(m *testing.M) {
 }
 
 func standIn() {
+	// SIGQUIT is caught before anything else: its default action would end
+	// the process at once, jobs and all, and the test takes the metrics
+	// answering (below) as the sign that the stand-in is ready for it.
+	quit := make(chan os.Signal, 1)
+	signal.Notify(quit, syscall.SIGQUIT)
 	dir := os.Getenv("RF_DIR")
 	var running atomic.Int64
 	var wg sync.WaitGroup
@@ -71,8 +76,6 @@ func standIn() {
 			fmt.Fprintf(w, "# TYPE gitlab_runner_jobs gauge\ngitlab_runner_jobs{runner=\"x\",state=\"running\"} %d\n", running.Load())
 		}))
 	}()
-	quit := make(chan os.Signal, 1)
-	signal.Notify(quit, syscall.SIGQUIT)
 	<-quit
 	_ = os.WriteFile(filepath.Join(dir, "quit"), []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
 	wg.Wait() // graceful: every running job finishes
@@ -130,6 +133,15 @@ func runManager(t testing.TB, ctx context.Context, self providers.Self, name str
 	}
 	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _, _ = m.cmd.Process.Wait() })
 	go func() { _, _ = m.cmd.Process.Wait() }() // reap, as init would
+	// A real runner has long been up when a rotation comes; the stand-in
+	// is up once its metrics answer (it catches SIGQUIT before serving).
+	// Without this wait, a loaded machine let the drain's SIGQUIT reach a
+	// stand-in still starting, which SIGQUIT's default action ended.
+	resp, err := (&http.Client{Timeout: time.Minute}).Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("stand-in runner %s did not come up: %v", name, err)
+	}
+	_ = resp.Body.Close()
 	runner, err := drainagent.NewRunnerControl(drainagent.RunnerOptions{PID: m.cmd.Process.Pid}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
