@@ -15,6 +15,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
 
@@ -25,6 +26,7 @@ const (
 	tokSecret      = "kubernetes:core/v1:Secret"
 	tokNamespace   = "kubernetes:core/v1:Namespace"
 	tokDeployment  = "kubernetes:apps/v1:Deployment"
+	tokClusterRole = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 )
 
 func stackConfig(t *testing.T, stack string, secrets map[string]string) (map[string]string, []string) {
@@ -97,6 +99,15 @@ func TestLocalStack(t *testing.T) {
 	}
 	if got := m.ByToken(tokDeployment); len(got) != 0 {
 		t.Errorf("the local stack declared %d Deployments; its controller runs as a process", len(got))
+	}
+	// The controller process binds the executor's ClusterRole in each jobs
+	// namespace: without it the managers may create no job pod.
+	executor := m.Get(t, tokClusterRole, "local-executor-clusterrole")
+	if n := executor.Input("metadata.name"); n.StringValue() != resources.ExecutorClusterRole {
+		t.Errorf("executor ClusterRole named %v, want %s (what the controller binds)", n, resources.ExecutorClusterRole)
+	}
+	if rules := executor.Input("rules"); !rules.IsArray() || len(rules.ArrayValue()) != len(resources.ExecutorRules()) {
+		t.Errorf("executor ClusterRole rules %v, want the %d of resources.ExecutorRules", rules, len(resources.ExecutorRules()))
 	}
 	for _, r := range m.Resources() {
 		if !r.Custom || strings.HasPrefix(r.Token, "pulumi:providers:") {

@@ -104,6 +104,16 @@ func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.Res
 			return nil, err
 		}
 		ready = append(ready, deployed...)
+	} else {
+		// A controller outside the cluster (the local stack's process)
+		// binds the same executor ClusterRole in each jobs namespace.
+		o := install.Defaults()
+		o.Labels = Labels(stack)
+		executor, err := Declare(ctx, name+executorSuffix, install.ExecutorClusterRole(o), nil, on...)
+		if err != nil {
+			return nil, err
+		}
+		ready = append(ready, executor)
 	}
 
 	class := RunnerClass(f, c)
@@ -262,6 +272,10 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 	return Declare(ctx, prefix, rs, set, opts...)
 }
 
+// executorSuffix names the executor's ClusterRole resource, wherever the
+// controller runs.
+const executorSuffix = "-executor-clusterrole"
+
 // controller declares the in-cluster runnerset-controller: the objects
 // runnerset/install builds for the chart and the manifests too.
 func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
@@ -292,7 +306,7 @@ func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack st
 		case install.MetricsReader:
 			s = "-controller-metrics-reader" // the second ClusterRole: who may scrape the controller
 		case resources.ExecutorClusterRole:
-			s = "-executor-clusterrole" // the third: what the controller binds to managers in their jobs namespaces
+			s = executorSuffix // the third: what the controller binds to managers in their jobs namespaces
 		}
 		switch kind {
 		case "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap": // monitoring, one or more each
