@@ -41,6 +41,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -117,6 +118,10 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.gl.Close)
+	// What an install puts beside the controller: the executor's
+	// ClusterRole, which it binds to each RunnerSet's managers in their jobs
+	// namespace.
+	create(t, e.c, install.ExecutorClusterRole(install.Defaults()))
 	create(t, e.c, &v1alpha1.RunnerClass{
 		ObjectMeta: metav1.ObjectMeta{Name: e.class},
 		Spec: v1alpha1.RunnerClassSpec{
