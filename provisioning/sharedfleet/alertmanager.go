@@ -7,7 +7,6 @@ import (
 	"path"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,36 +67,19 @@ func planKubeStateMetrics(ns string) []runtime.Object {
 	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta}
 	role, binding := podReader(meta, KubeStateMetricsName)
 	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"list", "watch"}})
-	deploy := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: KubeStateMetricsName,
-					NodeSelector:       resources.ManagerNodeSelector(),
-					Tolerations:        resources.ManagerTolerations(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{monitoringContainer(corev1.Container{
-						Name:  KubeStateMetricsName,
-						Image: KubeStateMetricsImage,
-						Args: []string{
-							"--namespaces=" + ns,
-							"--resources=" + strings.Join(KubeStateMetricsResources, ","),
-							"--metric-allowlist=" + strings.Join(KubeStateMetricsMetrics, ","),
-							fmt.Sprintf("--port=%d", KubeStateMetricsPort),
-						},
-					}, "http-metrics", KubeStateMetricsPort, "/metrics", "10m", "64Mi", "256Mi")},
-				},
+	deploy := monitoringDeployment(meta, sel, nil, false, corev1.PodSpec{
+		ServiceAccountName: KubeStateMetricsName,
+		Containers: []corev1.Container{monitoringContainer(corev1.Container{
+			Name:  KubeStateMetricsName,
+			Image: KubeStateMetricsImage,
+			Args: []string{
+				"--namespaces=" + ns,
+				"--resources=" + strings.Join(KubeStateMetricsResources, ","),
+				"--metric-allowlist=" + strings.Join(KubeStateMetricsMetrics, ","),
+				fmt.Sprintf("--port=%d", KubeStateMetricsPort),
 			},
-		},
-	}
+		}, "http-metrics", KubeStateMetricsPort, "/metrics", "10m", "64Mi", "256Mi")},
+	})
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: meta,
@@ -166,51 +148,34 @@ func PlanAlertmanager(a *fleetspec.Alerting, key string) (*AlertmanagerPlan, err
 		Data: map[string]string{AlertmanagerConfigFile: ap.File}}
 	ap.Secret = &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: corev1.SecretTypeOpaque}
 	sum := sha256.Sum256(b)
-	deploy := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					"runnerfleet.dev/config-hash": hex.EncodeToString(sum[:])[:16],
-				}},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					NodeSelector:                 resources.ManagerNodeSelector(),
-					Tolerations:                  resources.ManagerTolerations(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65534), FSGroup: ptr.To[int64](65534),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{monitoringContainer(corev1.Container{
-						Name:  alertmanagerName,
-						Image: AlertmanagerImage,
-						Args: []string{
-							"--config.file=" + path.Join(alertmanagerConfigDir, AlertmanagerConfigFile),
-							"--storage.path=/alertmanager",
-							fmt.Sprintf("--web.listen-address=:%d", AlertmanagerPort),
-						},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "config", MountPath: alertmanagerConfigDir, ReadOnly: true},
-							{Name: "secrets", MountPath: alertmanagerSecretsDir, ReadOnly: true},
-							{Name: "data", MountPath: "/alertmanager"},
-						},
-					}, "web", AlertmanagerPort, "/-/ready", "20m", "64Mi", "256Mi")},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: alertmanagerName}}}},
-						{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: alertmanagerName, DefaultMode: ptr.To[int32](0o440)}}},
-						// Silences and the notification log; a restart
-						// forgets silences (one replica, no cluster).
-						{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
-				},
+	deploy := monitoringDeployment(meta, sel, map[string]string{
+		"runnerfleet.dev/config-hash": hex.EncodeToString(sum[:])[:16],
+	}, true, corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		Containers: []corev1.Container{monitoringContainer(corev1.Container{
+			Name:  alertmanagerName,
+			Image: AlertmanagerImage,
+			Args: []string{
+				"--config.file=" + path.Join(alertmanagerConfigDir, AlertmanagerConfigFile),
+				"--storage.path=/alertmanager",
+				fmt.Sprintf("--web.listen-address=:%d", AlertmanagerPort),
 			},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "config", MountPath: alertmanagerConfigDir, ReadOnly: true},
+				{Name: "secrets", MountPath: alertmanagerSecretsDir, ReadOnly: true},
+				{Name: "data", MountPath: "/alertmanager"},
+			},
+		}, "web", AlertmanagerPort, "/-/ready", "20m", "64Mi", "256Mi")},
+		Volumes: []corev1.Volume{
+			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: alertmanagerName}}}},
+			{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: alertmanagerName, DefaultMode: ptr.To[int32](0o440)}}},
+			// Silences and the notification log; a restart
+			// forgets silences (one replica, no cluster).
+			{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		},
-	}
+	})
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: meta,

@@ -139,58 +139,37 @@ func planPrometheus(ns string, files map[string]any, gsa, retention, storage str
 		ObjectMeta: meta,
 		Data:       pp.Files,
 	}
-	pp.Deployment = &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: prometheusSelector},
-			// The data volume attaches to one node at a time (and the
-			// TSDB takes one writer): the old pod goes before the new one.
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels: labels,
-					// A new configuration rolls Prometheus.
-					Annotations: map[string]string{"runnerfleet.dev/config-hash": hex.EncodeToString(h.Sum(nil))[:16]},
-				},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: PrometheusServiceAccount,
-					// Beside the managers, on the on-demand pool.
-					NodeSelector: resources.ManagerNodeSelector(),
-					Tolerations:  resources.ManagerTolerations(),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](65534),
-						FSGroup:        ptr.To[int64](65534),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{monitoringContainer(corev1.Container{
-						Name:  prometheusName,
-						Image: PrometheusImage,
-						Args: []string{
-							"--config.file=" + prometheusConfigDir + "/" + PrometheusConfigFile,
-							"--storage.tsdb.path=/prometheus",
-							"--storage.tsdb.retention.time=" + retention,
-							fmt.Sprintf("--web.listen-address=:%d", PrometheusPort),
-						},
-						LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-							Path: "/-/healthy", Port: intstr.FromString("web")}}, InitialDelaySeconds: 30, PeriodSeconds: 30},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "config", MountPath: prometheusConfigDir, ReadOnly: true},
-							{Name: "data", MountPath: "/prometheus"},
-						},
-					}, "web", PrometheusPort, "/-/ready", "250m", "1Gi", "4Gi")},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: prometheusName},
-						}}},
-						{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PrometheusDataClaim}}},
-					},
-				},
+	// A new configuration rolls Prometheus.
+	pp.Deployment = monitoringDeployment(meta, prometheusSelector, map[string]string{
+		"runnerfleet.dev/config-hash": hex.EncodeToString(h.Sum(nil))[:16],
+	}, true, corev1.PodSpec{
+		ServiceAccountName: PrometheusServiceAccount,
+		Containers: []corev1.Container{monitoringContainer(corev1.Container{
+			Name:  prometheusName,
+			Image: PrometheusImage,
+			Args: []string{
+				"--config.file=" + prometheusConfigDir + "/" + PrometheusConfigFile,
+				"--storage.tsdb.path=/prometheus",
+				"--storage.tsdb.retention.time=" + retention,
+				fmt.Sprintf("--web.listen-address=:%d", PrometheusPort),
 			},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/-/healthy", Port: intstr.FromString("web")}}, InitialDelaySeconds: 30, PeriodSeconds: 30},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "config", MountPath: prometheusConfigDir, ReadOnly: true},
+				{Name: "data", MountPath: "/prometheus"},
+			},
+		}, "web", PrometheusPort, "/-/ready", "250m", "1Gi", "4Gi")},
+		Volumes: []corev1.Volume{
+			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: prometheusName},
+			}}},
+			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PrometheusDataClaim}}},
 		},
-	}
+	})
+	// The data volume attaches to one node at a time (and the TSDB takes
+	// one writer): the old pod goes before the new one.
+	pp.Deployment.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	pp.Service = &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: meta,
@@ -224,6 +203,36 @@ func podReader(meta metav1.ObjectMeta, sa string) (*rbacv1.Role, *rbacv1.RoleBin
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: meta.Namespace}},
 	}
 	return role, binding
+}
+
+// monitoringDeployment is the one-replica Deployment meta of a part of the
+// fleets' monitoring (Prometheus, kube-state-metrics, Alertmanager),
+// selecting sel, whose pod runs pod beside the managers (on the on-demand
+// pool) as nobody under the runtime's seccomp profile, with fsGroup nobody
+// when it writes a volume; its template carries meta's labels and
+// annotations.
+func monitoringDeployment(meta metav1.ObjectMeta, sel, annotations map[string]string, fsGroup bool, pod corev1.PodSpec) *appsv1.Deployment {
+	pod.NodeSelector, pod.Tolerations = resources.ManagerNodeSelector(), resources.ManagerTolerations()
+	pod.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](65534),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if fsGroup {
+		pod.SecurityContext.FSGroup = ptr.To[int64](65534)
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: annotations},
+				Spec:       pod,
+			},
+		},
+	}
 }
 
 // monitoringContainer is c, a container of the fleets' monitoring
