@@ -511,29 +511,26 @@ func basicInput(kind string) string {
 }
 
 // sdkRef resolves e, an input or output type (what) of a field of ts, to
-// the SDK package and name it refers to; done is true, with the name to
-// write, for a type of Pulumi's own SDK.
-func (g *generator) sdkRef(gp *genPkg, ts *ast.TypeSpec, e ast.Expr, what string) (r ref, done bool, err error) {
+// the SDK package and name it refers to; a type of Pulumi's own SDK comes
+// back as builtin, the name to write.
+func (g *generator) sdkRef(gp *genPkg, ts *ast.TypeSpec, e ast.Expr, what string) (r ref, builtin string, err error) {
 	r, ok := g.ref(gp, ts, e)
 	switch {
 	case !ok:
-		return r, false, fmt.Errorf("unsupported %s type %T", what, e)
+		return r, "", fmt.Errorf("unsupported %s type %T", what, e)
 	case !r.pulumi:
-		return r, false, nil
+		return r, "", nil
 	case strings.HasPrefix(r.name, "pulumi."):
-		return r, true, nil
+		return r, r.name, nil
 	}
-	return r, false, fmt.Errorf("%s type %s from outside the SDK", what, r.name)
+	return r, "", fmt.Errorf("%s type %s from outside the SDK", what, r.name)
 }
 
 // inType maps an Input type of the SDK to the generated one.
 func (g *generator) inType(gp *genPkg, ts *ast.TypeSpec, e ast.Expr) (string, error) {
-	r, done, err := g.sdkRef(gp, ts, e, "input")
-	if err != nil {
-		return "", err
-	}
-	if done {
-		return r.name, nil
+	r, builtin, err := g.sdkRef(gp, ts, e, "input")
+	if builtin != "" || err != nil {
+		return builtin, err
 	}
 	return g.inName(gp, r.gp, r.name)
 }
@@ -598,12 +595,9 @@ func (g *generator) inElem(from, in *genPkg, ts *ast.TypeSpec, e ast.Expr) (stri
 
 // outType maps an Output type of the SDK to the generated one.
 func (g *generator) outType(gp *genPkg, ts *ast.TypeSpec, e ast.Expr) (string, error) {
-	r, done, err := g.sdkRef(gp, ts, e, "output")
-	if err != nil {
-		return "", err
-	}
-	if done {
-		return r.name, nil
+	r, builtin, err := g.sdkRef(gp, ts, e, "output")
+	if builtin != "" || err != nil {
+		return builtin, err
 	}
 	base, ok := strings.CutSuffix(r.name, "Output")
 	if !ok {
