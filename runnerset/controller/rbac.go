@@ -14,8 +14,9 @@ package controller
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnersets/finalizers,verbs=update
 
 // RunnerClasses: the class step's Get and the watch that requeues RunnerSets;
-// the RunnerClass controller (ClassReconciler) patches their status.
-// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses,verbs=get;list;watch
+// the RunnerClass controller (ClassReconciler) patches their status and
+// their finalizer (v1alpha1.ClassFinalizer).
+// +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=runnerfleet.dev,resources=runnerclasses/status,verbs=patch
 
 // Owned objects: watched (Owns), read from the cache and written by apply,

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,6 +36,14 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	deleting := !class.DeletionTimestamp.IsZero()
+	if !deleting && !controllerutil.ContainsFinalizer(class, v1alpha1.ClassFinalizer) {
+		patch := client.MergeFromWithOptions(class.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(class, v1alpha1.ClassFinalizer)
+		if err := r.Client.Patch(ctx, class, patch); err != nil {
+			return conflictIsRequeue(fmt.Errorf("adding the finalizer of RunnerClass %s: %w", class.Name, err))
+		}
+	}
 	before := class.DeepCopy()
 	if reason, msg := classProblem(class); reason != "" {
 		class.SetCondition(v1alpha1.ClassConditionAccepted, metav1.ConditionFalse, reason, msg)
@@ -51,16 +61,46 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 			class.Status.ReadyRunnerSets++
 		}
 	}
+	if deleting {
+		if len(list.Items) == 0 {
+			if !controllerutil.ContainsFinalizer(class, v1alpha1.ClassFinalizer) {
+				return reconcile.Result{}, nil
+			}
+			patch := client.MergeFromWithOptions(class.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			controllerutil.RemoveFinalizer(class, v1alpha1.ClassFinalizer)
+			if err := r.Client.Patch(ctx, class, patch); err != nil {
+				return conflictIsRequeue(fmt.Errorf("removing the finalizer of RunnerClass %s: %w", class.Name, err))
+			}
+			return reconcile.Result{}, nil
+		}
+		names := make([]string, 0, 3)
+		for i := range list.Items {
+			if len(names) < cap(names) {
+				names = append(names, list.Items[i].Namespace+"/"+list.Items[i].Name)
+			}
+		}
+		class.SetCondition(v1alpha1.ClassConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonInUse, fmt.Sprintf(
+			"RunnerClass %s is being deleted but %d RunnerSets use it (%s): it stays until they are gone, because its node class goes with it and Karpenter would drain and terminate every node of their capacity. Delete those RunnerSets (their managers drain first), or recreate them with another spec.className",
+			class.Name, len(list.Items), strings.Join(names, ", ")))
+	}
 	class.Status.ObservedGeneration = class.Generation
+	recount := classRecount
+	if deleting {
+		recount = classDeletingRecount
+	}
 	if equality.Semantic.DeepEqual(before.Status, class.Status) {
-		return reconcile.Result{RequeueAfter: classRecount}, nil
+		return reconcile.Result{RequeueAfter: recount}, nil
 	}
 	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, class, patch); err != nil {
 		return conflictIsRequeue(fmt.Errorf("patching the status of RunnerClass %s: %w", class.Name, err))
 	}
-	return reconcile.Result{RequeueAfter: classRecount}, nil
+	return reconcile.Result{RequeueAfter: recount}, nil
 }
+
+// classDeletingRecount is how often a class being deleted looks whether
+// its last RunnerSet is gone, to go too.
+const classDeletingRecount = 5 * time.Second
 
 // classRecount is how often a class counts its RunnerSets again. The
 // counts are for people reading kubectl get; recounting on every RunnerSet
@@ -113,6 +153,7 @@ func (r *ClassReconciler) setupWithManager(mgr ctrl.Manager) error {
 	// are recounted every classRecount.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ClassName).
-		For(&v1alpha1.RunnerClass{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.RunnerClass{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })))).
 		Complete(r)
 }

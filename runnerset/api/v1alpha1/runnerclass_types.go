@@ -280,7 +280,15 @@ const (
 	ReasonAccepted = "Accepted"
 	// ReasonInvalidIdentityPattern: an identity pattern cannot tell namespaces apart.
 	ReasonInvalidIdentityPattern = "InvalidIdentityPattern"
+	// ReasonInUse: the class is being deleted while RunnerSets still use
+	// it; it stays until they are gone.
+	ReasonInUse = "InUse"
 )
+
+// ClassFinalizer keeps a RunnerClass that RunnerSets still use: its node
+// class, shared by their NodePools, goes with it, and Karpenter drains and
+// terminates every node of a node class that is deleted.
+const ClassFinalizer = "runnerfleet.dev/in-use"
 
 // SetCondition sets one condition of the class at its current generation.
 func (c *RunnerClass) SetCondition(typ string, status metav1.ConditionStatus, reason, message string) {
