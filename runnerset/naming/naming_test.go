@@ -285,3 +285,30 @@ func TestADerivedJobsNamespaceReadsBackItsRunnerSet(t *testing.T) {
 		t.Errorf("a RunnerSet name with '.' gives %q (%v), want a cut name with a hash", dotted, errs)
 	}
 }
+
+// A class's node class name is a valid object name however long or dotted
+// the class's name (up to a DNS subdomain's 253 characters), tells classes
+// apart, and never is a tag's capacity name.
+func TestClassCapacityNamesAreValidAndDistinct(t *testing.T) {
+	long := strings.Repeat("a", 240)
+	names := map[string]string{}
+	for _, class := range []string{"ci", "ci.large", long + "-one", long + "-two", strings.Repeat("b.", 120) + "c"} {
+		got := ClassCapacity(class)
+		if len(got) > MaxLength {
+			t.Errorf("ClassCapacity(%.20s…) = %q: %d characters, more than %d", class, got, len(got), MaxLength)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Errorf("ClassCapacity(%.20s…) = %q: %v", class, got, errs)
+		}
+		if strings.HasPrefix(got, "rf-") {
+			t.Errorf("ClassCapacity(%.20s…) = %q could be a tag's capacity name", class, got)
+		}
+		if other, ok := names[got]; ok {
+			t.Errorf("classes %.20s… and %.20s… share node class %q", class, other, got)
+		}
+		names[got] = class
+	}
+	if got := ClassCapacity("ci"); got != "rfclass-ci" {
+		t.Errorf("ClassCapacity(ci) = %q, want the readable rfclass-ci", got)
+	}
+}
