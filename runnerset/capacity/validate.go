@@ -1,9 +1,12 @@
 package capacity
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	awsapis "github.com/aws/karpenter-provider-aws/pkg/apis"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,5 +63,54 @@ func Validate(obj client.Object, scheme *runtime.Scheme) (field.ErrorList, error
 	}
 	typed := obj.DeepCopyObject()
 	typed.GetObjectKind().SetGroupVersionKind(gvk)
-	return v.Validate(typed), nil
+	b, err := json.Marshal(typed)
+	if err != nil {
+		return nil, err
+	}
+	key := sha256.Sum256(b)
+	if judged.valid(key) {
+		return nil, nil
+	}
+	validations.Add(1)
+	errs := v.Validate(typed)
+	if len(errs) == 0 {
+		judged.remember(key)
+	}
+	return errs, nil
+}
+
+// judged remembers the objects found valid, by a digest of all of them
+// (kind, name, labels, spec): the schema and CEL rules judge the same
+// object the same way every time, so a pass over a tag whose capacity has
+// not changed, and each of a class's tags sharing its node class, need not
+// run them again. They were 16% of the controller's CPU while a hundred new
+// RunnerSets converged (BENCHMARKS.md). Objects found invalid are judged
+// again each time.
+var judged validMemo
+
+// validations counts the objects judged by their CRD (the tests read it).
+var validations atomic.Int64
+
+// validMemoMax bounds judged: past it, it starts again empty.
+const validMemoMax = 1 << 16
+
+type validMemo struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]struct{}
+}
+
+func (v *validMemo) valid(key [sha256.Size]byte) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.m[key]
+	return ok
+}
+
+func (v *validMemo) remember(key [sha256.Size]byte) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= validMemoMax {
+		v.m = map[[sha256.Size]byte]struct{}{}
+	}
+	v.m[key] = struct{}{}
 }
