@@ -319,6 +319,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 type createdObjects struct {
 	mu sync.Mutex
 	m  map[string]time.Time
+	// pruned is when entries older than createdRecently were last dropped:
+	// at most once a second, not on every add (a thousand new RunnerSets
+	// add eight thousand entries in seconds).
+	pruned time.Time
 }
 
 // createdRecently is how long a created object may stay unseen by the cache.
@@ -330,10 +334,13 @@ func (c *createdObjects) add(key string, now time.Time) {
 	if c.m == nil {
 		c.m = map[string]time.Time{}
 	}
-	for k, at := range c.m {
-		if now.Sub(at) > createdRecently {
-			delete(c.m, k)
+	if now.Sub(c.pruned) >= time.Second {
+		for k, at := range c.m {
+			if now.Sub(at) > createdRecently {
+				delete(c.m, k)
+			}
 		}
+		c.pruned = now
 	}
 	c.m[key] = now
 }
