@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -66,8 +70,12 @@ func benchFleet(b *testing.B, n int) {
 	defer stopSampling()
 
 	startWrites := writes.Load()
+	startReads := readLog.len()
+	startPasses := reconciles(b)
 	startKinds := writeKinds.snapshot()
 	startCPU := cpuSeconds()
+	startServer := serverCPUSeconds()
+	stopProfile := profileAPIServer(b, n)
 	start := time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -97,28 +105,17 @@ func benchFleet(b *testing.B, n int) {
 	wg.Wait()
 	created := time.Since(start)
 
-	for {
-		list := &v1alpha1.RunnerSetList{}
-		if err := k8s.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
-			b.Fatal(err)
-		}
-		ready := 0
-		for i := range list.Items {
-			if list.Items[i].IsReady() {
-				ready++
-			}
-		}
-		if ready == n {
-			break
-		}
-		if time.Since(start) > 30*time.Minute {
-			b.Fatalf("%d of %d Ready after 30 minutes", ready, n)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitAllReady(b, ns.Name, n)
 	toReady := time.Since(start)
+	stopProfile()
 	convergeWrites := writes.Load() - startWrites
 	convergeCPU := cpuSeconds() - startCPU
+	convergeServer := serverCPUSeconds()
+	for k, v := range startServer {
+		convergeServer[k] -= v
+	}
+	convergeReads := readLog.len() - startReads
+	convergePasses := reconciles(b) - startPasses
 	kinds := writeKinds.snapshot()
 	var breakdown []string
 	for k, v := range kinds {
@@ -128,6 +125,17 @@ func benchFleet(b *testing.B, n int) {
 	}
 	slices.Sort(breakdown)
 	b.Logf("writes per RunnerSet while converging: %s", strings.Join(breakdown, "; "))
+	reads, _ := readLog.since(startReads)
+	readKinds := map[string]int{}
+	for _, e := range reads {
+		readKinds[e.kind]++
+	}
+	breakdown = breakdown[:0]
+	for k, v := range readKinds {
+		breakdown = append(breakdown, fmt.Sprintf("%s %.2f", k, float64(v)/float64(n)))
+	}
+	slices.Sort(breakdown)
+	b.Logf("reads per RunnerSet while converging (what the caches did not answer): %s", strings.Join(breakdown, "; "))
 
 	b.Logf("%d RunnerSets Ready after %.1f s (the clients had created them all after %.1f s)", n, toReady.Seconds(), created.Seconds())
 	// The class counts its Ready RunnerSets (one status write, when the
@@ -148,6 +156,10 @@ func benchFleet(b *testing.B, n int) {
 	b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
 	b.ReportMetric(steadyWindow.Seconds(), "steady-window-s")
 	b.ReportMetric(convergeCPU/float64(n), "cpu-s/runnerset")
+	b.ReportMetric(convergeServer["kube-apiserver"]/float64(n), "apiserver-cpu-s/runnerset")
+	b.ReportMetric(convergeServer["etcd"]/float64(n), "etcd-cpu-s/runnerset")
+	b.ReportMetric(float64(convergeReads)/float64(n), "reads/runnerset")
+	b.ReportMetric(convergePasses/float64(n), "passes/runnerset")
 	b.ReportMetric(float64(peakHeap.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
 	if steadyWrites != 0 {
@@ -297,26 +309,145 @@ func BenchmarkGitLabCalls(b *testing.B) {
 	}
 }
 
-// waitAllReady waits until the n RunnerSets of namespace ns are Ready.
-func waitAllReady(b *testing.B, ns string, n int) {
-	start := time.Now()
-	for {
-		list := &v1alpha1.RunnerSetList{}
-		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
-			b.Fatal(err)
-		}
-		ready := 0
-		for i := range list.Items {
-			if list.Items[i].IsReady() {
-				ready++
+// waitAllReady waits until the n RunnerSets of namespace ns are Ready. It
+// watches them: listing a thousand RunnerSets every 200 ms cost the API
+// server and this process a share of the two cores the fleet it measures
+// runs on.
+func waitAllReady(b testing.TB, ns string, n int) {
+	b.Helper()
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	ready := map[string]bool{}
+	count := 0
+	set := func(name string, now bool) {
+		if ready[name] != now {
+			if now {
+				count++
+			} else {
+				count--
 			}
 		}
-		if ready == n {
+		if now {
+			ready[name] = true
+		} else {
+			delete(ready, name)
+		}
+	}
+	for {
+		// A list, then a watch from its resourceVersion; a watch the API
+		// server ends is followed by another list.
+		list := &v1alpha1.RunnerSetList{}
+		if err := k8s.List(wctx, list, client.InNamespace(ns)); err != nil {
+			b.Fatalf("%d of %d Ready: %v", count, n, err)
+		}
+		clear(ready)
+		count = 0
+		for i := range list.Items {
+			set(list.Items[i].Name, list.Items[i].IsReady())
+		}
+		if count == n {
 			return
 		}
-		if time.Since(start) > 30*time.Minute {
-			b.Fatalf("%d of %d Ready after 30 minutes", ready, n)
+		w, err := k8s.Watch(wctx, &v1alpha1.RunnerSetList{}, client.InNamespace(ns),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			b.Fatalf("%d of %d Ready: %v", count, n, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		for ev := range w.ResultChan() {
+			rs, ok := ev.Object.(*v1alpha1.RunnerSet)
+			if !ok {
+				break // an error event (a resourceVersion too old): list again
+			}
+			set(rs.Name, ev.Type != watch.Deleted && rs.IsReady())
+			if count == n {
+				w.Stop()
+				return
+			}
+		}
+		w.Stop()
+		if wctx.Err() != nil {
+			b.Fatalf("%d of %d Ready after 30 minutes", count, n)
+		}
 	}
 }
+
+// profileAPIServer takes a CPU profile of the kube-apiserver while the
+// fleet converges, when RUNNERFLEET_BENCH_APISERVER_PROFILE names a
+// directory (one file per fleet size, for go tool pprof); stop ends it.
+func profileAPIServer(b *testing.B, n int) (stop func()) {
+	dir := os.Getenv("RUNNERFLEET_BENCH_APISERVER_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	rc, err := rest.RESTClientFor(withNegotiatedSerializer(env.Config))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The profile runs for its whole length unless its request ends:
+		// cancel ends it when the fleet is Ready, and pprof writes what it
+		// has so far only at the end, so ask for slices of 5 s.
+		for i := 0; pctx.Err() == nil; i++ {
+			data, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "5").DoRaw(context.Background())
+			if err != nil {
+				b.Errorf("profiling kube-apiserver: %v", err)
+				return
+			}
+			name := filepath.Join(dir, fmt.Sprintf("apiserver-%d-%02d.pprof", n, i))
+			if err := os.WriteFile(name, data, 0o644); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func withNegotiatedSerializer(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.APIPath = "/api"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
+}
+
+// serverCPUSeconds is the user and system CPU time of this process's
+// kube-apiserver and etcd (envtest starts both as its children), by
+// command name.
+func serverCPUSeconds() map[string]float64 {
+	out := map[string]float64{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime stime: the comm may hold spaces,
+		// so the fields are counted from its closing parenthesis.
+		open, closing := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		comm, f := string(b[open+1:closing]), strings.Fields(string(b[closing+1:]))
+		if len(f) < 13 || f[1] != self || (comm != "kube-apiserver" && comm != "etcd") {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		out[comm] += (utime + stime) / clockTicks
+	}
+	return out
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100

@@ -219,7 +219,7 @@ func TestAPassReadsTheConfigAndTokenSecretsOnlyWhenTheyChanged(t *testing.T) {
 
 // reconciles is how many passes the RunnerSet controller has finished, by
 // controller-runtime's own counter.
-func reconciles(t *testing.T) float64 {
+func reconciles(t testing.TB) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	must(t, err)
