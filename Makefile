@@ -4,7 +4,13 @@ SHELL := /usr/bin/env bash -o pipefail
 
 # Karpenter v1.15 needs Go >= 1.26.9; the module proxy serves this toolchain.
 export GOTOOLCHAIN := go1.27.3
-export GOFLAGS := -buildvcs=false
+# The project compiles as hack/tools.sh compiles the tools (static,
+# -trimpath), so a package both need (k8s.io/* with the Kubernetes binaries,
+# the Pulumi SDK and gRPC with the Pulumi CLI) is compiled once, and the
+# release test's static build reuses the tests' packages (README, "How long
+# it takes").
+export GOFLAGS := -buildvcs=false -trimpath
+export CGO_ENABLED := 0
 
 CACHE ?= $(shell hack/tools.sh path)
 BIN := bin
