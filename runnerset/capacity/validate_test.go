@@ -20,40 +20,29 @@ func TestValidateJudgesAnObjectOnceAndAnyChangeAgain(t *testing.T) {
 	np := NodePool(rs(), eks(), karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "rfclass-eks"})
 	np.Name = "validate-memo-test"
 
-	judge := func(what string, wantErrs bool) {
-		t.Helper()
+	for _, c := range []struct {
+		what     string
+		weight   *int32 // set on the NodePool before this call
+		wantErrs bool
+		judged   int64 // times the CRD's rules ran in this call
+	}{
+		{"first", nil, false, 1},
+		{"same object again", nil, false, 0},
+		{"same name, a weight the CRD refuses (at most 100)", ptr.To[int32](1000), true, 1},
+		{"invalid again", ptr.To[int32](1000), true, 1},
+		{"changed to another valid weight", ptr.To[int32](10), false, 1},
+	} {
+		np.Spec.Weight = c.weight
 		before := validations.Load()
 		errs, err := Validate(np, scheme)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (len(errs) > 0) != wantErrs {
-			t.Fatalf("%s: errors %v, want errors: %v", what, errs, wantErrs)
+		if (len(errs) > 0) != c.wantErrs {
+			t.Errorf("%s: errors %v, want errors: %v", c.what, errs, c.wantErrs)
 		}
-		t.Logf("%s: judged by the CRD %d time(s), %d error(s)", what, validations.Load()-before, len(errs))
-	}
-	runs := func() int64 { return validations.Load() }
-
-	start := runs()
-	judge("first", false)
-	judge("same object again", false)
-	if got := runs() - start; got != 1 {
-		t.Errorf("the same valid NodePool was judged %d times, want once", got)
-	}
-
-	// The same name with a weight the CRD refuses (at most 100).
-	np.Spec.Weight = ptr.To[int32](1000)
-	start = runs()
-	judge("changed to invalid", true)
-	judge("invalid again", true)
-	if got := runs() - start; got != 2 {
-		t.Errorf("an invalid NodePool was judged %d times in two calls, want 2", got)
-	}
-
-	np.Spec.Weight = ptr.To[int32](10)
-	start = runs()
-	judge("changed to another valid weight", false)
-	if got := runs() - start; got != 1 {
-		t.Errorf("a changed NodePool was judged %d times, want once", got)
+		if got := validations.Load() - before; got != c.judged {
+			t.Errorf("%s: the CRD's rules ran %d times, want %d", c.what, got, c.judged)
+		}
 	}
 }
