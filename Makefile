@@ -60,8 +60,10 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 
 ## Build ---------------------------------------------------------------------
 
+# The module download's chatter goes to a log; an error shows its tail.
 .PHONY: build
 build: ## the controller and the fleet CLI into bin/, version-stamped
+	@mkdir -p "$(CACHE)/logs"; go mod download >"$(CACHE)/logs/go-mod-download.log" 2>&1 || { tail -20 "$(CACHE)/logs/go-mod-download.log"; exit 1; }
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 .PHONY: image
@@ -81,6 +83,13 @@ E2E_TOOLS := pulumi kwok karpenter
 .PHONY: tools
 tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages
 	hack/tools.sh node $(UNIT_TOOLS) $(E2E_TOOLS) local >/dev/null
+
+# What make up runs: the real node's Debian packages, the local control
+# plane with Karpenter and Prometheus, the Pulumi CLI and its Kubernetes
+# plugin (not the tests' promtool and amtool checks).
+.PHONY: up-tools
+up-tools:
+	hack/tools.sh node local pulumi >/dev/null
 
 .PHONY: unit-tools
 unit-tools: ## the tools of the unit suites only
@@ -143,7 +152,7 @@ bench-capacity: tools ## capacity at 10, 100 and 500 tags with the real Karpente
 ## The main job --------------------------------------------------------------
 
 .PHONY: up
-up: tools build ## local control plane, the Pulumi program inline (stacks/Pulumi.local.yaml), the controller, status
+up: up-tools build ## local control plane, the Pulumi program inline (stacks/Pulumi.local.yaml), the controller, status
 	$(BIN)/fleet up --stack local
 
 .PHONY: down

@@ -36,6 +36,15 @@
 # A cached build is reused as long as its directory holds every binary; builds
 # go to a temporary directory and are moved into place only when complete, and
 # a lock keeps two concurrent callers from building the same thing twice.
+#
+# A binary already installed at the pinned version is used instead of built:
+# etcd and the Kubernetes binaries from $KUBEBUILDER_ASSETS or PATH, pulumi,
+# promtool, prometheus, amtool and kwok from PATH, each only when its own
+# --version names the pinned version (RUNNERFLEET_NO_INSTALLED=1 turns this
+# off). Each build prints one line with what a cold build of it took on two
+# idle cores (COLD_SECONDS below) and the time this call has spent so far;
+# go's own output ("go: downloading ...") goes to $cache/logs/<tool>.log,
+# whose tail is printed if the build fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${RUNNERFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runnerfleet}
@@ -56,16 +65,68 @@ ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanage
 
 log() { echo "tools: $*" >&2; }
 
-# build <module dir> <ldflags> <dir>:<pkg>=<name>...
+# What a cold build of each tool took on two idle cores, in seconds: the
+# figures README.md quotes for a fresh machine (measured with an empty Go
+# build cache; with the project's packages already compiled they are shorter).
+declare -A COLD_SECONDS=(
+  [etcd]=89 [kube]=828 [kwok]=115 [karpenter]=185 [prometheus]=235 [amtool]=37
+  [pulumi]=334 [pulumi-kubernetes]=641
+)
+started=$SECONDS
+mins() { local s=$1; if [ "$s" -ge 90 ]; then echo "$(( (s + 30) / 60 )) min"; else echo "${s} s"; fi; }
+# announce <tool> <what>: one line per build, with what a cold one takes.
+announce() {
+  log "building $2: a cold build took about $(mins "${COLD_SECONDS[$1]}") on 2 idle cores (this call: $(mins $((SECONDS - started))) so far; log: $cache/logs/$1.log)"
+}
+# quietly <tool> <command...>: runs a build step with go's chatter in the
+# tool's log; on failure prints the log's tail and fails.
+quietly() {
+  local tool=$1; shift
+  mkdir -p "$cache/logs"
+  if ! "$@" >>"$cache/logs/$tool.log" 2>&1; then
+    tail -40 "$cache/logs/$tool.log" >&2
+    echo "tools: building $tool failed; the whole log is $cache/logs/$tool.log" >&2
+    exit 1
+  fi
+}
+
+# installed <name> <version>: the path of an installed <name> whose own
+# --version output names <version> (v1.36.2, 3.16.0, ...), from
+# $KUBEBUILDER_ASSETS (etcd and the Kubernetes binaries) or PATH, never from
+# this cache; nothing when none is, or when RUNNERFLEET_NO_INSTALLED is set.
+installed() {
+  local name=$1 want=$2 dir p out
+  [ -z "${RUNNERFLEET_NO_INSTALLED:-}" ] || return 0
+  local dirs=()
+  case $name in etcd|kube-*|kubectl|kubelet) [ -n "${KUBEBUILDER_ASSETS:-}" ] && dirs+=("$KUBEBUILDER_ASSETS") ;; esac
+  IFS=: read -ra path_dirs <<<"${PATH:-}"
+  dirs+=("${path_dirs[@]}")
+  for dir in "${dirs[@]}"; do
+    p="$dir/$name"
+    [ -x "$p" ] && [ ! -d "$p" ] || continue
+    case $(readlink -f "$p") in "$(readlink -f "$cache")"/*) continue ;; esac
+    case $name in
+      kubectl) out=$("$p" version --client 2>/dev/null) ;;
+      pulumi) out=$("$p" version 2>/dev/null) ;;
+      *) out=$("$p" --version 2>&1 | head -3) ;;
+    esac
+    # The version must stand as a whole word: v1.36.2 is not v1.36.20.
+    local re=${want#v}; re=${re//./\\.}
+    if grep -Eq "(^|[^0-9.])v?${re}([^0-9.]|\$)" <<<"$out"; then echo "$p"; return 0; fi
+  done
+}
+
+# build <tool> <version> <module dir> <ldflags> <dir>:<pkg>=<name>...
 #
 # Builds the binaries of every listed cache directory that lacks one, with a
 # single go build (go build -o tmp/ pkg...): the packages they share are
 # compiled once and the links run beside the remaining compiles, where one go
 # build per binary left a core idle during each link. Each directory's bin/ is
 # replaced whole, under its lock (taken in the order given, so two callers
-# never deadlock).
+# never deadlock). A binary installed at <version> (see installed; an empty
+# <version> never looks) is linked instead of built.
 build() {
-  local mod=$1 ldflags=$2; shift 2
+  local tool=$1 version=$2 mod=$3 ldflags=$4; shift 4
   local spec dirs=() d
   for spec in "$@"; do
     d=${spec%%:*}
@@ -76,18 +137,34 @@ build() {
   local fds=() fd
   for d in "${dirs[@]}"; do exec {fd}>"$d.lock"; flock "$fd"; fds+=("$fd"); done
   # What is missing once the locks are held (another caller may have built it).
-  local todo=() pkgs=() names=()
+  local todo=() pkgs=() names=() found=()
   for d in "${dirs[@]}"; do
     local mine=()
     for spec in "$@"; do [ "${spec%%:*}" = "$d" ] && mine+=("$spec"); done
     complete_ "${mine[@]}" || todo+=("${mine[@]}")
   done
+  if [ ${#todo[@]} -gt 0 ] && [ -n "$version" ]; then
+    local left=() p
+    for spec in "${todo[@]}"; do
+      p=$(installed "${spec##*=}" "$version")
+      if [ -n "$p" ]; then found+=("$spec=$p"); else left+=("$spec"); fi
+    done
+    todo=("${left[@]}")
+  fi
+  local tmp; tmp=$(mktemp -d "${dirs[0]}.tmp.XXXX")
+  for spec in "${found[@]}"; do
+    # <dir>:<pkg>=<name>=<path>
+    local path=${spec##*=} rest=${spec%=*}
+    d=${rest%%:*}; local name=${rest##*=}
+    mkdir -p "$tmp/$(basename "$d")"
+    ln -s "$path" "$tmp/$(basename "$d")/$name"
+    log "using the installed $name $version: $path"
+  done
   if [ ${#todo[@]} -gt 0 ]; then
-    local tmp; tmp=$(mktemp -d "${dirs[0]}.tmp.XXXX")
     local start=$SECONDS pkg name out
     for spec in "${todo[@]}"; do pkg=${spec#*:}; pkgs+=("${pkg%=*}"); names+=("${spec##*=}"); done
-    log "building ${names[*]} (cold builds take minutes, see README)"
-    (cd "$root/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/out/" "${pkgs[@]}")
+    announce "$tool" "${names[*]}"
+    quietly "$tool" bash -c 'cd "$1" && shift && CGO_ENABLED=0 go build -trimpath "$@"' _ "$root/$mod" -ldflags "$ldflags" -o "$tmp/out/" "${pkgs[@]}"
     for spec in "${todo[@]}"; do
       d=${spec%%:*}; pkg=${spec#*:}; pkg=${pkg%=*}; name=${spec##*=}
       # go build names a binary after the last element of its package path
@@ -98,18 +175,21 @@ build() {
       mkdir -p "$tmp/$(basename "$d")"
       cp "$tmp/out/$out" "$tmp/$(basename "$d")/$name"
     done
-    for d in "${dirs[@]}"; do
-      [ -d "$tmp/$(basename "$d")" ] || continue
-      chmod 755 "$tmp/$(basename "$d")"; rm -rf "$d/bin"; mkdir -p "$d"; mv "$tmp/$(basename "$d")" "$d/bin"
-    done
-    rm -rf "$tmp"
-    log "built ${names[*]} in $((SECONDS - start))s"
+    log "built ${names[*]} in $((SECONDS - start))s (cold on 2 idle cores: ${COLD_SECONDS[$tool]}s)"
   fi
+  for d in "${dirs[@]}"; do
+    [ -d "$tmp/$(basename "$d")" ] || continue
+    # Keep what another run already put there (a directory is complete only
+    # with every binary: the ones built and the ones found).
+    if [ -d "$d/bin" ]; then cp -a "$d/bin/." "$tmp/$(basename "$d")/" 2>/dev/null || true; fi
+    chmod 755 "$tmp/$(basename "$d")"; rm -rf "$d/bin"; mkdir -p "$d"; mv "$tmp/$(basename "$d")" "$d/bin"
+  done
+  rm -rf "$tmp"
   for fd in "${fds[@]}"; do exec {fd}>&-; done
 }
 
 etcd() {
-  build hack/etcd "-s -w" \
+  build etcd "$ETCD_VERSION" hack/etcd "-s -w" \
     "$cache/etcd-$ETCD_VERSION:go.etcd.io/etcd/server/v3=etcd"
 }
 
@@ -125,7 +205,7 @@ kube_ldflags() {
 # kubelet shares most of its packages with them.
 kube_all() {
   local k="$cache/kube-$KUBE_VERSION" c=k8s.io/kubernetes/cmd
-  build hack/kube "$(kube_ldflags)" \
+  build kube "$KUBE_VERSION" hack/kube "$(kube_ldflags)" \
     "$k:$c/kube-apiserver=kube-apiserver" \
     "$k:$c/kubectl=kubectl" \
     "$k:$c/kube-controller-manager=kube-controller-manager" \
@@ -143,12 +223,13 @@ KWOK_STAGES="node/fast node/heartbeat-with-lease pod/general"
 
 kwok() {
   local dest="$cache/kwok-$KWOK_VERSION"
-  build hack/kwok "-s -w" \
+  build kwok "$KWOK_VERSION" hack/kwok "-s -w" \
     "$dest:sigs.k8s.io/kwok/cmd/kwok=kwok"
   [ -s "$dest/stages.yaml" ] && return 0
   exec 9>"$dest.lock"
   flock 9
   if [ ! -s "$dest/stages.yaml" ]; then
+    quietly kwok bash -c 'cd "$1" && go mod download sigs.k8s.io/kwok' _ "$root/hack/kwok"
     local moddir; moddir=$(cd "$root/hack/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
     [ -d "$moddir/kustomize/stage" ] || { echo "tools: no kustomize/stage in sigs.k8s.io/kwok@$KWOK_VERSION ($moddir)" >&2; exit 1; }
     local tmp; tmp=$(mktemp "$dest/stages.yaml.XXXX")
@@ -168,12 +249,12 @@ kwok() {
 karpenter() {
   # The main package is called kwok; it is built as karpenter-kwok so that
   # it is not mistaken for sigs.k8s.io/kwok's kwok.
-  build hack/karpenter "-s -w" \
+  build karpenter "" hack/karpenter "-s -w" \
     "$cache/karpenter-$KARPENTER_VERSION:sigs.k8s.io/karpenter/kwok=karpenter-kwok"
 }
 
 pulumi_cli() {
-  build hack/pulumi \
+  build pulumi "$PULUMI_VERSION" hack/pulumi \
     "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
     "$cache/pulumi-$PULUMI_VERSION:github.com/pulumi/pulumi/pkg/v3/cmd/pulumi=pulumi"
 }
@@ -198,24 +279,25 @@ pulumi_kubernetes() {
   if [ ! -x "$dest/bin/$bin" ]; then
     local version; version=$(pulumi_kubernetes_plugin_version)
     local mod=github.com/pulumi/pulumi-kubernetes/provider/v4
-    local moddir; moddir=$(cd "$root/hack/pulumi-kubernetes" && go mod download "$mod" && go list -m -f '{{.Dir}}' "$mod")
+    quietly pulumi-kubernetes bash -c 'cd "$1" && go mod download "$2"' _ "$root/hack/pulumi-kubernetes" "$mod"
+    local moddir; moddir=$(cd "$root/hack/pulumi-kubernetes" && go list -m -f '{{.Dir}}' "$mod")
     local up="$moddir/cmd/$bin" f
     for f in generate.go schema.json terraform-mapping.json; do
       [ -f "$up/$f" ] || { echo "tools: no cmd/$bin/$f in $mod@$PULUMI_KUBERNETES_VERSION ($moddir)" >&2; exit 1; }
     done
     local tmp; tmp=$(mktemp -d "$dest.tmp.XXXX")
     local start=$SECONDS
-    log "building $bin into $dest/bin (a cold build takes about half an hour and 5 GB)"
+    announce pulumi-kubernetes "$bin (5 GB of build cache)"
     cp -R "$root/hack/pulumi-kubernetes" "$tmp/src"
     local pkg="$tmp/src/cmd/$bin"
     cp "$up/generate.go" "$up/schema.json" "$up/terraform-mapping.json" "$pkg/"
     chmod -R u+w "$tmp/src"
-    (cd "$pkg" && VERSION=$version go run generate.go)
+    quietly pulumi-kubernetes bash -c 'cd "$1" && VERSION=$2 go run generate.go' _ "$pkg" "$version"
     mkdir "$tmp/bin"
-    (cd "$tmp/src" && CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X $mod/pkg/version.Version=$version" -o "$tmp/bin/$bin" "./cmd/$bin")
+    quietly pulumi-kubernetes bash -c 'cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "$2" -o "$3" "$4"' _ \
+      "$tmp/src" "-s -w -X $mod/pkg/version.Version=$version" "$tmp/bin/$bin" "./cmd/$bin"
     chmod 755 "$tmp/bin"; rm -rf "$dest/bin"; mkdir -p "$dest"; mv "$tmp/bin" "$dest/bin"; rm -rf "$tmp"
-    log "built $(basename "$dest") in $((SECONDS - start))s"
+    log "built $(basename "$dest") in $((SECONDS - start))s (cold on 2 idle cores: ${COLD_SECONDS[pulumi-kubernetes]}s)"
   fi
   exec 9>&-
 }
@@ -257,14 +339,21 @@ prometheus_release() { local v=${PROMETHEUS_VERSION#v0.}; local mm=${v%%.*}; ech
 # cloud's SDK tripled its cold build for nothing.
 PROMETHEUS_SD_TAGS=remove_all_sd,enable_kubernetes_sd,enable_gce_sd,enable_dns_sd
 
-promtool() {
+# The Prometheus server and promtool (one go build): the local stack runs
+# the server; the checks run promtool.
+prometheus() {
   local cv=github.com/prometheus/common/version
   local p="$cache/prometheus-$PROMETHEUS_VERSION-sd"
-  GOFLAGS="${GOFLAGS:-} -tags=$PROMETHEUS_SD_TAGS" build hack/prometheus \
+  GOFLAGS="${GOFLAGS:-} -tags=$PROMETHEUS_SD_TAGS" build prometheus "$(prometheus_release)" hack/prometheus \
     "-s -w -X $cv.Version=$(prometheus_release) -X $cv.Branch=HEAD -X $cv.Revision=$PROMETHEUS_VERSION" \
     "$p:github.com/prometheus/prometheus/cmd/promtool=promtool" \
     "$p:github.com/prometheus/prometheus/cmd/prometheus=prometheus"
-  build hack/alertmanager \
+}
+
+promtool() {
+  local cv=github.com/prometheus/common/version
+  prometheus
+  build amtool "${ALERTMANAGER_VERSION#v}" hack/alertmanager \
     "-s -w -X $cv.Version=${ALERTMANAGER_VERSION#v} -X $cv.Branch=HEAD -X $cv.Revision=$ALERTMANAGER_VERSION" \
     "$cache/alertmanager-$ALERTMANAGER_VERSION:github.com/prometheus/alertmanager/cmd/amtool=amtool"
   local dir="$cache/promtools-$PROMETHEUS_VERSION-alertmanager-$ALERTMANAGER_VERSION"
@@ -303,7 +392,8 @@ envtest() {
 }
 
 local_() {
-  etcd; kube; kubelet; kwok; karpenter; promtool >/dev/null
+  # Not amtool: only the tests check Alertmanager's configuration.
+  etcd; kube; kubelet; kwok; karpenter; prometheus
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
