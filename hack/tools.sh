@@ -49,6 +49,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${RUNNERFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runnerfleet}
 mkdir -p "$cache"
+# The project's Go toolchain (the Makefile's export, the one place it is
+# named): a caller with GOTOOLCHAIN=local (a test's go test, a shell) would
+# otherwise build the tools with whatever go is installed, compiling every
+# package again under another toolchain's cache keys.
+case ${GOTOOLCHAIN:-local} in
+  local|auto|path) GOTOOLCHAIN=$(awk '$1=="export" && $2=="GOTOOLCHAIN" {print $4; exit}' "$root/Makefile"); export GOTOOLCHAIN ;;
+esac
 
 modversion() { awk -v m="$2" '$1==m && $2 ~ /^v/ {print $2; exit} $1=="require" && $2==m {print $3; exit}' "$root/hack/$1/go.mod"; }
 KUBE_VERSION=$(modversion kube k8s.io/kubernetes)
