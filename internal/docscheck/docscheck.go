@@ -4,8 +4,9 @@
 // against the tree, a fleet command against the fleet CLI's command tree,
 // given by cmd/fleet's test), every relative link of README.md,
 // ARCHITECTURE.md and docs/ must resolve to a file (and to a heading, when
-// it names one), and every page under docs/ must be reachable by links from
-// README.md. Each problem names its file and line.
+// it names one), every page under docs/ must be reachable by links from
+// README.md, and the reference pages must list every field of their CRD
+// (reference.go). Each problem names its file and line.
 //
 // It reads files and nothing else: no network, no process, no build.
 package docscheck

@@ -176,3 +176,63 @@ func TestSlugsAreGitHubs(t *testing.T) {
 		t.Errorf("anchors %v", a)
 	}
 }
+
+// The reference pages list every field of their CRD, and no field it does
+// not have: a field added to the API without a row, or a row left behind
+// by a rename, fails here with the row to add or the line to fix.
+func TestTheReferenceListsEveryCRDField(t *testing.T) {
+	for page, crd := range map[string]string{
+		"docs/reference/runnerset.md":   "runnerset/crds/runnerfleet.dev_runnersets.yaml",
+		"docs/reference/runnerclass.md": "runnerset/crds/runnerfleet.dev_runnerclasses.yaml",
+	} {
+		src, err := os.ReadFile(filepath.Join("../..", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(filepath.Join("../..", crd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ReferenceFields(Doc{page, src})); n < 20 {
+			t.Errorf("%s lists %d fields: the check read no table", page, n)
+		}
+		for _, p := range CheckReference(Doc{page, src}, y, ReferenceDepth) {
+			t.Error(p)
+		}
+	}
+}
+
+const smallCRD = `
+spec:
+  versions:
+  - name: v1
+    schema:
+      openAPIV3Schema:
+        properties:
+          spec:
+            properties:
+              a: {type: string, description: A is kept.}
+              b:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    c: {type: integer, default: 3, description: C is new.}
+`
+
+// The negative control: a field the page lacks and a row the CRD lacks
+// each fail, the first with its row, the second with its line.
+func TestTheReferenceCheckNamesMissingAndStaleRows(t *testing.T) {
+	doc := Doc{"docs/reference/x.md", []byte("# X\n\n| field | type | default | description |\n| --- | --- | --- | --- |\n| `spec.a` | string | | A. |\n| `spec.b` | []object | | B. |\n| `spec.z` | string | | gone |\n")}
+	var got []string
+	for _, p := range CheckReference(doc, []byte(smallCRD), ReferenceDepth) {
+		got = append(got, p.String())
+	}
+	want := []string{
+		"docs/reference/x.md:1: the CRD has spec.b[].c, which the page does not list; add the row\n| `spec.b[].c` | integer | `3` | C is new. |",
+		"docs/reference/x.md:7: the CRD has no field spec.z (removed or renamed?): fix or remove the row",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
