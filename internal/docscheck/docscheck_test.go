@@ -229,8 +229,8 @@ func TestTheReferenceCheckNamesMissingAndStaleRows(t *testing.T) {
 		got = append(got, p.String())
 	}
 	want := []string{
-		"docs/reference/x.md:1: the CRD has spec.b[].c, which the page does not list; add the row\n| `spec.b[].c` | integer | `3` | C is new. |",
-		"docs/reference/x.md:7: the CRD has no field spec.z (removed or renamed?): fix or remove the row",
+		"docs/reference/x.md:1: the source has spec.b[].c, which the page does not list; add the row\n| `spec.b[].c` | integer | `3` | C is new. |",
+		"docs/reference/x.md:7: the source has no spec.z (removed or renamed?): fix or remove the row",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)

@@ -3,6 +3,7 @@ package docscheck
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -89,14 +90,26 @@ func CRDFields(crdYAML []byte, depth int) ([]Field, error) {
 	return out, nil
 }
 
-var referenceRow = regexp.MustCompile("^\\| `(spec\\.[^`]+)` \\|")
+var tableKey = regexp.MustCompile("^\\| `([^`]+)` \\|")
 
 // ReferenceFields are the spec fields a reference page's tables list, with
 // their lines.
 func ReferenceFields(d Doc) map[string]int {
 	out := map[string]int{}
+	for k, line := range TableKeys(d) {
+		if strings.HasPrefix(k, "spec.") {
+			out[k] = line
+		}
+	}
+	return out
+}
+
+// TableKeys are the keys in the first column of d's table rows (a code
+// span), with their lines.
+func TableKeys(d Doc) map[string]int {
+	out := map[string]int{}
 	for i, l := range strings.Split(string(d.Src), "\n") {
-		if m := referenceRow.FindStringSubmatch(l); m != nil {
+		if m := tableKey.FindStringSubmatch(l); m != nil {
 			out[m[1]] = i + 1
 		}
 	}
@@ -110,17 +123,24 @@ func CheckReference(d Doc, crdYAML []byte, depth int) []Problem {
 	if err != nil {
 		return []Problem{{d.Path, 1, fmt.Sprintf("reading its CRD: %v", err)}}
 	}
-	listed := ReferenceFields(d)
+	return CheckFields(d, fields, ReferenceFields(d), Field.Row)
+}
+
+// CheckFields returns a problem for every field listed lacks (with the row
+// that row makes of it) and every key of listed that fields lack (at its
+// line): what a reference page's table must hold against its source.
+func CheckFields(d Doc, fields []Field, listed map[string]int, row func(Field) string) []Problem {
+	listed = maps.Clone(listed)
 	var out []Problem
 	for _, f := range fields {
 		if _, ok := listed[f.Path]; ok {
 			delete(listed, f.Path)
 			continue
 		}
-		out = append(out, Problem{d.Path, 1, fmt.Sprintf("the CRD has %s, which the page does not list; add the row\n%s", f.Path, f.Row())})
+		out = append(out, Problem{d.Path, 1, fmt.Sprintf("the source has %s, which the page does not list; add the row\n%s", f.Path, row(f))})
 	}
 	for p, line := range listed {
-		out = append(out, Problem{d.Path, line, fmt.Sprintf("the CRD has no field %s (removed or renamed?): fix or remove the row", p)})
+		out = append(out, Problem{d.Path, line, fmt.Sprintf("the source has no %s (removed or renamed?): fix or remove the row", p)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
