@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -147,4 +150,126 @@ func checkStdFlags(name string, flags map[string]bool, args []string) error {
 		}
 	}
 	return nil
+}
+
+// flagsOf are the flags of fleet's subcommand name, without dashes: cobra's
+// (local and inherited, shorthands too) or, for rotate and gc, the flag
+// package's from their usage.
+func flagsOf(t *testing.T, name string) map[string]bool {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	root := newRoot(context.Background(), &stdout, &stderr)
+	cmd, _, err := root.Find([]string{name})
+	if err != nil || cmd == root {
+		t.Fatalf("fleet %s: %v", name, err)
+	}
+	out := map[string]bool{}
+	if cmd.DisableFlagParsing {
+		fs, err := stdFlags(cmd, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := range fs {
+			out[f] = true
+		}
+		return out
+	}
+	for _, m := range pflagUsage.FindAllStringSubmatch(cmd.LocalFlags().FlagUsages()+cmd.InheritedFlags().FlagUsages(), -1) {
+		out[m[2]] = true
+		if m[1] != "" {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// pflagUsage is a flag's line in cobra's usage: "  -o, --output string".
+var pflagUsage = regexp.MustCompile(`(?m)^\s+(?:-(\w), )?--([a-z][a-z-]*)`)
+
+// docFlag is a table row of the fleet reference: an optional command in
+// the first cell, then the flag.
+var docFlag = regexp.MustCompile("^\\| (?:`(up|status|down)` \\| )?`(--?[a-z][a-z-]*)`")
+
+// The fleet reference lists every flag of every command, and each row's
+// flag is one its command (by the row's section and first cell) has.
+func TestTheFleetReferenceListsEveryFlag(t *testing.T) {
+	const page = "docs/reference/fleet-cli.md"
+	src, err := os.ReadFile("../../" + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range fleetReferenceProblems(t, page, string(src)) {
+		t.Error(p)
+	}
+	// The negative control: a row of a flag gc does not have, a flag of
+	// rotate left out and a command left out of the table each fail.
+	bad := strings.Replace(string(src), "| `--keep` |", "| `--kept` |", 1)
+	bad = strings.Replace(bad, "| `--settle` |", "| settle |", 1)
+	bad = strings.Replace(bad, "| `fleet status` |", "| status |", 1)
+	got := strings.Join(fleetReferenceProblems(t, page, bad), "\n")
+	for _, want := range []string{"fleet gc has no flag --kept", "fleet rotate's flag --settle is not on the page", "fleet gc's flag --keep is not on the page", "fleet status is not in the page's table of commands"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %q in\n%s", want, got)
+		}
+	}
+}
+
+func fleetReferenceProblems(t *testing.T, page, src string) []string {
+	t.Helper()
+	commands := map[string][]string{
+		"Stack commands": {"up", "status", "down"},
+		"VM commands":    {"rotate", "gc"},
+		"fleet rotate":   {"rotate"},
+		"fleet gc":       {"gc"},
+	}
+	flags := map[string]map[string]bool{}
+	for _, name := range []string{"up", "status", "down", "rotate", "gc"} {
+		flags[name] = flagsOf(t, name)
+	}
+	var out []string
+	seen := map[string]map[string]bool{}
+	var section []string
+	for i, l := range strings.Split(src, "\n") {
+		if strings.HasPrefix(l, "#") {
+			section = commands[strings.Trim(strings.TrimLeft(l, "# "), "`: ")]
+			if strings.Contains(l, "Stack commands") {
+				section = commands["Stack commands"]
+			}
+			continue
+		}
+		m := docFlag.FindStringSubmatch(l)
+		if m == nil || section == nil {
+			continue
+		}
+		cmds := section
+		if m[1] != "" {
+			cmds = []string{m[1]}
+		}
+		f := strings.TrimLeft(m[2], "-")
+		for _, c := range cmds {
+			if !flags[c][f] {
+				out = append(out, fmt.Sprintf("%s:%d: fleet %s has no flag --%s", page, i+1, c, f))
+				continue
+			}
+			if seen[c] == nil {
+				seen[c] = map[string]bool{}
+			}
+			seen[c][f] = true
+		}
+	}
+	for _, c := range []string{"up", "status", "down", "rotate", "gc"} {
+		for f := range flags[c] {
+			if !seen[c][f] && f != "help" && f != "h" && !(f == "output" && seen[c]["o"]) && !(f == "o" && seen[c]["output"]) {
+				out = append(out, fmt.Sprintf("%s: fleet %s's flag --%s is not on the page: add a row", page, c, f))
+			}
+		}
+	}
+	root := newRoot(context.Background(), io.Discard, io.Discard)
+	for _, c := range root.Commands() {
+		if !c.Hidden && c.Name() != "help" && c.Name() != "completion" && !strings.Contains(src, "| `fleet "+c.Name()+"` |") {
+			out = append(out, fmt.Sprintf("%s: fleet %s is not in the page's table of commands: add it, and a section with its flags", page, c.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
