@@ -7,8 +7,8 @@ export GOTOOLCHAIN := go1.27.3
 # The project compiles as hack/tools.sh compiles the tools (static,
 # -trimpath), so a package both need (k8s.io/* with the Kubernetes binaries,
 # the Pulumi SDK and gRPC with the Pulumi CLI) is compiled once, and the
-# release test's static build reuses the tests' packages (README, "How long
-# it takes").
+# release test's static build reuses the tests' packages (BENCHMARKS.md,
+# "CI").
 export GOFLAGS := -buildvcs=false -trimpath
 export CGO_ENABLED := 0
 

@@ -238,7 +238,7 @@ func TestATokenSecretEditedToGarbageIsReplacedWhileManagersKeepRunning(t *testin
 
 // TestEachRunnerTypeWorksWithTheLeastScopesGitLabDocuments runs the whole
 // life of a created runner (create, settings change, rotation, deletion)
-// with tokens holding only the scopes the README lists for each type.
+// with tokens holding only the scopes docs/reference/gitlab-scopes.md lists for each type.
 func TestEachRunnerTypeWorksWithTheLeastScopesGitLabDocuments(t *testing.T) {
 	const projectID = int64(77)
 	cases := []struct {
