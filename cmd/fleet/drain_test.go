@@ -486,7 +486,7 @@ func TestForceCostNamesTheJobsThatFail(t *testing.T) {
 			jobPod("runner-job-13", "13", nil),
 			// gitlab-runner's kubernetes executor annotates, the ID too.
 			{pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a-build-j1", Name: "runner-abc-project-7-concurrent-0",
-				Labels: map[string]string{resources.LabelComponent: resources.ComponentJob},
+				Labels:      map[string]string{resources.LabelComponent: resources.ComponentJob},
 				Annotations: map[string]string{jobIDKey: "14", jobNameKey: "unit tests", jobURLKey: "https://gitlab.example.com/g/p/-/jobs/14"}}}},
 		}}}}
 	cost := v.cost()

@@ -22,6 +22,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
@@ -455,8 +456,11 @@ func (s *localStack) destroy(ctx context.Context, o downOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startController(ctx, cl); err != nil {
-		return err
+	if err := s.startController(ctx, cl); err != nil && o.force {
+		fmt.Fprintf(s.stderr, "Starting %s failed (%v): forcing without it\n", localcluster.Controller, err)
+	} else if err != nil {
+		return fmt.Errorf("%w\n(the control plane keeps running; without the controller nothing removes the finalizer %s of the RunnerSets: fix the cause and run %s again, or %s to delete them without a drain)",
+			err, controller.Finalizer, s.command("down"), s.command("down", "--force"))
 	}
 	if err := s.drainer(cl, o).run(ctx, o.force); err != nil {
 		return err
