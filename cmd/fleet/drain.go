@@ -271,6 +271,19 @@ func (v *drainView) withinGrace() bool {
 	return false
 }
 
+// longestGrace is the most grace any pod has left, 0 when none has.
+func (v *drainView) longestGrace() time.Duration {
+	longest := time.Duration(0)
+	for _, s := range v.sets {
+		for _, p := range append(append([]podView{}, s.managers...), s.jobs...) {
+			if left, _, deleting := graceLeft(p.pod, v.at); deleting && left > longest {
+				longest = left
+			}
+		}
+	}
+	return longest
+}
+
 // key is what the view says, without the figures that change with the
 // clock: a new key is a change worth printing.
 func (v *drainView) key() string {
@@ -597,6 +610,9 @@ func (d *drainer) wait(ctx context.Context) error {
 			why = fmt.Sprintf("nothing changed for %s and no pod is within its grace", dur(now.Sub(lastChange)))
 		case now.Sub(start) >= d.timeout:
 			why = fmt.Sprintf("the RunnerSets still drain after %s (--timeout)", dur(d.timeout))
+			if left := v.longestGrace(); left > 0 {
+				why += fmt.Sprintf("; a pod has %s of its grace left: %s --timeout %s waits for it", dur(left), d.again, dur(left+time.Minute))
+			}
 		}
 		if why != "" {
 			return d.stopped(v, start, why)
@@ -707,8 +723,11 @@ func (d *drainer) controllerState(ctx context.Context) string {
 	return d.controllerDown(ctx)
 }
 
-// deploymentDown says why the controller's Deployment in namespace ns runs
-// no ready controller, "" when it does or when that cannot be told.
+// deploymentDown says why the controller's Deployment in namespace ns
+// runs no controller: it is missing or scaled to zero, or it has no ready
+// replica and its pods fail (a crash loop, an image that cannot be pulled, a
+// pod no node takes) or there are none. "" while a replica is ready, while
+// its pods are still starting, or when that cannot be told.
 func deploymentDown(ctx context.Context, c client.Client, ns string) string {
 	dep := install.Deployment(install.Options{Namespace: ns})
 	err := c.Get(ctx, client.ObjectKeyFromObject(dep), dep)
@@ -723,15 +742,39 @@ func deploymentDown(ctx context.Context, c client.Client, ns string) string {
 		want = *dep.Spec.Replicas
 	}
 	why := fmt.Sprintf("Deployment %s/%s has 0 of %d ready replicas", ns, install.Name, want)
+	describe := fmt.Sprintf(" (kubectl -n %s describe deployment %s)", ns, install.Name)
+	if want == 0 {
+		return why + describe
+	}
 	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(install.Selector())); err == nil {
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if w := cs.State.Waiting; w != nil && w.Reason != "" {
-					why += fmt.Sprintf("; pod %s: %s %s", p.Name, w.Reason, w.Message)
-				}
+	if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(install.Selector())); err != nil {
+		return ""
+	}
+	if len(pods.Items) == 0 {
+		return why + " and no pod" + describe
+	}
+	var failing []string
+	for _, p := range pods.Items {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && failingReasons[w.Reason] {
+				failing = append(failing, fmt.Sprintf("pod %s: %s %s", p.Name, w.Reason, w.Message))
+			}
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				failing = append(failing, fmt.Sprintf("pod %s: not scheduled: %s", p.Name, cond.Message))
 			}
 		}
 	}
-	return why + fmt.Sprintf(" (kubectl -n %s describe deployment %s)", ns, install.Name)
+	if len(failing) == 0 {
+		return "" // starting
+	}
+	return why + "; " + strings.Join(failing, "; ") + describe
+}
+
+// failingReasons are the waiting reasons of a container that will not start
+// by itself.
+var failingReasons = map[string]bool{
+	"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }

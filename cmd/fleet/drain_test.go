@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -234,6 +235,17 @@ func TestDrainSaysWhatItWaitsForAndStopsNamingTheNextCommand(t *testing.T) {
 		}
 		if rs := (&v1alpha1.RunnerSet{}); c.Get(ctx, client.ObjectKeyFromObject(f.rs), rs) != nil || rs.DeletionTimestamp == nil {
 			t.Errorf("the RunnerSet should be left deleting, %v", rs.DeletionTimestamp)
+		}
+
+		// Within the pod's grace, --timeout stops it, and the message
+		// says how long to wait for the grace to end.
+		clk = &fakeClock{t: time.Now()}
+		d = testDrainer(c, &log, clk, labels)
+		d.timeout = 2 * time.Minute
+		err = d.wait(ctx)
+		if err == nil || !strings.Contains(err.Error(), "the RunnerSets still drain after 2m0s (--timeout); a pod has") ||
+			!strings.Contains(err.Error(), "of its grace left: fleet down --stack local --timeout") {
+			t.Errorf("a stop at --timeout within a pod's grace: %v", err)
 		}
 	})
 
@@ -501,5 +513,58 @@ func TestForceCostNamesTheJobsThatFail(t *testing.T) {
 	v.sets[0].jobs = nil
 	if cost := v.cost(); !strings.Contains(cost, "no running job fails") {
 		t.Errorf("no job pods: %q", cost)
+	}
+}
+
+// The controller counts as down only when it cannot come back by itself:
+// no Deployment, scaled to zero, no pod, or pods that fail. A pod that is
+// still starting (an image pull, a node on its way) is not reported, so
+// fleet up and fleet down do not stop for a slow start.
+func TestDeploymentDownTellsAFailingControllerFromAStartingOne(t *testing.T) {
+	const ns = "runnerfleet-system"
+	o := install.Defaults()
+	o.Namespace = ns
+	pod := func(reason string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runnerset-controller-1", Labels: install.Selector()},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "manager",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "the " + reason + " message"}}}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		ready    int32
+		objs     []client.Object
+		want     []string // "" for running or starting
+	}{
+		{name: "ready", replicas: 1, ready: 1, objs: []client.Object{pod("CrashLoopBackOff")}},
+		{name: "starting", replicas: 1, objs: []client.Object{pod("ContainerCreating")}},
+		{name: "crash loop", replicas: 1, objs: []client.Object{pod("CrashLoopBackOff")}, want: []string{"has 0 of 1 ready replicas", "pod runnerset-controller-1: CrashLoopBackOff the CrashLoopBackOff message", "kubectl -n runnerfleet-system describe deployment"}},
+		{name: "image", replicas: 1, objs: []client.Object{pod("ImagePullBackOff")}, want: []string{"ImagePullBackOff"}},
+		{name: "no pod", replicas: 1, want: []string{"has 0 of 1 ready replicas and no pod"}},
+		{name: "scaled to zero", replicas: 0, want: []string{"has 0 of 0 ready replicas"}},
+		{name: "missing", replicas: -1, want: []string{"there is no Deployment runnerfleet-system/runnerset-controller"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := tc.objs
+			if tc.replicas >= 0 {
+				o.Replicas = tc.replicas
+				dep := install.Deployment(o)
+				dep.Status.ReadyReplicas = tc.ready
+				objs = append(objs, dep)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+			got := deploymentDown(context.Background(), c, ns)
+			if len(tc.want) == 0 && got != "" {
+				t.Errorf("deploymentDown = %q, want nothing", got)
+			}
+			if len(tc.want) > 0 && got == "" {
+				t.Errorf("deploymentDown says nothing, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("deploymentDown = %q, want it to say %q", got, w)
+				}
+			}
+		})
 	}
 }
