@@ -32,7 +32,9 @@ import (
 // to force (naming the jobs forcing fails).
 
 const (
-	// drainEvery is how often fleet down looks.
+	// drainPoll is how often fleet down looks, drainEvery how often at
+	// most it prints what changed.
+	drainPoll  = time.Second
 	drainEvery = 10 * time.Second
 	// drainRepeat: an unchanged report is printed again after this.
 	drainRepeat = time.Minute
@@ -82,7 +84,8 @@ type drainer struct {
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
 
-	every   time.Duration // how often it looks
+	poll    time.Duration // how often it looks
+	every   time.Duration // a change is printed at most this often
 	repeat  time.Duration // an unchanged report is printed again after this
 	stall   time.Duration // it stops when nothing changed for this long and no pod is within its grace
 	timeout time.Duration // it stops after this long in any case
@@ -105,7 +108,7 @@ type drainer struct {
 func newDrainer(c client.Client, log io.Writer, o downOptions) *drainer {
 	return &drainer{
 		c: c, log: log, now: time.Now, sleep: sleepCtx,
-		every: drainEvery, repeat: drainRepeat, stall: o.stall, timeout: o.timeout,
+		poll: drainPoll, every: drainEvery, repeat: drainRepeat, stall: o.stall, timeout: o.timeout,
 	}
 }
 
@@ -575,7 +578,7 @@ func (d *drainer) deleteSet(ctx context.Context, rs *v1alpha1.RunnerSet) error {
 // when interrupted; the error says what is left and what to run next.
 func (d *drainer) wait(ctx context.Context) error {
 	start := d.now()
-	var lastKey string
+	var lastKey, printedKey string
 	var lastPrint, lastChange, downSince time.Time
 	for {
 		v, err := d.look(ctx)
@@ -590,11 +593,12 @@ func (d *drainer) wait(ctx context.Context) error {
 			return nil
 		}
 		now := v.at
-		if k := v.key(); k != lastKey {
-			lastKey, lastChange, lastPrint = k, now, now
-			d.print(v, start)
-		} else if now.Sub(lastPrint) >= d.repeat {
-			lastPrint = now
+		k := v.key()
+		if k != lastKey {
+			lastKey, lastChange = k, now
+		}
+		if lastPrint.IsZero() || (k != printedKey && now.Sub(lastPrint) >= d.every) || now.Sub(lastPrint) >= d.repeat {
+			printedKey, lastPrint = k, now
 			d.print(v, start)
 		}
 		if v.controller == "" {
@@ -617,7 +621,7 @@ func (d *drainer) wait(ctx context.Context) error {
 		if why != "" {
 			return d.stopped(v, start, why)
 		}
-		if err := d.sleep(ctx, d.every); err != nil {
+		if err := d.sleep(ctx, d.poll); err != nil {
 			return d.stopped(v, start, "interrupted")
 		}
 	}
