@@ -278,7 +278,7 @@ func TestDrainSaysWhatItWaitsForAndStopsNamingTheNextCommand(t *testing.T) {
 		}
 		msg := err.Error()
 		for _, want := range []string{
-			"the controller has not run for 1m0s", "Deployment " + ns + "/" + install.Name + " has 0 of 1 ready replicas",
+			"the controller has not run for 1m0s", "Deployment " + ns + "/" + install.Name + " has 0 of 2 ready replicas and no pod",
 			"the finalizer " + controller.Finalizer + " can never be removed", "manager pod team-noctl/build-manager-7c9d-x2x4q",
 			"no running job fails", "fleet down --stack local --force",
 		} {
@@ -454,6 +454,10 @@ func TestFleetDownKubeconfigStopsThenForces(t *testing.T) {
 	// A cluster without runnerfleet's API: nothing to drain, and fleet
 	// down says so.
 	defs, err := crds.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = client.New(env.Config, client.Options{Scheme: scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
