@@ -48,6 +48,7 @@ type clusterStack struct {
 	config         []byte
 	kubeconfig     string
 	context        string
+	configFlag     string // --config as given
 	stdout, stderr io.Writer
 }
 
@@ -56,7 +57,20 @@ func newClusterStack(c common, stdout, stderr io.Writer) (*clusterStack, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &clusterStack{name: c.stack, config: b, kubeconfig: c.kubeconfig, context: c.context, stdout: stdout, stderr: stderr}, nil
+	return &clusterStack{name: c.stack, config: b, kubeconfig: c.kubeconfig, context: c.context, configFlag: c.config, stdout: stdout, stderr: stderr}, nil
+}
+
+// command is a fleet command on this stack in this cluster.
+func (s *clusterStack) command(verb string, more ...string) string {
+	args := []string{verb, "--stack", s.name}
+	if s.configFlag != "" {
+		args = append(args, "--config", s.configFlag)
+	}
+	args = append(args, "--kubeconfig", s.kubeconfig)
+	if s.context != "" {
+		args = append(args, "--context", s.context)
+	}
+	return commandLine(append(args, more...)...)
 }
 
 // stackConfigBytes is --config, else the stack's config compiled into fleet.
@@ -452,8 +466,15 @@ func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	}
 	// runnerfleet's kinds are new to the client's REST mapper now.
 	fmt.Fprintf(s.stderr, "Applied %d objects; waiting for %d RunnerSets to be Ready\n", len(objs), len(sets))
-	if err := waitRunnerSets(ctx, c, sets, o.timeout, s.stderr, nil); err != nil {
-		return fmt.Errorf("%w\n(is the controller running? kubectl -n %s get pods -l %s=%s)", err, v.fleet.Controller.Namespace, install.NameLabel, install.Name)
+	w := newReadyWait(c, sets, o.timeout, s.stderr)
+	ns := v.fleet.Controller.Namespace
+	w.controllerDown = func(ctx context.Context) string { return deploymentDown(ctx, c, ns) }
+	w.hint = func() string {
+		return fmt.Sprintf("; see kubectl describe runnerset, and the controller: kubectl -n %s get pods -l %s=%s", ns, install.NameLabel, install.Name)
+	}
+	w.status, w.again, w.down = s.command("status"), s.command("up", "--timeout", "10m"), s.command("down")
+	if err := w.wait(ctx); err != nil {
+		return err
 	}
 	fmt.Fprintf(s.stderr, "The %s stack is up (%.1fs)\n\n", s.name, time.Since(start).Seconds())
 	return s.Status(ctx, statusOptions{output: "table"})
@@ -475,53 +496,6 @@ func waitEstablished(ctx context.Context, c client.Client, n string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("CRD %s not Established after a minute", n)
 		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// waitRunnerSets waits until every RunnerSet of keys is Ready, printing each
-// change of its Ready condition. On a timeout, hint (when not nil) says
-// where to look next; the default points at kubectl describe.
-func waitRunnerSets(ctx context.Context, c client.Client, keys []client.ObjectKey, timeout time.Duration, log io.Writer, hint func() string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	seen := map[client.ObjectKey]string{}
-	for {
-		var waiting []string
-		for _, k := range keys {
-			rs := &v1alpha1.RunnerSet{}
-			if err := c.Get(ctx, k, rs); err != nil {
-				if ctx.Err() != nil {
-					waiting = append(waiting, k.String())
-					continue
-				}
-				return fmt.Errorf("getting RunnerSet %s: %w", k, err)
-			}
-			line := "Ready condition not set yet"
-			if cond := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); cond != nil {
-				line = fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-			}
-			if seen[k] != line {
-				fmt.Fprintf(log, "RunnerSet %s: %s\n", k, line)
-				seen[k] = line
-			}
-			if !rs.IsReady() {
-				waiting = append(waiting, k.String()+" ("+line+")")
-			}
-		}
-		if len(waiting) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if hint == nil {
-				hint = func() string { return ": see kubectl describe runnerset" }
-			}
-			return fmt.Errorf("RunnerSet %s not Ready after %s%s", strings.Join(waiting, ", "), timeout, hint())
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
@@ -565,46 +539,28 @@ func ptrInt(p *int32) int32 {
 
 // Down deletes the stack's RunnerSets while the controller still runs and
 // waits until they are gone (drained, runners deleted, capacity released),
-// then the RunnerClass, the Secrets and the controller. The CRDs and the
-// namespaces stay: deleting a CRD deletes every RunnerSet of the cluster,
-// also those fleet did not create.
+// saying what it waits for, then deletes the RunnerClass, the Secrets and
+// the controller. The CRDs and the namespaces stay: deleting a CRD deletes
+// every RunnerSet of the cluster, also those fleet did not create.
 func (s *clusterStack) Down(ctx context.Context, o downOptions) error {
 	v, err := parseStack(s.name, s.config)
 	if err != nil {
 		return err
 	}
-	_, c, err := s.connect(ctx)
+	cfg, c, err := s.connect(ctx)
 	if err != nil {
 		return err
 	}
+	ns := v.fleet.Controller.Namespace
+	d := newDrainer(c, s.stderr, o)
+	d.sel = []client.ListOption{client.MatchingLabels(s.labels())}
+	d.controllerDown = func(ctx context.Context) string { return deploymentDown(ctx, c, ns) }
+	d.again, d.force = s.command("down"), s.command("down", "--force")
+	d.kept = fmt.Sprintf("The controller and the rest of the stack stay in the cluster at %s", cfg.Host)
+	if err := d.run(ctx, o.force); err != nil {
+		return err
+	}
 	sel := client.MatchingLabels(s.labels())
-	sets := &v1alpha1.RunnerSetList{}
-	if err := c.List(ctx, sets, sel); err != nil && !meta.IsNoMatchError(err) {
-		return fmt.Errorf("listing the stack's RunnerSets: %w", err)
-	}
-	for i := range sets.Items {
-		if err := client.IgnoreNotFound(c.Delete(ctx, &sets.Items[i])); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.stderr, "Deleting RunnerSet %s/%s (its managers drain first)\n", sets.Items[i].Namespace, sets.Items[i].Name)
-	}
-	deadline := time.Now().Add(o.timeout)
-	for len(sets.Items) > 0 {
-		if err := c.List(ctx, sets, sel); err != nil {
-			return err
-		}
-		if len(sets.Items) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d RunnerSets still draining after %s; the controller keeps going, run fleet down again later", len(sets.Items), o.timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 	var rest []client.Object
 	classes := &v1alpha1.RunnerClassList{}
 	if err := c.List(ctx, classes, sel); err == nil {
@@ -620,17 +576,30 @@ func (s *clusterStack) Down(ctx context.Context, o downOptions) error {
 		rest = append(rest, &secrets.Items[i])
 	}
 	opts := install.Defaults()
-	opts.Namespace = v.fleet.Controller.Namespace
+	opts.Namespace = ns
 	ctrlObjs, err := install.Objects(opts)
 	if err != nil {
 		return err
 	}
 	rest = append(rest, ctrlObjs...)
+	deleted := 0
 	for _, obj := range rest {
-		if err := client.IgnoreNotFound(c.Delete(ctx, obj)); err != nil {
-			return fmt.Errorf("deleting %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		err := c.Delete(ctx, obj)
+		switch {
+		case err == nil:
+			deleted++
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		default:
+			return fmt.Errorf("deleting %s %s: %w\n(run %s again once that is fixed)", obj.GetObjectKind().GroupVersionKind().Kind, name(obj.GetNamespace(), obj.GetName()), err, s.command("down"))
 		}
 	}
-	fmt.Fprintf(s.stderr, "The %s stack is down; runnerfleet's CRDs and the namespaces stay (kubectl delete crd runnersets.runnerfleet.dev runnerclasses.runnerfleet.dev removes the API)\n", s.name)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	hasAPI := c.Get(ctx, client.ObjectKey{Name: "runnersets." + v1alpha1.GroupVersion.Group}, crd) == nil
+	if deleted == 0 && !hasAPI {
+		fmt.Fprintf(s.stderr, "Nothing of the %s stack is in the cluster at %s (kubeconfig %s%s): no RunnerSet API, no controller in %s. If the stack is in another cluster, run fleet down with its --kubeconfig and --context (contexts here: %s)\n",
+			s.name, cfg.Host, s.kubeconfig, ctxNote(s.context), ns, strings.Join(kubeContexts(s.kubeconfig), ", "))
+		return nil
+	}
+	fmt.Fprintf(s.stderr, "The %s stack is down (%d objects deleted); runnerfleet's CRDs and the namespaces stay (kubectl delete crd runnersets.runnerfleet.dev runnerclasses.runnerfleet.dev removes the API)\n", s.name, deleted)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,8 +19,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
@@ -28,14 +31,21 @@ const stackLocal = "local"
 // localStack is a control plane on this machine (provisioning/localcluster)
 // with the runnerset-controller running beside it as a process.
 type localStack struct {
-	root           string // the runnerfleet checkout, "" when fleet runs outside one
-	dir            string // the state directory
-	config         string // --config
+	root           string   // the runnerfleet checkout, "" when fleet runs outside one
+	dir            string   // the state directory
+	config         string   // --config
+	flags          []string // --state-dir and --config as given, for the commands fleet suggests
 	stdout, stderr io.Writer
 }
 
 func newLocalStack(c common, stdout, stderr io.Writer) (*localStack, error) {
 	s := &localStack{root: repoRoot(), dir: c.stateDir, config: c.config, stdout: stdout, stderr: stderr}
+	if c.stateDir != "" {
+		s.flags = append(s.flags, "--state-dir", c.stateDir)
+	}
+	if c.config != "" {
+		s.flags = append(s.flags, "--config", c.config)
+	}
 	if s.dir == "" {
 		if s.root != "" {
 			s.dir = filepath.Join(s.root, ".local", stackLocal)
@@ -239,10 +249,14 @@ func (s *localStack) startController(ctx context.Context, cl *localcluster.Clust
 // waitReady waits until every RunnerSet in keys is Ready, printing each
 // change of its Ready condition; a timeout says why managers do not run.
 func (s *localStack) waitReady(ctx context.Context, cl *localcluster.Cluster, keys []client.ObjectKey, timeout time.Duration) error {
-	return waitRunnerSets(ctx, cl.Client, keys, timeout, s.stderr, func() string {
+	w := newReadyWait(cl.Client, keys, timeout, s.stderr)
+	w.hint = func() string {
 		return fmt.Sprintf("%s\nsee `kubectl describe runnerset` and the pods of its namespace (export KUBECONFIG=%s), and the controller log %s",
 			managerTrouble(cl), cl.Kubeconfig, localcluster.LogFile(cl.Dir, localcluster.Controller))
-	})
+	}
+	w.controllerDown = controllerProcessDown(cl)
+	w.status, w.again, w.down = s.command("status"), s.command("up", "--timeout", "10m"), s.command("down")
+	return w.wait(ctx)
 }
 
 func (s *localStack) Status(ctx context.Context, o statusOptions) error {
@@ -405,7 +419,7 @@ func (s *localStack) Down(ctx context.Context, o downOptions) error {
 		fmt.Fprintf(s.stderr, "No local stack in %s: nothing to stop\n", s.dir)
 		return nil
 	}
-	if err := s.destroy(ctx); err != nil {
+	if err := s.destroy(ctx, o); err != nil {
 		return err
 	}
 	if err := localcluster.DownWithTimeout(ctx, s.dir, o.grace, s.stderr); err != nil {
@@ -422,11 +436,14 @@ func (s *localStack) Down(ctx context.Context, o downOptions) error {
 	return nil
 }
 
-// destroy runs pulumi destroy while the control plane and the controller
-// still run, so that the controller drains and releases every RunnerSet
-// before its API goes away. A stack whose control plane is already down
-// keeps its Pulumi state (fleet down --purge removes it with the rest).
-func (s *localStack) destroy(ctx context.Context) error {
+// destroy drains the stack's RunnerSets, then runs pulumi destroy, while
+// the control plane and the controller still run, so that the controller
+// drains and releases every RunnerSet before its API goes away. fleet, not
+// Pulumi, waits for the drain: it says what it waits for, and stops with
+// what is left and the next command. A stack whose control plane is
+// already down keeps its Pulumi state (fleet down --purge removes it with
+// the rest).
+func (s *localStack) destroy(ctx context.Context, o downOptions) error {
 	if _, err := os.Stat(filepath.Join(s.dir, "pulumi", "state")); err != nil {
 		return nil
 	}
@@ -439,7 +456,13 @@ func (s *localStack) destroy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.startController(ctx, cl); err != nil {
+	if err := s.startController(ctx, cl); err != nil && o.force {
+		fmt.Fprintf(s.stderr, "Starting %s failed (%v): forcing without it\n", localcluster.Controller, err)
+	} else if err != nil {
+		return fmt.Errorf("%w\n(the control plane keeps running; without the controller nothing removes the finalizer %s of the RunnerSets: fix the cause and run %s again, or %s to delete them without a drain)",
+			err, controller.Finalizer, s.command("down"), s.command("down", "--force"))
+	}
+	if err := s.drainer(cl, o).run(ctx, o.force); err != nil {
 		return err
 	}
 	tools, err := pulumiTools(ctx, s.root, s.stderr)
@@ -448,9 +471,55 @@ func (s *localStack) destroy(ctx context.Context) error {
 	}
 	stackFile := filepath.Join(s.dir, "pulumi", "Pulumi."+stackLocal+".yaml")
 	if err := s.program(tools, stackFile, cl.Kubeconfig).destroy(ctx); err != nil {
-		return fmt.Errorf("%w\n(the control plane keeps running; fix the cause and run fleet down again)", err)
+		return fmt.Errorf("%w\n(the control plane keeps running; fix the cause and run %s again)", err, s.command("down"))
 	}
 	return nil
+}
+
+// command is a fleet command on this local stack.
+func (s *localStack) command(verb string, more ...string) string {
+	return commandLine(append(append([]string{verb, "--stack", stackLocal}, s.flags...), more...)...)
+}
+
+// controllerProcessDown says why the local stack's controller does not
+// run: its process has exited.
+func controllerProcessDown(cl *localcluster.Cluster) func(context.Context) string {
+	return func(context.Context) string {
+		if cl.Running(localcluster.Controller) != 0 {
+			return ""
+		}
+		return fmt.Sprintf("the %s process has exited (its log: %s)", localcluster.Controller, localcluster.LogFile(cl.Dir, localcluster.Controller))
+	}
+}
+
+// drainer waits for the local stack's RunnerSets: those of the Pulumi
+// program (its labels), the controller a process beside the control plane,
+// the managers on the real node, the jobs in the loopback GitLab.
+func (s *localStack) drainer(cl *localcluster.Cluster, o downOptions) *drainer {
+	d := newDrainer(cl.Client, s.stderr, o)
+	d.sel = []client.ListOption{client.MatchingLabels(kube.Labels(stackLocal))}
+	d.controllerDown = controllerProcessDown(cl)
+	d.notes = func(context.Context) []string {
+		if cl.Running(localcluster.Kubelet) != 0 {
+			return nil
+		}
+		return []string{fmt.Sprintf("The real node's kubelet has exited (its log: %s): pods on %s cannot stop; --force deletes them from the API",
+			localcluster.LogFile(cl.Dir, localcluster.Kubelet), localcluster.NodeName)}
+	}
+	d.jobStates = func(ctx context.Context) map[string]string {
+		jobs, err := s.jobs(ctx)
+		if err != nil {
+			return nil
+		}
+		m := map[string]string{}
+		for _, j := range jobs {
+			m[strconv.FormatInt(j.ID, 10)] = j.State
+		}
+		return m
+	}
+	d.again, d.force = s.command("down"), s.command("down", "--force")
+	d.kept = "The control plane keeps running (" + s.command("status") + " shows it)"
+	return d
 }
 
 // get succeeds when url answers 200.

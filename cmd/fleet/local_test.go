@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,5 +73,33 @@ func TestLocalStackNamesTheRealNodesImageAndTheLoopbackGitLab(t *testing.T) {
 	}
 	if f.Defaults.ManagerImage != localcluster.StandinImage {
 		t.Errorf("stacks/Pulumi.local.yaml defaults.managerImage = %q, want the image fleet up imports into the real node, %q", f.Defaults.ManagerImage, localcluster.StandinImage)
+	}
+}
+
+// The local stack's drain names its own parts: the controller process and
+// the real node's kubelet when they have exited, with their logs, and
+// suggests commands for the state directory the user gave.
+func TestLocalDrainNamesTheControllerProcessTheKubeletAndTheCommands(t *testing.T) {
+	dir := t.TempDir()
+	s, err := newLocalStack(common{stack: stackLocal, stateDir: dir}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &localcluster.Cluster{Dir: dir, Client: fake.NewClientBuilder().WithScheme(localcluster.Scheme()).Build()}
+	d := s.drainer(cl, downOptions{timeout: time.Minute, stall: time.Minute})
+	ctx := context.Background()
+	if got := d.controllerDown(ctx); !strings.Contains(got, "runnerset-controller process has exited") || !strings.Contains(got, localcluster.LogFile(dir, localcluster.Controller)) {
+		t.Errorf("controllerDown = %q", got)
+	}
+	if got := strings.Join(d.notes(ctx), "\n"); !strings.Contains(got, "kubelet has exited") || !strings.Contains(got, localcluster.NodeName) || !strings.Contains(got, "--force") {
+		t.Errorf("notes = %q", got)
+	}
+	for _, c := range []string{d.again, d.force} {
+		if !strings.Contains(c, "down --stack local --state-dir "+dir) {
+			t.Errorf("command %q does not name the state directory", c)
+		}
+	}
+	if !strings.HasSuffix(d.force, " --force") {
+		t.Errorf("force command %q", d.force)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -38,13 +39,20 @@ var errUsage = errors.New("usage")
 var errHelp = errors.New("help")
 
 func main() {
+	if filepath.Base(os.Args[0]) == "fleet" {
+		progName = os.Args[0] // bin/fleet, as make down runs it
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var stopped *stoppedError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 	case errors.Is(err, errUsage):
 		os.Exit(2)
+	case errors.As(err, &stopped):
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(exitStopped)
 	default:
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
@@ -176,12 +184,34 @@ every object, and changes nothing when you may not.`,
 		Long: `fleet down deletes the stack's RunnerSets while the controller still runs,
 so that every manager drains, every runner created through the GitLab API is
 deleted and every node of their capacity is released; then it removes the
-rest. The local stack's control plane stops; its state stays unless --purge.`,
+rest. The local stack's control plane stops; its state stays unless --purge.
+
+While the RunnerSets drain it says, every 10 seconds when something changed
+and every minute when nothing did, which RunnerSets, manager pods and job
+pods it waits for and how long each pod's grace has left. It stops, with
+exit code 3 and a message naming what is left and the command to go on or
+to force, when the controller has not run for a minute (its finalizer can
+then never be removed), when nothing changed for --stall-timeout while no
+pod is within its grace, or after --timeout. Nothing else is removed then:
+the local stack's control plane keeps running, and fleet down again
+continues where it stopped.
+
+--force deletes what holds the drain: the manager and job pods left, at
+once (it names the jobs that fail first), then, if the controller does not
+release a RunnerSet within two minutes or does not run, the RunnerSet's
+finalizers (it names what stays behind: the runner in GitLab, the capacity,
+the jobs namespace).`,
 		Example: `  fleet down
   fleet down --purge
+  fleet down --force
   fleet down --kubeconfig ~/.kube/config --context kind-ci`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for flag, d := range map[string]time.Duration{"--timeout": down.timeout, "--stall-timeout": down.stall} {
+				if d <= 0 {
+					return fmt.Errorf("%s %s: want a positive duration, such as 10m", flag, d)
+				}
+			}
 			s, err := openStack(c, stdout, stderr)
 			if err != nil {
 				return err
@@ -191,7 +221,9 @@ rest. The local stack's control plane stops; its state stays unless --purge.`,
 	}
 	downCmd.Flags().BoolVar(&down.purge, "purge", false, "also delete the state directory: certificates, kubeconfig, etcd data and logs")
 	downCmd.Flags().DurationVar(&down.grace, "grace", 20*time.Second, "how long each process may take to exit after SIGTERM before SIGKILL")
-	downCmd.Flags().DurationVar(&down.timeout, "timeout", 30*time.Minute, "with --kubeconfig: how long the RunnerSets may take to drain")
+	downCmd.Flags().DurationVar(&down.timeout, "timeout", 30*time.Minute, "how long the RunnerSets may take to drain")
+	downCmd.Flags().DurationVar(&down.stall, "stall-timeout", 3*time.Minute, "stop when nothing changed for this long and no pod is within its grace")
+	downCmd.Flags().BoolVar(&down.force, "force", false, "delete the manager and job pods left at once (their jobs fail, named first), then the finalizer of a RunnerSet the controller does not release")
 
 	for _, cmd := range []*cobra.Command{upCmd, statusCmd, downCmd} {
 		c.bind(cmd)

@@ -35,7 +35,14 @@ type upOptions struct {
 type downOptions struct {
 	purge   bool
 	grace   time.Duration
-	timeout time.Duration // with --kubeconfig: how long RunnerSets may drain
+	timeout time.Duration // how long RunnerSets may drain
+	// stall: fleet down stops when nothing changed for this long and no
+	// pod is within its grace.
+	stall time.Duration
+	// force deletes the manager and job pods left at once (their jobs
+	// fail) and removes the finalizer of a RunnerSet the controller does
+	// not release.
+	force bool
 }
 
 // openStack is the one place that maps a stack to what runs it. With

@@ -11,6 +11,10 @@ const LabelComponent = "app.kubernetes.io/component"
 // serves them.
 const ComponentManager = "manager"
 
+// ComponentJob is LabelComponent's value on job pods (config.toml's
+// pod_labels) and on what serves them in the jobs namespace.
+const ComponentJob = "job"
+
 // ManagerPods selects the manager pods of every RunnerSet: what the
 // controller caches to see drains, and what scrapes select.
 func ManagerPods() labels.Set {
