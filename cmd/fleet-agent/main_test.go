@@ -310,7 +310,7 @@ func TestDrainOnEC2WithTheInstanceRole(t *testing.T) {
 }
 
 // The job reporter the shared fleet's docker+machine VMs start
-// (vmfleet.JobReporterStartupScript) is fleet-agent reporting jobs, with
+// (vmfleet.StartupScript of vmfleet.JobReporter) is fleet-agent reporting jobs, with
 // arguments fleet-agent accepts, reading the Docker engine whose socket
 // the script mounts.
 func TestTheVMStartupScriptsJobReporterArgumentsAreFleetAgents(t *testing.T) {
@@ -321,7 +321,11 @@ func TestTheVMStartupScriptsJobReporterArgumentsAreFleetAgents(t *testing.T) {
 			t.Errorf("fleet-agent %v: %+v, %v\n%s", vmfleet.JobReporterArgs(p), c, err, stderr.String())
 		}
 		socket := strings.TrimPrefix(c.dockerHost, "unix://")
-		if script := vmfleet.JobReporterStartupScript("img", p); !strings.Contains(script, "--volume "+socket+":"+socket+" ") {
+		script, err := vmfleet.StartupScript(vmfleet.JobReporter("registry.example.com/fleet-agent:v1", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(script, "--volume "+socket+":"+socket+" ") {
 			t.Errorf("the script does not mount the engine fleet-agent reads (%s):\n%s", c.dockerHost, script)
 		}
 	}

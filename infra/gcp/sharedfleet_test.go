@@ -53,6 +53,7 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"r
       "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
       "gcpServiceAccount": "`+managersGSA+`",
       "cacheBucket": "ci-staging-cache",
+      "monitoring": {"nodeExporterPort": 9200},
       "vmNetwork": {"cidr": "10.30.0.0/20"},
       "groups": [
         {"name": "linux", "tokenConfigKey": "stagingLinux", "zone": "europe-west1-b", "machineType": "e2-standard-2",

@@ -3,6 +3,7 @@ package gcp
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -21,11 +22,13 @@ import (
 //     public address), and a Cloud NAT of its own for everything else
 //     (GitLab, public image registries); or the existing subnetwork the
 //     stack names, whose egress is its owner's;
-//   - firewall rules from exactly the cluster's pod range, where the
-//     managers run, each to the VMs of the groups that use one set of
-//     ports, tagged so, and on those ports only (Docker 2376 and SSH 22 for
-//     docker+machine, the fleeting connector's, SSH 22 or WinRM 5985/5986,
-//     for docker-autoscaler). The
+//   - firewall rules, one per consumer and VM tag
+//     (fleetspec.SharedFleet.VMIngress), from exactly the cluster's pod
+//     range (vmSourceRanges): the managers to the VMs of the groups that
+//     use one set of ports, tagged so, and on those ports only (Docker
+//     2376 and SSH 22 for docker+machine, the fleeting connector's, SSH 22
+//     or WinRM 5985/5986, for docker-autoscaler); the fleet's Prometheus
+//     to the docker+machine VMs on their node_exporter's port alone. The
 //     VPC admits nothing else: its implied rule denies ingress, the
 //     cluster's own internal rule targets only the nodes, and no VM has an
 //     external address, so nothing on the internet reaches one;
@@ -44,9 +47,35 @@ type SharedFleetNetwork struct {
 	InstanceGroups map[string]*compute.InstanceGroupManager
 }
 
-// vmSourceRanges are the only sources that reach the VMs: the cluster's
-// pod range, where the managers run.
-func vmSourceRanges(g *stackconfig.GCP) []string { return []string{g.PodsCIDR} }
+// vmSourceRanges are the only sources a consumer of the VMs' ports
+// (fleetspec.ConsumerManagers, fleetspec.ConsumerPrometheus) reaches them
+// from: the cluster's pod range, for both. The cluster is VPC-native and
+// leaves GKE's default SNAT on, which masquerades nothing bound for the
+// private ranges (the VMs' subnetworks are private ranges of the VPC), so
+// a pod's packets reach a VM in another subnetwork from the pod's own
+// address in the pods range, not its node's. Network tags name nodes, not
+// pods: a source tag would at best admit every pod of a tagged node. The
+// managers and the fleet's Prometheus run on the system pool beside other
+// pods and take their addresses from the one pods range, so the VPC
+// firewall cannot tell them from the cluster's other pods; narrowing
+// further needs a pods range of their own (a node pool with its own pod
+// range), which the cluster does not declare today.
+func vmSourceRanges(g *stackconfig.GCP, consumer string) []string {
+	switch consumer {
+	case fleetspec.ConsumerManagers, fleetspec.ConsumerPrometheus:
+		return []string{g.PodsCIDR}
+	}
+	return nil
+}
+
+// vmFirewallResource is the Pulumi name of the rule of in: the managers'
+// rules keep the names they had.
+func vmFirewallResource(name string, in fleetspec.VMIngress) string {
+	if in.Consumer == fleetspec.ConsumerManagers {
+		return name + "-" + in.Tag
+	}
+	return name + "-" + in.Tag + "-" + in.Consumer
+}
 
 func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network, s fleetspec.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
 	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.gcp.Project, e.gcp.Region, e.args.Cluster), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
@@ -100,31 +129,26 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 		}
 	}
 
-	// One rule per set of ports the fleet's groups use, each targeting the
-	// tag of the groups that use exactly those ports.
-	declared := map[string]bool{}
-	for _, grp := range s.Groups {
-		tag := grp.VMNetworkTag()
-		if declared[tag] {
-			continue
-		}
-		declared[tag] = true
-		ports := make([]string, 0, 2)
-		for _, p := range grp.VMPorts() {
+	// One rule per consumer and VM tag (fleetspec.SharedFleet.VMIngress):
+	// the managers to the groups' VMs on the ports their executors use,
+	// the fleet's Prometheus to the VMs that run node_exporter on its port.
+	for _, in := range s.VMIngress() {
+		ports := make([]string, 0, len(in.Ports))
+		for _, p := range in.Ports {
 			ports = append(ports, strconv.Itoa(p))
 		}
-		_, err := compute.NewFirewall(ctx, name+"-"+tag, &compute.FirewallArgs{
-			Name:         pulumi.String(fleetspec.VMFirewallName(cluster, tag)),
-			Description:  pulumi.String("runnerfleet: the managers of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + tag),
+		_, err := compute.NewFirewall(ctx, vmFirewallResource(name, in), &compute.FirewallArgs{
+			Name:         pulumi.String(in.FirewallName(cluster)),
+			Description:  pulumi.String("runnerfleet: the " + in.Consumer + " of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + in.Tag + " on tcp " + strings.Join(ports, ", ")),
 			Network:      nw.Network,
 			Direction:    pulumi.String("INGRESS"),
 			Priority:     pulumi.Int(1000),
-			SourceRanges: pulumix.Strings(vmSourceRanges(g)),
-			TargetTags:   pulumix.Strings([]string{tag}),
+			SourceRanges: pulumix.Strings(vmSourceRanges(g, in.Consumer)),
+			TargetTags:   pulumix.Strings([]string{in.Tag}),
 			Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(ports)}},
 		}, e.opts(n)...)
 		if err != nil {
-			return nil, fmt.Errorf("creating the VM firewall rule %s of fleet %s: %w", tag, fleet, err)
+			return nil, fmt.Errorf("creating the VM firewall rule %s of fleet %s: %w", in.FirewallName(cluster), fleet, err)
 		}
 	}
 

@@ -1,10 +1,14 @@
 package gcp
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/providers"
@@ -38,76 +42,188 @@ func vmTags(p *platform) map[string]bool {
 	return tags
 }
 
-// vmReachers are the ingress rules of the VPC that admit traffic to a job
-// VM, and from where: a rule without target tags applies to every
-// instance of the network.
-func vmReachers(rules []infratest.Resource, tags map[string]bool) map[string][]string {
-	out := map[string][]string{}
+// vmNeed is a port some consumer needs on the VMs tagged tag.
+type vmNeed struct {
+	tag  string
+	port string
+}
+
+// vmOpenings are, for every port some ingress rule opens to VMs tagged
+// with one of tags, the rules (by GCE name) that open it and their
+// sources; a rule without target tags opens its ports to every tag, a
+// rule without ports every port ("all"). The consumers of the VMs share
+// the pods range, so a rule, not a source range, is what stands for one
+// consumer.
+func vmOpenings(rules []infratest.Resource, tags map[string]bool) map[vmNeed]map[string][]string {
+	out := map[vmNeed]map[string][]string{}
 	for _, r := range rules {
 		if d := str(r.Input("direction")); d != "" && d != "INGRESS" {
 			continue
 		}
 		targets := strs(r.Input("targetTags"))
-		if len(targets) > 0 && !slices.ContainsFunc(targets, func(t string) bool { return tags[t] }) {
-			continue
+		if len(targets) == 0 {
+			targets = slices.Sorted(maps.Keys(tags))
 		}
-		out[r.Name] = append(strs(r.Input("sourceRanges")), strs(r.Input("sourceTags"))...)
+		sources := slices.Sorted(slices.Values(append(strs(r.Input("sourceRanges")), strs(r.Input("sourceTags"))...)))
+		for _, a := range r.Input("allows").ArrayValue() {
+			ports := strs(a.ObjectValue()["ports"])
+			if len(ports) == 0 {
+				ports = []string{"all"}
+			}
+			for _, t := range targets {
+				if !tags[t] {
+					continue
+				}
+				for _, p := range ports {
+					k := vmNeed{t, str(a.ObjectValue()["protocol"]) + "/" + p}
+					if out[k] == nil {
+						out[k] = map[string][]string{}
+					}
+					out[k][str(r.Input("name"))] = sources
+				}
+			}
+		}
 	}
 	return out
 }
 
-// A reviewer's invariant: only the managers (the cluster's pod range)
-// reach the VMs, on the ports their executors use, and nothing else does.
-func TestOnlyTheManagersPodRangeReachesTheVMs(t *testing.T) {
+// vmAccessProblems compares what the rules open on the VMs with what the
+// consumers need (each need with the rule of each consumer that has it and
+// that consumer's sources): a port open through a rule of no consumer of
+// it or to other sources, a need left closed, a port nobody needs.
+func vmAccessProblems(open, needs map[vmNeed]map[string][]string) []string {
+	var out []string
+	for _, k := range slices.SortedFunc(maps.Keys(needs), cmpNeed) {
+		if !maps.EqualFunc(open[k], needs[k], slices.Equal) {
+			out = append(out, fmt.Sprintf("%s on VMs tagged %s is open through %v, want exactly its consumers' %v", k.port, k.tag, open[k], needs[k]))
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(open), cmpNeed) {
+		if _, ok := needs[k]; !ok {
+			out = append(out, fmt.Sprintf("%s on VMs tagged %s is open through %v, and no consumer needs it", k.port, k.tag, open[k]))
+		}
+	}
+	return out
+}
+
+func cmpNeed(a, b vmNeed) int {
+	if c := strings.Compare(a.tag, b.tag); c != 0 {
+		return c
+	}
+	return strings.Compare(a.port, b.port)
+}
+
+// A reviewer's invariant: every port a consumer needs on the job VMs is
+// open to that consumer and to nothing else, and no other port is open.
+// The consumers: gitlab-runner's managers (docker+machine: SSH 22 and
+// Docker 2376; the Linux fleeting connector: SSH 22), from the pods range
+// where they run, and each fleet's Prometheus, from the same range (the
+// cluster's VPC-native pods keep their own addresses towards the VMs'
+// private subnetworks), to the node_exporter of the docker+machine VMs on
+// the fleet's port (production the default 9100, staging 9200). The needs
+// are written here, from the consumers, not read from the program.
+func TestEveryPortAConsumerNeedsOnTheVMsIsOpenToItAlone(t *testing.T) {
 	p := withSharedFleets(t)
+	pods := p.fleet.GCP.PodsCIDR
+	// Each consumer's rule (GCE name) and sources.
+	managers := func(fleet, access string) (string, []string) {
+		return "runners-prod-" + fleetspec.VMNetworkTag(fleet, access), []string{pods}
+	}
+	prometheus := func(fleet, access string) (string, []string) {
+		return "runners-prod-" + fleetspec.VMNetworkTag(fleet, access) + "-prom", []string{pods}
+	}
+	needs := map[vmNeed]map[string][]string{}
+	need := func(consumer func(fleet, access string) (string, []string), fleet, access string, port int) {
+		k := vmNeed{fleetspec.VMNetworkTag(fleet, access), "tcp/" + strconv.Itoa(port)}
+		if needs[k] == nil {
+			needs[k] = map[string][]string{}
+		}
+		rule, sources := consumer(fleet, access)
+		needs[k][rule] = sources
+	}
+	for _, fleet := range []string{"production", "staging"} {
+		need(managers, fleet, fleetspec.AccessDockerMachine, 22)
+		need(managers, fleet, fleetspec.AccessDockerMachine, 2376)
+	}
+	need(managers, "production", fleetspec.AccessSSH, 22)
+	need(prometheus, "production", fleetspec.AccessDockerMachine, 9100)
+	need(prometheus, "staging", fleetspec.AccessDockerMachine, 9200)
+
 	rules := p.m.ByToken(tokFirewall)
-	reach := vmReachers(rules, vmTags(p))
-	if len(reach) == 0 {
-		t.Fatal("no rule lets the managers reach the VMs")
+	tags := vmTags(p)
+	if bad := vmAccessProblems(vmOpenings(rules, tags), needs); len(bad) > 0 {
+		t.Errorf("the VMs' firewall:\n%s", strings.Join(bad, "\n"))
 	}
-	for name, sources := range reach {
-		if !slices.Equal(sources, []string{p.fleet.GCP.PodsCIDR}) {
-			t.Errorf("rule %s lets %v reach the job VMs; only the pods range %s may", name, sources, p.fleet.GCP.PodsCIDR)
-		}
-	}
-	// Each rule opens exactly the ports of the groups whose VMs it
-	// targets: docker+machine's Docker and SSH, the Linux connector's SSH.
+	// One rule per consumer: Prometheus's opens node_exporter's port alone.
 	for _, c := range []struct {
-		fleet, access string
-		ports         []string
+		resource string
+		ports    []string
 	}{
-		{"production", fleetspec.AccessDockerMachine, []string{"22", "2376"}},
-		{"production", fleetspec.AccessSSH, []string{"22"}},
-		{"staging", fleetspec.AccessDockerMachine, []string{"22", "2376"}},
+		{"runners-prod-production-vms-" + fleetspec.VMNetworkTag("production", fleetspec.AccessDockerMachine), []string{"22", "2376"}},
+		{"runners-prod-production-vms-" + fleetspec.VMNetworkTag("production", fleetspec.AccessDockerMachine) + "-prometheus", []string{"9100"}},
+		{"runners-prod-staging-vms-" + fleetspec.VMNetworkTag("staging", fleetspec.AccessDockerMachine) + "-prometheus", []string{"9200"}},
 	} {
-		tag := fleetspec.VMNetworkTag(c.fleet, c.access)
-		r := p.m.Get(t, tokFirewall, "runners-prod-"+c.fleet+"-vms-"+tag)
+		r := p.m.Get(t, tokFirewall, c.resource)
 		allow := r.Input("allows").ArrayValue()
-		if len(allow) != 1 || str(allow[0].ObjectValue()["protocol"]) != "tcp" || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), c.ports) {
-			t.Errorf("%s allows %v, want tcp %v", r.Name, allow, c.ports)
+		if len(allow) != 1 || !slices.Equal(strs(allow[0].ObjectValue()["ports"]), c.ports) {
+			t.Errorf("%s allows %v, want tcp %v", c.resource, allow, c.ports)
 		}
-		if got := strs(r.Input("targetTags")); !slices.Equal(got, []string{tag}) {
-			t.Errorf("%s targets %v", r.Name, got)
-		}
-	}
-	if n := len(reach); n != 3 {
-		t.Errorf("%d rules reach the VMs, want the 3 above: %v", n, slices.Sorted(maps.Keys(reach)))
 	}
 
-	// Negative control: the cluster's internal rule without its node tag
-	// (as it was) would let the nodes' subnet and every pod reach the VMs
-	// on every port.
-	var loose []infratest.Resource
-	for _, r := range rules {
-		if strings.HasSuffix(r.Name, "-allow-internal") {
-			r.Inputs = maps.Clone(r.Inputs)
-			delete(r.Inputs, "targetTags")
+	// Negative controls, each on a copy of the rules.
+	mutate := func(suffix string, f func(r *infratest.Resource)) []infratest.Resource {
+		var out []infratest.Resource
+		found := false
+		for _, r := range rules {
+			if strings.HasSuffix(r.Name, suffix) {
+				r.Inputs = maps.Clone(r.Inputs)
+				f(&r)
+				found = true
+			}
+			out = append(out, r)
 		}
-		loose = append(loose, r)
+		if !found {
+			t.Fatalf("no rule %s", suffix)
+		}
+		return out
 	}
-	if got := vmReachers(loose, vmTags(p))["runners-prod-network-allow-internal"]; len(got) == 0 {
-		t.Error("the check does not see a rule without target tags")
+	setPorts := func(ports ...string) func(r *infratest.Resource) {
+		return func(r *infratest.Resource) {
+			r.Inputs["allows"] = resource.NewArrayProperty([]resource.PropertyValue{resource.NewObjectProperty(resource.PropertyMap{
+				"protocol": resource.NewStringProperty("tcp"), "ports": resource.NewArrayProperty(strProps(ports)),
+			})})
+		}
 	}
+	dm := fleetspec.VMNetworkTag("production", fleetspec.AccessDockerMachine)
+	for name, c := range map[string]struct {
+		rules []infratest.Resource
+		says  string
+	}{
+		// The cluster's internal rule without its node tag (as it was)
+		// lets the nodes' subnet reach the VMs on every port.
+		"a rule without target tags": {mutate("-allow-internal", func(r *infratest.Resource) { delete(r.Inputs, "targetTags") }), "tcp/all on VMs tagged " + dm + " is open through map[runners-prod-internal:"},
+		// The exporter's rule opening Docker too.
+		"Prometheus's rule opening Docker": {mutate(dm+"-prometheus", setPorts("9100", "2376")), "tcp/2376 on VMs tagged " + dm + " is open through map[runners-prod-" + dm + ":[" + pods + "] runners-prod-" + dm + "-prom:"},
+		// The old firewall: no rule for Prometheus.
+		"no rule for node_exporter": {mutate(dm+"-prometheus", setPorts()), "tcp/9100 on VMs tagged " + dm + " is open through map[]"},
+		// A rule from anywhere.
+		"the managers' rule from anywhere": {mutate("-vms-"+dm, func(r *infratest.Resource) {
+			r.Inputs["sourceRanges"] = resource.NewArrayProperty(strProps([]string{"0.0.0.0/0"}))
+		}), "tcp/22 on VMs tagged " + dm + " is open through map[runners-prod-" + dm + ":[0.0.0.0/0]]"},
+	} {
+		bad := strings.Join(vmAccessProblems(vmOpenings(c.rules, tags), needs), "\n")
+		if !strings.Contains(bad, c.says) {
+			t.Errorf("%s: the check says %q, want %q", name, bad, c.says)
+		}
+	}
+}
+
+func strProps(ss []string) []resource.PropertyValue {
+	out := []resource.PropertyValue{}
+	for _, s := range ss {
+		out = append(out, resource.NewStringProperty(s))
+	}
+	return out
 }
 
 // Windows groups' VMs are reached on WinRM, not SSH or Docker.

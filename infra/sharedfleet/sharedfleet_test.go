@@ -19,6 +19,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
@@ -676,6 +677,14 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].idleCount", "between 0 and maxVMs (100)"}, 0},
 		{"bad cron period", `"* * * * * sat,sun *"`, `"* * * * * saturday-ish *"`, tokens,
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].periods[0].periods[1]", "is not a cron expression"}, 0},
+		{"node_exporter image without a tag", `"monitoring": {"vmQuota": 800,`, `"images": {"nodeExporter": "quay.io/prometheus/node-exporter"}, "monitoring": {"vmQuota": 800,`, tokens,
+			[]string{`runnerfleet:fleet.sharedFleets[0].images.nodeExporter: Invalid value: "quay.io/prometheus/node-exporter": is not an image reference`, "registry/repository:tag"}, 0},
+		{"gc image that is no reference", `"monitoring": {"vmQuota": 800,`, `"images": {"gc": "Registry.Example.com/Fleet:v1 --rm"}, "monitoring": {"vmQuota": 800,`, tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[0].images.gc", "is not an image reference"}, 0},
+		{"node_exporter on the runner's metrics port", `"jobTimeout": "4h",`, `"jobTimeout": "4h", "monitoring": {"nodeExporterPort": 9252},`, tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[1].monitoring.nodeExporterPort: Invalid value: 9252: is gitlab-runner's metrics", "choose another port"}, 0},
+		{"node_exporter on the session server's port", `"jobTimeout": "4h",`, `"jobTimeout": "4h", "monitoring": {"nodeExporterPort": 8093},`, tokens,
+			[]string{"runnerfleet:fleet.sharedFleets[1].monitoring.nodeExporterPort: Invalid value: 8093: is the managers' session server"}, 0},
 		{"missing token", "", "", map[string]string{"runnerfleet:sharedProductionLinux": tokens["runnerfleet:sharedProductionLinux"]},
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].tokenConfigKey: config key runnerfleet:sharedProductionFleeting is not set",
 				"runnerfleet:fleet.sharedFleets[1].groups[0].tokenConfigKey: config key runnerfleet:sharedStagingLinux is not set"}, 1},
@@ -758,6 +767,54 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 	prod := gcArgs(object(t, m.Get(t, "kubernetes:batch/v1:CronJob", "shared-production-gc"), "spec.jobTemplate.spec.template.spec"))
 	if !strings.Contains(prod, " --grace 1h0m0s ") {
 		t.Errorf("production's grace: args %s, want 1h0m0s (its longest IdleTime, 30m, plus 30m)", prod)
+	}
+}
+
+// A fleet's images and node_exporter port come from the stack config:
+// staging's gc CronJob runs its gc image, its docker+machine VMs start its
+// job reporter and node_exporter images with the exporter on its port, and
+// its Prometheus scrapes the VMs there; production, which names none,
+// runs the release's images and node_exporter's default port.
+func TestAFleetsImagesAndExporterPortComeFromTheStackConfig(t *testing.T) {
+	const (
+		gc       = "registry.example.com/mirror/fleet@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		reporter = "registry.example.com/mirror/fleet-agent:v0.1.0"
+		exporter = "registry.example.com/mirror/node-exporter:v1.12.1"
+	)
+	raw := strings.Replace(stackJSON, `"jobTimeout": "4h",`, `"jobTimeout": "4h",
+      "images": {"gc": "`+gc+`", "jobReporter": "`+reporter+`", "nodeExporter": "`+exporter+`"},
+      "monitoring": {"nodeExporterPort": 9200},`, 1)
+	if raw == stackJSON {
+		t.Fatal("the case changes nothing")
+	}
+	m, _, err := deploy(t, raw, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fleet, gc, reporter, exporter string
+		port                          int
+	}{
+		{"staging", gc, reporter, exporter, 9200},
+		{"production", version.Image("fleet"), version.Image("fleet-agent"), fleetspec.DefaultNodeExporterImage, fleetspec.DefaultNodeExporterPort},
+	} {
+		pod := object(t, m.Get(t, "kubernetes:batch/v1:CronJob", "shared-"+c.fleet+"-gc"), "spec.jobTemplate.spec.template.spec")
+		if got := pod["containers"].ArrayValue()[0].ObjectValue()["image"].StringValue(); got != c.gc {
+			t.Errorf("%s: gc runs %s, want %s", c.fleet, got, c.gc)
+		}
+		cfg := configOf(t, m, m.Get(t, tokRelease, "shared-"+c.fleet+"-"+c.fleet+"-linux-0"))
+		for _, want := range []string{
+			" " + c.reporter + " --provider gce --report-jobs",
+			" " + c.exporter + " --path.rootfs /host --web.listen-address :" + strconv.Itoa(c.port),
+		} {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("%s: the VMs' startup script lacks %q:\n%s", c.fleet, want, cfg)
+			}
+		}
+		prom := object(t, m.Get(t, tokConfigMap, "shared-"+c.fleet+"-prometheus-config"), "data")[shared.PrometheusConfigFile].StringValue()
+		if want := "port: " + strconv.Itoa(c.port) + "\n"; !strings.Contains(prom, want) {
+			t.Errorf("%s: Prometheus does not scrape the VMs on %d:\n%s", c.fleet, c.port, prom)
+		}
 	}
 }
 

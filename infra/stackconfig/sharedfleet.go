@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -34,6 +35,10 @@ func (f *Fleet) setSharedFleetDefaults() {
 		}
 		if s.GitLabURL == "" {
 			s.GitLabURL = f.GitLabURL
+		}
+		s.Images = s.Images.OrDefault()
+		if s.Monitoring.NodeExporterPort == 0 {
+			s.Monitoring.NodeExporterPort = s.NodeExporterPort()
 		}
 		for j := range s.Groups {
 			g := &s.Groups[j]
@@ -150,6 +155,10 @@ func validateSharedFleet(s *fleetspec.SharedFleet, p *field.Path, f *Fleet) fiel
 	if s.Monitoring.GCPServiceAccount != "" && !gcpSAEmail.MatchString(s.Monitoring.GCPServiceAccount) {
 		errs = append(errs, field.Invalid(p.Child("monitoring", "gcpServiceAccount"), s.Monitoring.GCPServiceAccount, "a Google service account email such as ci-prometheus@my-project.iam.gserviceaccount.com"))
 	}
+	errs = append(errs, validateFleetImages(s.Images, p.Child("images"))...)
+	if msg := fleetspec.NodeExporterPortProblem(s.Monitoring.NodeExporterPort); msg != "" {
+		errs = append(errs, field.Invalid(p.Child("monitoring", "nodeExporterPort"), s.Monitoring.NodeExporterPort, msg))
+	}
 	if s.Monitoring.VMQuota < 0 {
 		errs = append(errs, field.Invalid(p.Child("monitoring", "vmQuota"), s.Monitoring.VMQuota, "the VM quota of the fleet's project and region, or leave it out"))
 	}
@@ -204,8 +213,13 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 			nsPath = p.Index(i).Child("name")
 		}
 		long := len(s.Namespace) > fleetspec.MaxFleetNameForTags
-		for _, g := range s.Groups {
-			long = long || len(fleetspec.VMFirewallName(f.ClusterName, g.VMNetworkTag())) > maxGCEName
+		longest := fleetspec.VMFirewallName(f.ClusterName, fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM))
+		for _, in := range s.VMIngress() {
+			name := in.FirewallName(f.ClusterName)
+			long = long || len(name) > maxGCEName
+			if len(name) > len(longest) {
+				longest = name
+			}
 		}
 		if n.CIDR != "" {
 			long = long || len(fleetspec.VMSubnetworkName(f.ClusterName, s.Namespace)) > maxGCEName
@@ -213,7 +227,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		if long {
 			errs = append(errs, field.Invalid(nsPath, s.Namespace, fmt.Sprintf(
 				"names the fleet's VM network tags (%s), firewall rules (%s) and subnetwork (%s), which GCE allows up to %d characters; shorten the fleet's namespace (at most %d) or the clusterName",
-				fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM), fleetspec.VMFirewallName(f.ClusterName, fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM)), fleetspec.VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, fleetspec.MaxFleetNameForTags)))
+				fleetspec.VMNetworkTag(s.Namespace, fleetspec.AccessWinRM), longest, fleetspec.VMSubnetworkName(f.ClusterName, s.Namespace), maxGCEName, fleetspec.MaxFleetNameForTags)))
 		}
 		switch {
 		case n.CIDR == "" && n.Subnetwork == "":
@@ -243,6 +257,25 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 				}
 			}
 			ranges = append(ranges, taken{fmt.Sprintf("sharedFleets[%d].vmNetwork.cidr", i), pfx})
+		}
+	}
+	return errs
+}
+
+// validateFleetImages checks the fleet's images with the reference parser
+// of go-containerregistry, strictly: a registry, a repository and a tag or
+// digest, nothing left to a default ("latest", Docker Hub). Each image
+// reaches a VM's startup script or a CronJob as it is.
+func validateFleetImages(i fleetspec.FleetImages, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, c := range []struct{ key, image, example string }{
+		{"gc", i.GC, fleetspec.DefaultFleetImages.GC},
+		{"jobReporter", i.JobReporter, fleetspec.DefaultFleetImages.JobReporter},
+		{"nodeExporter", i.NodeExporter, fleetspec.DefaultFleetImages.NodeExporter},
+	} {
+		if _, err := name.ParseReference(c.image, name.StrictValidation); err != nil {
+			errs = append(errs, field.Invalid(p.Child(c.key), c.image, fmt.Sprintf(
+				"is not an image reference (%v): give registry/repository:tag or registry/repository@sha256:<digest>, such as %s, or leave it out for that default", err, c.example)))
 		}
 	}
 	return errs

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
@@ -118,7 +119,26 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 	if _, err := sharedfleet.Config(linux); err != nil {
 		t.Errorf("the renderer refuses a group the stack config accepted: %v", err)
 	}
-
+	// Images and the exporter's port default to the release's, defined once.
+	if prod.Images != fleetspec.DefaultFleetImages || prod.Monitoring.NodeExporterPort != fleetspec.DefaultNodeExporterPort {
+		t.Errorf("images %+v, node_exporter port %d; want %+v and %d", prod.Images, prod.Monitoring.NodeExporterPort, fleetspec.DefaultFleetImages, fleetspec.DefaultNodeExporterPort)
+	}
+	// A tag or a digest, and a port of the stack's, are taken as given.
+	v := sharedFleetStack()
+	images := map[string]any{
+		"gc":           "registry.example.com/mirror/fleet@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"jobReporter":  "registry.example.com:5000/mirror/fleet-agent:v0.1.0",
+		"nodeExporter": "registry.example.com/mirror/node-exporter:v1.12.1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+	}
+	at(v, "sharedFleets", 1)["images"] = images
+	at(v, "sharedFleets", 1)["monitoring"] = map[string]any{"nodeExporterPort": 9200}
+	f, err = Decode(encode(t, v), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.SharedFleets[1]; got.Images.GC != images["gc"] || got.Images.JobReporter != images["jobReporter"] || got.Images.NodeExporter != images["nodeExporter"] || got.NodeExporterPort() != 9200 {
+		t.Errorf("staging's images %+v, port %d", got.Images, got.NodeExporterPort())
+	}
 }
 
 func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
@@ -175,6 +195,22 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Invalid value: 21: at most 20"}},
 		{"VM account not an email", func(v map[string]any) { at(v, "sharedFleets", 0)["vmServiceAccount"] = "ci-vms" },
 			[]string{`runnerfleet:fleet.sharedFleets[0].vmServiceAccount: Invalid value: "ci-vms": a Google service account email`}},
+		{"gc image without a registry", func(v map[string]any) { at(v, "sharedFleets", 0)["images"] = map[string]any{"gc": "fleet:v0.1.0"} },
+			[]string{`runnerfleet:fleet.sharedFleets[0].images.gc: Invalid value: "fleet:v0.1.0": is not an image reference`, "registry/repository:tag or registry/repository@sha256:<digest>", "or leave it out"}},
+		{"job reporter image without a tag or digest", func(v map[string]any) {
+			at(v, "sharedFleets", 0)["images"] = map[string]any{"jobReporter": "registry.example.com/ci/fleet-agent"}
+		}, []string{`runnerfleet:fleet.sharedFleets[0].images.jobReporter: Invalid value: "registry.example.com/ci/fleet-agent": is not an image reference`}},
+		{"node_exporter image with a shell word", func(v map[string]any) {
+			at(v, "sharedFleets", 1)["images"] = map[string]any{"nodeExporter": "registry.example.com/node-exporter:v1;reboot"}
+		}, []string{"runnerfleet:fleet.sharedFleets[1].images.nodeExporter", "is not an image reference"}},
+		{"node_exporter on the runner's metrics port", func(v map[string]any) { at(v, "sharedFleets", 0, "monitoring")["nodeExporterPort"] = 9252 },
+			[]string{"runnerfleet:fleet.sharedFleets[0].monitoring.nodeExporterPort: Invalid value: 9252: is gitlab-runner's metrics (listen_address); choose another port, such as node_exporter's own 9100"}},
+		{"node_exporter on the session server's port", func(v map[string]any) { at(v, "sharedFleets", 0, "monitoring")["nodeExporterPort"] = 8093 },
+			[]string{"runnerfleet:fleet.sharedFleets[0].monitoring.nodeExporterPort: Invalid value: 8093: is the managers' session server"}},
+		{"node_exporter on Docker's port", func(v map[string]any) { at(v, "sharedFleets", 0, "monitoring")["nodeExporterPort"] = 2376 },
+			[]string{"runnerfleet:fleet.sharedFleets[0].monitoring.nodeExporterPort: Invalid value: 2376: is docker+machine's Docker daemon"}},
+		{"node_exporter on no port", func(v map[string]any) { at(v, "sharedFleets", 0, "monitoring")["nodeExporterPort"] = 70000 },
+			[]string{"runnerfleet:fleet.sharedFleets[0].monitoring.nodeExporterPort: Invalid value: 70000: must be a port from 1024 to 65535"}},
 		{"no token", func(v map[string]any) { delete(group(v), "tokenConfigKey") },
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: Required value"}},
 		{"docker+machine without its image", func(v map[string]any) { delete(at(v, "sharedFleets", 1), "managerImage") },

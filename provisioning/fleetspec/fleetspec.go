@@ -114,7 +114,14 @@ type ManagerGroup struct {
 	// VMs run as; "" leaves it to the driver (the project's Compute
 	// Engine default account).
 	VMServiceAccount string `json:"-"`
+	// VMAgents are what the group's docker+machine VMs run beside the
+	// jobs (the fleet's images and node_exporter port): Agents.
+	VMAgents VMAgents `json:"-"`
 }
+
+// Agents are what the group's docker+machine VMs run beside the jobs:
+// VMAgents, defaults filled.
+func (g ManagerGroup) Agents() VMAgents { return g.VMAgents.OrDefault() }
 
 // Ports the managers reach their VMs on.
 const (

@@ -46,6 +46,9 @@ type SharedFleet struct {
 	CacheBucket string `json:"cacheBucket,omitempty"`
 	// Monitoring is the fleet's own Prometheus.
 	Monitoring SharedFleetMonitoring `json:"monitoring,omitempty"`
+	// Images are the images of fleet gc and of what the docker+machine
+	// VMs run beside the jobs; default DefaultFleetImages.
+	Images FleetImages `json:"images,omitempty"`
 	// WebTerminal exposes every manager's session server, for GitLab's
 	// interactive web terminals; without it the managers run none.
 	WebTerminal *WebTerminal `json:"webTerminal,omitempty"`
@@ -76,7 +79,8 @@ type VMNetwork struct {
 func VMSubnetworkName(cluster, fleet string) string { return cluster + "-" + fleet + "-vms" }
 
 // VMFirewallName is the firewall rule that lets the managers reach the
-// VMs tagged tag (ManagerGroup.VMNetworkTag) in cluster's VPC.
+// VMs tagged tag (ManagerGroup.VMNetworkTag) in cluster's VPC; other
+// consumers' rules add their name (VMIngress.FirewallName).
 func VMFirewallName(cluster, tag string) string { return cluster + "-" + tag }
 
 // VMSubnetwork is the resource path of the fleet's VM subnetwork in
@@ -97,6 +101,10 @@ type SharedFleetMonitoring struct {
 	// GCPServiceAccount is the Google service account Prometheus's GCE
 	// discovery acts as through Workload Identity (compute.instances.list).
 	GCPServiceAccount string `json:"gcpServiceAccount,omitempty"`
+	// NodeExporterPort is where the docker+machine VMs' node_exporter
+	// listens, the port the fleet's Prometheus scrapes them on and the
+	// fleet's firewall opens to it; default DefaultNodeExporterPort.
+	NodeExporterPort int `json:"nodeExporterPort,omitempty"`
 }
 
 // WebTerminal is how GitLab reaches the managers' session servers.

@@ -15,9 +15,10 @@ import (
 // reference copy the project reads, ../shared/reference/gitlab-runner-chart);
 // every path was found there as .Values.<path>. No Go module serves the
 // chart, so this list is the fact the program is checked against
-// (TestEveryChartValueIsOneThePinnedChartReads); where the reference copy
-// is beside the checkout, TestChartValuesAreReadByTheChartsTemplates checks
-// the list itself against the templates.
+// (TestEveryChartValueIsOneThePinnedChartReads), and
+// TestChartValuesAreReadByTheChartsTemplates checks the list itself against
+// the templates of the reference copy beside the checkout (it fails where
+// that copy is missing).
 var ChartValues = map[string]bool{
 	"fullnameOverride":              false,
 	"replicas":                      false,

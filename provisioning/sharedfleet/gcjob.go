@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -76,15 +75,16 @@ func GCAccountEmail(project, cluster, namespace string) string {
 	return GCAccountID(cluster, namespace) + "@" + project + ".iam.gserviceaccount.com"
 }
 
-// planGC builds the fleet's gc objects. They run the release's fleet image
-// (make image builds it; its entrypoint is the fleet binary).
+// planGC builds the fleet's gc objects. They run the fleet's gc image
+// (sharedFleets[].images.gc; by default the release's fleet image, which
+// make image builds; its entrypoint is the fleet binary).
 // account is the Google service account gc acts as (kube.Cluster's
 // GCServiceAccounts).
 func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 	if account == "" {
 		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.Spec.Name, p.Namespace)
 	}
-	image := version.Image("fleet")
+	image := p.Spec.Images.OrDefault().GC
 	name := GCName(p.Namespace)
 	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
 	grace := p.Monitoring.GCGrace()

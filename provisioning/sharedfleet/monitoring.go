@@ -13,9 +13,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
-// Monitoring ports.
+// Monitoring ports. The VMs' node_exporter port is the fleet's
+// (fleetspec.SharedFleet.NodeExporterPort, Fleet.NodeExporterPort).
 const (
-	NodeExporterPort     = 9100
 	PrometheusPort       = 9090
 	KubeStateMetricsPort = 8080
 	AlertmanagerPort     = 9093
@@ -51,6 +51,14 @@ type Fleet struct {
 	// Alertmanager is where the fleet's Prometheus sends its alerts
 	// (host:port); none without it.
 	Alertmanager string
+	// NodeExporterPort is where its VMs' node_exporter listens; default
+	// fleetspec.DefaultNodeExporterPort.
+	NodeExporterPort int
+}
+
+// nodeExporterPort is the port the fleet's Prometheus scrapes the VMs on.
+func (f Fleet) nodeExporterPort() int {
+	return fleetspec.NodeExporter{Port: f.NodeExporterPort}.OrDefault().Port
 }
 
 // shortDuration is d without trailing zero units: 3h, 4h30m, 1h30m (a
@@ -136,7 +144,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 	for _, project := range slices.Sorted(maps.Keys(zones)) {
 		for _, z := range zones[project] {
 			vms.GCESDConfigs = append(vms.GCESDConfigs, prometheus.GCESDConfig{
-				Project: project, Zone: z, Port: NodeExporterPort, RefreshInterval: "60s",
+				Project: project, Zone: z, Port: f.nodeExporterPort(), RefreshInterval: "60s",
 				Filter: fmt.Sprintf(`labels.%s = "%s"`, vmfleet.LabelFleet, f.Name),
 			})
 		}

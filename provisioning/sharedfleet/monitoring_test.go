@@ -1,6 +1,7 @@
 package sharedfleet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,55 @@ tests:
 	}
 	if out, err := prometheus.Promtool(dir, "test", "rules", "alerts.test.yml"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// The VMs' node_exporter port is one definition, the fleet's: the port its
+// Prometheus scrapes the VMs on, the port the exporter listens on (the
+// VMs' startup script), and the port the fleet's firewall opens to its
+// Prometheus agree, for the default and for a port of the stack's.
+func TestTheVMsAreScrapedWhereTheirExporterListensAndTheFirewallOpens(t *testing.T) {
+	for _, port := range []int{0, 9300} {
+		g := production()
+		g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: 0.7}
+		s := fleetspec.SharedFleet{
+			Name: "production", Namespace: "production", GitLabURL: g.GitLabURL,
+			ManagerImage: "registry.example.com/ci/runner:v1",
+			Monitoring:   fleetspec.SharedFleetMonitoring{NodeExporterPort: port},
+			Groups:       []fleetspec.ManagerGroup{g},
+		}
+		want := port
+		if want == 0 {
+			want = fleetspec.DefaultNodeExporterPort
+		}
+		p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd := p.Monitoring.PrometheusConfig().ScrapeConfigs[1].GCESDConfigs
+		if len(sd) == 0 {
+			t.Fatal("no GCE discovery")
+		}
+		for _, c := range sd {
+			if c.Port != want {
+				t.Errorf("port %d: Prometheus scrapes the VMs on %d", port, c.Port)
+			}
+		}
+		cfg, err := p.Groups[0].Managers[0].ConfigTOML(placeholderBucket, "glrt-x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listen := fmt.Sprintf("--web.listen-address :%d", want); !strings.Contains(string(cfg), listen) {
+			t.Errorf("port %d: the VMs' node_exporter does not listen with %q:\n%s", port, listen, cfg)
+		}
+		var opened []int
+		for _, in := range p.Spec.VMIngress() {
+			if in.Consumer == fleetspec.ConsumerPrometheus {
+				opened = append(opened, in.Ports...)
+			}
+		}
+		if len(opened) != 1 || opened[0] != want {
+			t.Errorf("port %d: the firewall opens %v to Prometheus", port, opened)
+		}
 	}
 }

@@ -75,7 +75,7 @@ func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerNa
 // monitoringSpec is fleet s as its Prometheus sees it; its VM quota
 // defaults to the groups' maxVMs times their maxManagers.
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
-	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups}
+	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort()}
 	if m.VMQuota == 0 {
 		for _, g := range s.Groups {
 			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
@@ -91,6 +91,12 @@ const placeholderBucket = "runnerfleet-cache-bucket"
 // PlanFleet plans fleet s, whose stack config key is key (errors name
 // it); gcAccount is the Google service account its gc acts as.
 func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, error) {
+	// The groups' VMs run what the fleet says (its images and
+	// node_exporter port): the same port its Prometheus scrapes.
+	s.Groups = slices.Clone(s.Groups)
+	for j := range s.Groups {
+		s.Groups[j].VMAgents = s.VMAgents()
+	}
 	p := &FleetPlan{
 		Spec:       s,
 		Namespace:  Namespace(s),

@@ -35,7 +35,7 @@ const (
 // Ports, labels and timings of the managers.
 const (
 	// SessionPort is where a manager's session server listens.
-	SessionPort = 8093
+	SessionPort = fleetspec.SessionPort
 	// TerminalPort is the port GitLab connects to: the Ingress's.
 	TerminalPort = 443
 	// MetricsPort is gitlab-runner's metrics listener.

@@ -99,31 +99,43 @@ func TestEveryChartValueIsOneThePinnedChartReads(t *testing.T) {
 	}
 }
 
+// referenceChartDir is where the reference copy of the gitlab-runner chart
+// sits relative to a directory above the checkout: CI clones the repository
+// with a copy of the project's shared/ directory beside it
+// (<parent>/shared/reference/gitlab-runner-chart, chart 0.86.0).
+var referenceChartDir = filepath.Join("shared", "reference", "gitlab-runner-chart")
+
 // referenceChart is the reference copy of the gitlab-runner chart beside
-// the checkout (../shared/reference), where it is.
-func referenceChart(t *testing.T) string {
+// the checkout, found in the working directory or any directory above it,
+// and the directories it looked in.
+func referenceChart(t *testing.T) (dir string, searched []string) {
 	t.Helper()
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for dir := wd; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, "shared", "reference", "gitlab-runner-chart")
+	for d := wd; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, referenceChartDir)
+		searched = append(searched, p)
 		if _, err := os.Stat(filepath.Join(p, "Chart.yaml")); err == nil {
-			return p
+			return p, searched
+		}
+		if d == filepath.Dir(d) {
+			return "", searched
 		}
 	}
-	return ""
 }
 
-// ChartValues itself is checked against the chart's templates where the
-// reference copy is beside the checkout (it is in CI): every path is read
-// as .Values.<path> by a template. A path the templates do not read fails.
+// ChartValues itself is checked against the chart's templates: every path
+// is read as .Values.<path> by a template. A path the templates do not read
+// fails, and so does a checkout without the reference copy beside it, so
+// that the check cannot pass by checking nothing.
 func TestChartValuesAreReadByTheChartsTemplates(t *testing.T) {
-	dir := referenceChart(t)
+	dir, searched := referenceChart(t)
 	if dir == "" {
-		t.Log("no reference copy of the chart beside this checkout: ChartValues stands as the recorded fact")
-		return
+		t.Fatalf("the reference copy of the gitlab-runner chart (0.86.0, with Chart.yaml and templates/) is not beside this checkout: looked for %s in the working directory and every directory above it (%s). "+
+			"It comes from the project's shared/ directory (shared/reference/gitlab-runner-chart), which CI copies beside the clone; put that copy in a parent directory of the checkout",
+			referenceChartDir, strings.Join(searched, ", "))
 	}
 	var templates strings.Builder
 	entries, err := os.ReadDir(filepath.Join(dir, "templates"))

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
@@ -90,6 +89,14 @@ func ConfigFor(g fleetspec.ManagerGroup, manager string) (runnerconfig.Config, e
 	switch g.Executor {
 	case "", fleetspec.ExecutorDockerMachine:
 		r.Executor = fleetspec.ExecutorDockerMachine
+		agents := g.Agents()
+		script, err := vmfleet.StartupScript(
+			vmfleet.JobReporter(agents.JobReporterImage, "gce"),
+			vmfleet.NodeExporter(agents.NodeExporter.Image, agents.NodeExporter.Args()),
+		)
+		if err != nil {
+			return runnerconfig.Config{}, fmt.Errorf("%s: %w", g.Key("name"), err)
+		}
 		opts := []string{
 			"google-project=" + g.Project,
 			"google-zone=" + g.Zone,
@@ -106,9 +113,12 @@ func ConfigFor(g fleetspec.ManagerGroup, manager string) (runnerconfig.Config, e
 			"google-tags=" + strings.Join(append([]string{g.VMNetworkTag()}, g.NetworkTags...), ","),
 			// fleet gc deletes a VM only once its job reporter said it
 			// runs no job: the startup script runs the reporter, which
-			// writes to guest attributes, which the VM must allow.
+			// writes to guest attributes, which the VM must allow. The
+			// same script runs the fleet's node_exporter, which the
+			// fleet's Prometheus scrapes (PrometheusConfig) through the
+			// firewall rule fleetspec.SharedFleet.VMIngress names.
 			"google-metadata=" + gcp.GuestAttributesKey + "=TRUE",
-			"google-metadata=startup-script=" + vmfleet.JobReporterStartupScript(version.Image("fleet-agent"), "gce"),
+			"google-metadata=startup-script=" + script,
 		}
 		if g.Network != "" {
 			opts = append(opts, "google-network="+g.Network)

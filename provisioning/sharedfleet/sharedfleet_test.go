@@ -127,6 +127,12 @@ func TestDockerMachineVMsStartTheJobReporter(t *testing.T) {
 	if !strings.HasPrefix(script, "#!/bin/sh\n") || !strings.Contains(script, "until docker info") || !strings.Contains(script, run) {
 		t.Errorf("the startup script does not run the job reporter (%s):\n%s", run, script)
 	}
+	// And node_exporter, from the pinned image, on the fleet's port.
+	exporter := "docker run --detach --name " + vmfleet.NodeExporterContainer + " --restart always --network host --pid host --volume /:/host:ro " +
+		fleetspec.DefaultNodeExporterImage + " --path.rootfs /host --web.listen-address :9100\n"
+	if !strings.Contains(script, exporter) {
+		t.Errorf("the startup script does not run node_exporter (%s):\n%s", exporter, script)
+	}
 	if strings.ContainsAny(script, "=,") {
 		t.Errorf("the startup script holds '=' or ',', which a key=value metadata flag may split:\n%s", script)
 	}
