@@ -72,3 +72,40 @@ func TestSelfDecodingValuesNameTheirKey(t *testing.T) {
 		}
 	}
 }
+
+// A key given twice is refused with its path, at the top of the fleet and
+// deep in a team, where encoding/json would keep the last value.
+func TestKeysGivenTwiceAreRefusedNamingTheirPath(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","platform":"eks",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replicas":2,"concurrent":4,"replicas":5}},
+		         {"namespace":"c","name":"d","tags":["b"],"tokenConfigKey":"t","jobs":{"image":"alpine:3.22","\u0069mage":"alpine:3.21"}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.platform: Duplicate value: "platform": given more than once`,
+		`runnerfleet:fleet.teams[0].managers.replicas: Duplicate value: "replicas": given more than once`, "keep one",
+		`runnerfleet:fleet.teams[1].jobs.image: Duplicate value: "image"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+	// The negative control: the same key in two objects is no duplicate.
+	if _, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replicas":2}},
+		         {"namespace":"c","name":"b","tags":["b"],"tokenConfigKey":"t","managers":{"replicas":2}}]}`), "dev"); err != nil {
+		t.Errorf("a valid fleet is refused: %v", err)
+	}
+}
+
+// A misspelt key is refused with its path and the key it was meant to be.
+func TestMisspeltKeysAreRefusedWithADidYouMean(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","gitlabUrl":"https://x",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replica":3}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.gitlabUrl: Forbidden: unknown key; did you mean "gitlabURL"?`,
+		`runnerfleet:fleet.teams[0].managers.replica: Forbidden: unknown key; did you mean "replicas"?`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}

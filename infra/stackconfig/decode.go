@@ -21,7 +21,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/internal/suggest"
 )
 
-// Strict decodes raw JSON into out, refusing keys out's type does not have.
+// Strict decodes raw JSON into out, refusing keys out's type does not have
+// and keys given twice in one object (of which encoding/json, like every
+// YAML decoder, keeps the last without a word).
 // Unlike json.Decoder.DisallowUnknownFields, which stops at the first unknown
 // key and does not say where it is, every unknown key is reported with its
 // path and the keys allowed there. The known keys are still decoded, so that
@@ -33,7 +35,8 @@ func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decode
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}, false
 	}
-	errs = unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
+	errs = duplicateKeys(raw, root)
+	errs = append(errs, unknownKeys(generic, reflect.TypeOf(out).Elem(), root)...)
 	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(out); err != nil {
 		if len(errs) > 0 {
 			// A value that failed its own decoder is already named above.
