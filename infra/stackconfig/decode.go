@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -112,7 +113,7 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 	}
 	// Types that decode themselves (durations, quantities) are theirs to
 	// judge: decode the value here, so that their error names its key.
-	if reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	if decodesItself(t) {
 		b, err := json.Marshal(v)
 		if err == nil {
 			err = json.Unmarshal(b, reflect.New(t).Interface())
@@ -134,7 +135,7 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		if !ok {
 			return nil // the decoder reports the type
 		}
-		fields := jsonFields(t)
+		fields := fieldsOf(t)
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			ft, ok := fields[k]
 			if !ok {
@@ -209,6 +210,30 @@ func jsonKind(v any) string {
 		return "object"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// The answers of decodesItself and jsonFields, by type: a stack config of
+// thousands of teams asks them for every value.
+var selfDecoding, structFields sync.Map
+
+// decodesItself reports whether t has a JSON or text decoder of its own.
+func decodesItself(t reflect.Type) bool {
+	if v, ok := selfDecoding.Load(t); ok {
+		return v.(bool)
+	}
+	yes := reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
+	selfDecoding.Store(t, yes)
+	return yes
+}
+
+// fieldsOf is jsonFields(t), computed once per type.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if v, ok := structFields.Load(t); ok {
+		return v.(map[string]reflect.Type)
+	}
+	f := jsonFields(t)
+	structFields.Store(t, f)
+	return f
 }
 
 // jsonFields returns a struct's JSON keys and their types, flattening
