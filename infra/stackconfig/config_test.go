@@ -2,8 +2,11 @@ package stackconfig
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // An unknown key does not hide the other problems: a user fixes a stack
@@ -106,6 +109,32 @@ func TestMisspeltKeysAreRefusedWithADidYouMean(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}
+
+// The duplicate scan reads any valid JSON: escapes, nesting, numbers and
+// empty containers, and names each duplicate's path.
+func TestDuplicateKeysInAnyJSON(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want []string
+	}{
+		{`{"a":1,"b":2}`, nil},
+		{`{"a":{"a":1},"b":[{"a":1},{"a":2}]}`, nil},
+		{`{"a":1,"a":2,"a":3}`, []string{"r.a", "r.a"}},
+		{`{"ab":1,"a\u0062":2}`, []string{"r.ab"}},
+		{`{"q\"k":1, "q\"k" :2}`, []string{`r.q"k`}},
+		{` { "x" : [ [ ], [ {"s":"}\\\"{","n":-1.5e+3,"t":true,"z":null,"n":0} ] ] } `, []string{"r.x[1][0].n"}},
+		{`[{"a":1},{"b":1,"b":{"c":[1,2],"c":[]}}]`, []string{"r[1].b", "r[1].b.c"}},
+	} {
+		var got []string
+		for _, e := range duplicateKeys([]byte(tc.raw), field.NewPath("r")) {
+			got = append(got, e.Field)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: duplicates at %v, want %v", tc.raw, got, tc.want)
 		}
 	}
 }
