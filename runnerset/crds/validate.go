@@ -323,18 +323,18 @@ func (b *Batch) Validate(obj runtime.Object) field.ErrorList {
 		}
 		errs = append(errs, found...)
 	}
-	// The rest: the object with an empty spec, judged by the trunk.
-	top["spec"] = json.RawMessage("{}")
-	if v.statusSubresource {
-		delete(top, "status") // as the API server does on create
-	}
-	rest, err := json.Marshal(top)
-	if err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
-	}
-	u := map[string]any{}
-	if err := utiljson.Unmarshal(rest, &u); err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
+	// The rest: the object with an empty spec (and without status, which
+	// the API server drops on create), judged by the trunk.
+	u := map[string]any{"spec": map[string]any{}}
+	for k, raw := range top {
+		if k == "spec" || k == "status" && v.statusSubresource {
+			continue
+		}
+		var x any
+		if err := utiljson.Unmarshal(raw, &x); err != nil {
+			return field.ErrorList{field.InternalError(field.NewPath(k), err)}
+		}
+		u[k] = x
 	}
 	return append(v.trunk.validate(u, nil, true), errs...)
 }
