@@ -81,3 +81,29 @@ func TestABatchFindsWhatValidateFinds(t *testing.T) {
 		t.Errorf("the batch remembers %d subtrees", len(b.memo))
 	}
 }
+
+// A field of spec the schema does not know is reported by a Batch as by
+// Validate, though no cut holds it.
+func TestABatchReportsUnknownFieldsOfSpec(t *testing.T) {
+	v, err := ValidatorFor("runnersets.runnerfleet.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unknownSpec{RunnerSet: *runnerSet(nil)}
+	obj.Spec.RunnerSetSpec = obj.RunnerSet.Spec
+	obj.Spec.Extra = "x"
+	want := sorted(v.Validate(obj))
+	got := sorted(v.Batch().Validate(obj))
+	if !slices.Equal(got, want) || len(got) != 1 || !strings.Contains(got[0], "spec.replica") {
+		t.Errorf("the batch found %v, Validate %v; want spec.replica reported as unknown by both", got, want)
+	}
+}
+
+// unknownSpec is a RunnerSet whose spec has a field the CRD does not know.
+type unknownSpec struct {
+	v1alpha1.RunnerSet `json:",inline"`
+	Spec               struct {
+		v1alpha1.RunnerSetSpec `json:",inline"`
+		Extra                  string `json:"replica"`
+	} `json:"spec"`
+}

@@ -323,9 +323,20 @@ func (b *Batch) Validate(obj runtime.Object) field.ErrorList {
 		}
 		errs = append(errs, found...)
 	}
-	// The rest: the object with an empty spec (and without status, which
-	// the API server drops on create), judged by the trunk.
-	u := map[string]any{"spec": map[string]any{}}
+	// The rest: the object with what spec holds besides the cuts (fields
+	// the schema does not know, reported as unknown) and without status,
+	// which the API server drops on create, judged by the trunk.
+	rest := map[string]any{}
+	for k, raw := range spec {
+		if !slices.ContainsFunc(v.cuts, func(c cut) bool { return c.property == k }) {
+			var x any
+			if err := utiljson.Unmarshal(raw, &x); err != nil {
+				return field.ErrorList{field.InternalError(specPath.Child(k), err)}
+			}
+			rest[k] = x
+		}
+	}
+	u := map[string]any{"spec": rest}
 	for k, raw := range top {
 		if k == "spec" || k == "status" && v.statusSubresource {
 			continue
