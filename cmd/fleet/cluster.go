@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
@@ -94,13 +93,11 @@ type stackValues struct {
 }
 
 func parseStack(name string, b []byte) (*stackValues, error) {
-	var doc struct {
-		Config map[string]json.RawMessage `json:"config"`
-	}
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	config, err := stackconfig.StackFile(b)
+	if err != nil {
 		return nil, fmt.Errorf("the %s stack config: %w", name, err)
 	}
-	raw, ok := doc.Config["runnerfleet:"+stackconfig.Key]
+	raw, ok := config["runnerfleet:"+stackconfig.Key]
 	if !ok {
 		return nil, fmt.Errorf("the %s stack config has no runnerfleet:%s (see stacks/README.md)", name, stackconfig.Key)
 	}
@@ -109,7 +106,7 @@ func parseStack(name string, b []byte) (*stackValues, error) {
 		return nil, err
 	}
 	v := &stackValues{fleet: f, plain: map[string]string{}, secure: map[string]bool{}}
-	for k, r := range doc.Config {
+	for k, r := range config {
 		key, ok := strings.CutPrefix(k, "runnerfleet:")
 		if !ok {
 			continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 )
@@ -313,7 +314,18 @@ func (f *Fleet) Validate() field.ErrorList {
 	errs = append(errs, f.validateAlerting(p.Child("alerting"))...)
 
 	// What the RunnerClass will hold, judged by its CRD as admission will.
-	errs = append(errs, embeddedErrors("runnerclasses.runnerfleet.dev", f.RunnerClass(), p, classKeys, errs)...)
+	classes, err := crds.ValidatorFor("runnerclasses.runnerfleet.dev")
+	if err != nil {
+		return append(errs, field.InternalError(p, err))
+	}
+	errs = append(errs, embeddedErrors(classes, f.RunnerClass(), p, classKeys, errs)...)
+	sets, err := crds.ValidatorFor("runnersets.runnerfleet.dev")
+	if err != nil {
+		return append(errs, field.InternalError(p, err))
+	}
+	// The teams' RunnerSets differ in their names and tags and seldom in
+	// more: what they share is judged once.
+	teams := sets.Batch()
 
 	seen := map[string]int{}
 	tags := map[string]int{}
@@ -340,7 +352,7 @@ func (f *Fleet) Validate() field.ErrorList {
 		te := t.validate(tp, f)
 		// The team's RunnerSet, judged by its CRD as admission will: what
 		// fails there fails here, before any resource is declared.
-		te = append(te, embeddedErrors("runnersets.runnerfleet.dev", t.RunnerSet(f.ClusterName, t.TokenSecretName(), t.APITokenSecretName()), tp, teamKeys, te)...)
+		te = append(te, embeddedErrors(teams, t.RunnerSet(f.ClusterName, t.TokenSecretName(), t.APITokenSecretName()), tp, teamKeys, te)...)
 		errs = append(errs, te...)
 		key := t.Namespace + "/" + t.Name
 		if j, ok := seen[key]; ok {

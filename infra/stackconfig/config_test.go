@@ -2,8 +2,11 @@ package stackconfig
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // An unknown key does not hide the other problems: a user fixes a stack
@@ -69,6 +72,69 @@ func TestSelfDecodingValuesNameTheirKey(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}
+
+// A key given twice is refused with its path, at the top of the fleet and
+// deep in a team, where encoding/json would keep the last value.
+func TestKeysGivenTwiceAreRefusedNamingTheirPath(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","platform":"eks",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replicas":2,"concurrent":4,"replicas":5}},
+		         {"namespace":"c","name":"d","tags":["b"],"tokenConfigKey":"t","jobs":{"image":"alpine:3.22","\u0069mage":"alpine:3.21"}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.platform: Duplicate value: "platform": given more than once`,
+		`runnerfleet:fleet.teams[0].managers.replicas: Duplicate value: "replicas": given more than once`, "keep one",
+		`runnerfleet:fleet.teams[1].jobs.image: Duplicate value: "image"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+	// The negative control: the same key in two objects is no duplicate.
+	if _, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replicas":2}},
+		         {"namespace":"c","name":"b","tags":["b"],"tokenConfigKey":"t","managers":{"replicas":2}}]}`), "dev"); err != nil {
+		t.Errorf("a valid fleet is refused: %v", err)
+	}
+}
+
+// A misspelt key is refused with its path and the key it was meant to be.
+func TestMisspeltKeysAreRefusedWithADidYouMean(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","gitlabUrl":"https://x",
+		"teams":[{"namespace":"a","name":"b","tags":["a"],"tokenConfigKey":"t","managers":{"replica":3}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.gitlabUrl: Forbidden: unknown key; did you mean "gitlabURL"?`,
+		`runnerfleet:fleet.teams[0].managers.replica: Forbidden: unknown key; did you mean "replicas"?`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+}
+
+// The duplicate scan reads any valid JSON: escapes, nesting, numbers and
+// empty containers, and names each duplicate's path.
+func TestDuplicateKeysInAnyJSON(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want []string
+	}{
+		{`{"a":1,"b":2}`, nil},
+		{`{"a":{"a":1},"b":[{"a":1},{"a":2}]}`, nil},
+		{`{"a":1,"a":2,"a":3}`, []string{"r.a", "r.a"}},
+		{`{"ab":1,"a\u0062":2}`, []string{"r.ab"}},
+		{`{"q\"k":1, "q\"k" :2}`, []string{`r.q"k`}},
+		{` { "x" : [ [ ], [ {"s":"}\\\"{","n":-1.5e+3,"t":true,"z":null,"n":0} ] ] } `, []string{"r.x[1][0].n"}},
+		{`[{"a":1},{"b":1,"b":{"c":[1,2],"c":[]}}]`, []string{"r[1].b", "r[1].b.c"}},
+	} {
+		var got []string
+		for _, e := range duplicateKeys([]byte(tc.raw), field.NewPath("r")) {
+			got = append(got, e.Field)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: duplicates at %v, want %v", tc.raw, got, tc.want)
 		}
 	}
 }

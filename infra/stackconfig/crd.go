@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 )
 
 // RunnerSet is the team's RunnerSet in the class className, without what
@@ -86,15 +85,17 @@ var (
 	}
 )
 
-// embeddedErrors judges obj with the CRD named crd exactly as admission
+// validator judges an object as admission will: a crds.Validator, or a
+// crds.Batch that judges what many teams share once.
+type validator interface {
+	Validate(runtime.Object) field.ErrorList
+}
+
+// embeddedErrors judges obj with v (its CRD's validator) exactly as admission
 // will (schema, list types, CEL rules) and returns its problems under base,
 // renamed from the object's fields to the stack config's keys; a problem
 // under a key another check reported already is left out.
-func embeddedErrors(crd string, obj runtime.Object, base *field.Path, keys []keyMap, reported field.ErrorList) field.ErrorList {
-	v, err := crds.ValidatorFor(crd)
-	if err != nil {
-		return field.ErrorList{field.InternalError(base, err)}
-	}
+func embeddedErrors(v validator, obj runtime.Object, base *field.Path, keys []keyMap, reported field.ErrorList) field.ErrorList {
 	var out field.ErrorList
 	for _, e := range v.Validate(obj) {
 		key, ok := rename(e.Field, keys)

@@ -89,3 +89,27 @@ func TestEveryWronglyTypedKeyIsReported(t *testing.T) {
 		}
 	}
 }
+
+// Issue 32: a team's tag with a control character and a token Secret no
+// Secret could be are refused by the RunnerSet CRD's own rules, named with
+// the stack config's keys; spaces inside a tag and a dotted name are not.
+func TestTeamsTagsAndSecretNamesAreJudgedByTheCRD(t *testing.T) {
+	_, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","teams":[
+		{"namespace":"team-a","name":"a","tags":["team-a\nprod","x\u0000y"],"tokenSecretRef":{"name":"Bad_Name/../x"}},
+		{"namespace":"team-b","name":"b","tags":["b"],"runner":{"type":"instance","apiTokenSecretRef":{"name":"PAT","key":"../t"}}}]}`), "dev")
+	for _, want := range []string{
+		`runnerfleet:fleet.teams[0].tags[0]: Invalid value`, "a tag cannot hold a newline, tab, NUL or other control character",
+		`runnerfleet:fleet.teams[0].tags[1]: Invalid value`,
+		`runnerfleet:fleet.teams[0].tokenSecretRef.name: Invalid value`, "name must be a Secret's name",
+		`runnerfleet:fleet.teams[1].runner.apiTokenSecretRef.name: Invalid value`,
+		`runnerfleet:fleet.teams[1].runner.apiTokenSecretRef.key: Invalid value`, "key must be a key of the Secret's data",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+	if _, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","teams":[
+		{"namespace":"team-a","name":"a","tags":["linux amd64 large"],"tokenSecretRef":{"name":"team-a.gitlab-token","key":"runner.token"}}]}`), "dev"); err != nil {
+		t.Errorf("a good team is refused: %v", err)
+	}
+}

@@ -15,13 +15,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/runnerfleet/runnerfleet/internal/suggest"
 )
 
-// Strict decodes raw JSON into out, refusing keys out's type does not have.
+// Strict decodes raw JSON into out, refusing keys out's type does not have
+// and keys given twice in one object (of which encoding/json, like every
+// YAML decoder, keeps the last without a word).
 // Unlike json.Decoder.DisallowUnknownFields, which stops at the first unknown
 // key and does not say where it is, every unknown key is reported with its
 // path and the keys allowed there. The known keys are still decoded, so that
@@ -33,7 +36,8 @@ func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decode
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}, false
 	}
-	errs = unknownKeys(generic, reflect.TypeOf(out).Elem(), root)
+	errs = duplicateKeys(raw, root)
+	errs = append(errs, unknownKeys(generic, reflect.TypeOf(out).Elem(), root)...)
 	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(out); err != nil {
 		if len(errs) > 0 {
 			// A value that failed its own decoder is already named above.
@@ -109,7 +113,7 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 	}
 	// Types that decode themselves (durations, quantities) are theirs to
 	// judge: decode the value here, so that their error names its key.
-	if reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	if decodesItself(t) {
 		b, err := json.Marshal(v)
 		if err == nil {
 			err = json.Unmarshal(b, reflect.New(t).Interface())
@@ -131,7 +135,7 @@ func unknownKeys(v any, t reflect.Type, p *field.Path) field.ErrorList {
 		if !ok {
 			return nil // the decoder reports the type
 		}
-		fields := jsonFields(t)
+		fields := fieldsOf(t)
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			ft, ok := fields[k]
 			if !ok {
@@ -206,6 +210,30 @@ func jsonKind(v any) string {
 		return "object"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// The answers of decodesItself and jsonFields, by type: a stack config of
+// thousands of teams asks them for every value.
+var selfDecoding, structFields sync.Map
+
+// decodesItself reports whether t has a JSON or text decoder of its own.
+func decodesItself(t reflect.Type) bool {
+	if v, ok := selfDecoding.Load(t); ok {
+		return v.(bool)
+	}
+	yes := reflect.PointerTo(t).Implements(unmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
+	selfDecoding.Store(t, yes)
+	return yes
+}
+
+// fieldsOf is jsonFields(t), computed once per type.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if v, ok := structFields.Load(t); ok {
+		return v.(map[string]reflect.Type)
+	}
+	f := jsonFields(t)
+	structFields.Store(t, f)
+	return f
 }
 
 // jsonFields returns a struct's JSON keys and their types, flattening

@@ -324,3 +324,98 @@ func TestAdmissionKeepsJobsNamespacesPinned(t *testing.T) {
 		}
 	}
 }
+
+// Issue 32: what a careless hand writes is refused by the API server
+// itself, naming the field and the fix: control characters in a tag, and
+// names no Secret, RunnerClass, namespace or volume could have.
+func TestAdmissionRefusesControlCharactersAndImpossibleNames(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.RunnerSet)
+		want   []string
+	}{
+		{"a tag with a newline", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"team-a\nprod"} },
+			[]string{"spec.tags[0]", "a tag cannot hold a newline, tab, NUL or other control character", "write the tag on one line"}},
+		{"a tag with a NUL byte", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"ok", "team\x00a"} },
+			[]string{"spec.tags[1]", "a tag cannot hold a newline, tab, NUL or other control character"}},
+		{"a tag with a tab", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"team\ta"} }, []string{"spec.tags[0]", "control character"}},
+		{"a tag list in one tag", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"linux,docker"} }, []string{"spec.tags[0]", "list each tag as its own item"}},
+		{"a tag with a trailing space", func(rs *v1alpha1.RunnerSet) { rs.Spec.Tags = []string{"linux "} }, []string{"spec.tags[0]", "cannot start or end with a space"}},
+		{"a token Secret name with a path", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.TokenSecretRef.Name = "Bad_Name/../x" },
+			[]string{"spec.gitlab.tokenSecretRef.name", "name must be a Secret's name", "for example team-a-gitlab-token"}},
+		{"a token Secret key with a slash", func(rs *v1alpha1.RunnerSet) { rs.Spec.GitLab.TokenSecretRef.Key = "../token" },
+			[]string{"spec.gitlab.tokenSecretRef.key", "key must be a key of the Secret's data"}},
+		{"an API token Secret name in capitals", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.TokenSecretRef = nil
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeInstance, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "GitLab-PAT"}}
+		}, []string{"spec.gitlab.runner.apiTokenSecretRef.name", "name must be a Secret's name"}},
+		{"a class name with an underscore", func(rs *v1alpha1.RunnerSet) { rs.Spec.ClassName = "eks_spot" },
+			[]string{"spec.className", "className must be the name of a RunnerClass"}},
+		{"a jobs namespace with a dot", func(rs *v1alpha1.RunnerSet) { rs.Spec.Jobs.Namespace = "ci.team-a" },
+			[]string{"spec.jobs.namespace", "jobs.namespace must be a namespace name"}},
+		{"an image pull secret in capitals", func(rs *v1alpha1.RunnerSet) { rs.Spec.Jobs.ImagePullSecrets = []string{"Registry"} },
+			[]string{"spec.jobs.imagePullSecrets[0]", "an image pull secret is a Secret's name"}},
+		{"a secret volume with a path", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Jobs.Volumes.Secrets = []v1alpha1.ObjectVolume{{Name: "../etc", VolumeMount: v1alpha1.VolumeMount{MountPath: "/etc/x"}}}
+		}, []string{"spec.jobs.volumes.secrets[0].name", "the name of a ConfigMap, Secret or PersistentVolumeClaim"}},
+		{"a bucket with a space", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Cache = &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeS3, Bucket: "ci cache"}
+		},
+			[]string{"spec.cache.bucket", "cache.bucket must be a bucket's name"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := runnerSet(ns, "bad", "any")
+			tc.mutate(rs)
+			err := k8s.Create(ctx, rs)
+			if err == nil {
+				_ = k8s.Delete(ctx, rs)
+				t.Fatal("the API server accepted it")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	// The negative controls: spaces inside a tag, dotted Secret and class
+	// names, a dotted image pull secret and a key with dots and dashes are
+	// what GitLab and the API server keep, and are admitted.
+	ok := runnerSet(ns, "good", "eks.spot-1")
+	ok.Spec.Tags = []string{"linux amd64 large", "docker:dind"}
+	ok.Spec.GitLab.TokenSecretRef = &v1alpha1.SecretKeyRef{Name: "team-a.gitlab-token", Key: "runner.token-1_a"}
+	ok.Spec.Jobs.ImagePullSecrets = []string{"registry.example.com"}
+	ok.Spec.Cache = &v1alpha1.CacheSpec{Type: v1alpha1.CacheTypeGCS, Bucket: "ci.runner-cache_1"}
+	must(t, k8s.Create(ctx, ok))
+}
+
+// A RunnerClass names an EKS cluster and an IAM role by their names, in
+// their clouds' alphabets; an ARN where a name belongs is refused.
+func TestAdmissionRefusesKarpenterNamesTheCloudRefuses(t *testing.T) {
+	for i, tc := range []struct {
+		cluster, role string
+		want          []string
+	}{
+		{"ci prod", "KarpenterNodeRole", []string{"spec.karpenter.clusterName", "an EKS cluster's name"}},
+		{"ci-prod", "arn:aws:iam::123456789012:role/KarpenterNodeRole", []string{"spec.karpenter.nodeRole", "an IAM role's name, not its ARN"}},
+		{"ci_prod-1", "KarpenterNodeRole-ci+prod@x", nil},
+	} {
+		c := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("karpenter-names-%d", i)},
+			Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKarpenter,
+				Karpenter: &v1alpha1.KarpenterSettings{ClusterName: tc.cluster, NodeRole: tc.role}}}
+		err := k8s.Create(ctx, c)
+		if err == nil {
+			_ = k8s.Delete(ctx, c)
+		}
+		if (err == nil) != (tc.want == nil) {
+			t.Errorf("%q, %q: %v, want accepted=%v", tc.cluster, tc.role, err, tc.want == nil)
+		}
+		for _, w := range tc.want {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("%q, %q: error does not say %q: %v", tc.cluster, tc.role, w, err)
+			}
+		}
+	}
+}

@@ -68,12 +68,14 @@ type KarpenterSettings struct {
 	// their karpenter.sh/discovery tag with this value.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[0-9A-Za-z][-_0-9A-Za-z]*$')`,message="karpenter.clusterName must be an EKS cluster's name: letters, digits, '-' and '_', starting with a letter or digit, for example ci-prod"
 	// +required
 	ClusterName string `json:"clusterName"`
 
 	// NodeRole is the IAM role of the nodes (its name, not its ARN).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[-+=,.@_0-9A-Za-z]+$')`,message="karpenter.nodeRole must be an IAM role's name, not its ARN: letters, digits and +=,.@_-, for example KarpenterNodeRole-ci-prod"
 	// +required
 	NodeRole string `json:"nodeRole"`
 

@@ -12,6 +12,7 @@ type RunnerSetSpec struct {
 	// ClassName names the RunnerClass this runner belongs to.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="className must be the name of a RunnerClass (kubectl get runnerclasses): lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, for example eks-spot"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="className is immutable: moving a runner to another class would move its running jobs; create a new RunnerSet instead"
 	// +required
 	ClassName string `json:"className"`
@@ -23,6 +24,7 @@ type RunnerSetSpec struct {
 	// +kubebuilder:validation:items:MaxLength=255
 	// +kubebuilder:validation:items:XValidation:rule="!self.contains(',')",message="a tag cannot contain a comma: list each tag as its own item"
 	// +kubebuilder:validation:items:XValidation:rule="self.trim() == self",message="a tag cannot start or end with a space"
+	// +kubebuilder:validation:items:XValidation:rule=`!self.matches(r'[\p{Cc}\p{Zl}\p{Zp}]')`,message="a tag cannot hold a newline, tab, NUL or other control character: no job could ask for it; write the tag on one line, for example team-a (spaces inside a tag are fine)"
 	// +listType=set
 	// +required
 	Tags []string `json:"tags"`
@@ -146,12 +148,15 @@ type SecretKeyRef struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="name must be a Secret's name (kubectl get secrets): lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, for example team-a-gitlab-token"
 	// +required
 	Name string `json:"name"`
 
 	// Key in the Secret's data.
 	// +kubebuilder:default=token
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[-._a-zA-Z0-9]+$') && !self.startsWith('..') && self != '.'`,message="key must be a key of the Secret's data: letters, digits, '-', '_' and '.', not . and not starting with .., for example token"
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -208,7 +213,7 @@ type JobSpec struct {
 	// be the RunnerSet's own namespace, and must not exist yet: runnerfleet
 	// creates it and never takes over a namespace it did not create.
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')`,message="jobs.namespace must be a namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters, for example ci-team-a"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="jobs.namespace is immutable: moving jobs to another namespace would strand the running ones; create a new RunnerSet instead"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
@@ -251,7 +256,7 @@ type JobSpec struct {
 	// does not create them.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:items:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="an image pull secret is a Secret's name in the jobs namespace: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, for example registry-credentials"
 	// +listType=set
 	// +optional
 	ImagePullSecrets []string `json:"imagePullSecrets,omitempty"`
@@ -437,7 +442,7 @@ type VolumeMount struct {
 type ObjectVolume struct {
 	// Name of the ConfigMap, Secret or PersistentVolumeClaim (and of the volume).
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')`,message="name must be the name of a ConfigMap, Secret or PersistentVolumeClaim of the jobs namespace that is also a volume name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters, for example build-cache"
 	// +required
 	Name string `json:"name"`
 
@@ -604,6 +609,7 @@ type CacheSpec struct {
 	// Bucket name.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=222
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9][-a-z0-9._]*[a-z0-9]$')`,message="cache.bucket must be a bucket's name: lower-case letters, digits, '-', '_' and '.', starting and ending with a letter or digit, for example ci-runner-cache"
 	// +required
 	Bucket string `json:"bucket"`
 
