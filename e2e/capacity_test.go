@@ -111,8 +111,9 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	}
 	// The baseline: a NodePool and KWOKNodeClass as one would write them by
 	// hand, with the same requirements, taint and consolidation.
-	plain := capacity.NodePool(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "plain"}}, class,
-		karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "plain"})
+	plainRS := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "plain"}}
+	plain := capacity.NodePool(plainRS, class,
+		karpv1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "plain"}, v1alpha1.Effective(plainRS, class))
 	plain.ObjectMeta = metav1.ObjectMeta{Name: "plain"}
 	plain.Spec.Template.Labels = map[string]string{"pool": "plain"}
 	plain.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "pool", Value: "plain", Effect: corev1.TaintEffectNoSchedule}}

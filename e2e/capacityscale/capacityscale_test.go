@@ -322,7 +322,7 @@ func sharedPlacement(p runnerconfig.JobPlacement) runnerconfig.JobPlacement {
 func sharedCapacity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*kwokv1alpha1.KWOKNodeClass, *karpv1.NodePool) {
 	name := "rf-class-" + class.Name
 	nc := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	np := capacity.NodePool(rs, class, karpv1.NodeClassReference{Group: capacity.KWOKGroupVersion.Group, Kind: "KWOKNodeClass", Name: name})
+	np := capacity.NodePool(rs, class, karpv1.NodeClassReference{Group: capacity.KWOKGroupVersion.Group, Kind: "KWOKNodeClass", Name: name}, v1alpha1.Effective(rs, class))
 	np.ObjectMeta = metav1.ObjectMeta{Name: name}
 	np.Spec.Template.Labels = nil
 	np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,

@@ -1098,3 +1098,47 @@ func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, erro
 	}
 	return p.Cluster, nil
 }
+
+// NetworkPolicy is enforced on EKS only by the VPC CNI's network policy
+// agent, which its managed add-on turns on from its configuration values;
+// the managers' nodes start after it.
+func TestTheVPCCNIAddOnEnforcesNetworkPolicy(t *testing.T) {
+	d := deploy(t, fleet(nil))
+	addons := d.m.ByToken("aws:eks/addon:Addon")
+	if len(addons) != 1 {
+		t.Fatalf("%d EKS add-ons, want the vpc-cni one", len(addons))
+	}
+	cni := addons[0]
+	if got := str(cni, "addonName"); got != "vpc-cni" {
+		t.Errorf("add-on %q, want vpc-cni", got)
+	}
+	var values map[string]any
+	if err := json.Unmarshal([]byte(str(cni, "configurationValues")), &values); err != nil {
+		t.Fatalf("configurationValues %q: %v", str(cni, "configurationValues"), err)
+	}
+	// The add-on's schema types it as a string.
+	if values["enableNetworkPolicy"] != "true" {
+		t.Errorf("configurationValues %v: the network policy agent is off", values)
+	}
+	ng := d.m.Get(t, "aws:eks/nodeGroup:NodeGroup", cluster+"-system")
+	if !slices.ContainsFunc(ng.DependsOn, func(u string) bool { return strings.HasSuffix(u, "aws:eks/addon:Addon::"+cni.Name) }) {
+		t.Errorf("the system node group does not wait for the %s add-on: %v", cni.Name, ng.DependsOn)
+	}
+}
+
+// An EKS managed node group update drains one node at a time and is never
+// forced: a manager whose PodDisruptionBudget holds for EKS's 15 minutes
+// fails the update instead of being deleted mid-drain.
+func TestTheManagersNodeGroupUpdatesOneNodeAtATimeAndIsNeverForced(t *testing.T) {
+	d := deploy(t, fleet(nil))
+	ng := d.m.Get(t, "aws:eks/nodeGroup:NodeGroup", cluster+"-system")
+	if v := ng.Input("updateConfig.maxUnavailable"); !v.IsNumber() || v.NumberValue() != 1 {
+		t.Errorf("updateConfig.maxUnavailable %v, want 1", v)
+	}
+	if v := ng.Input("updateConfig.maxUnavailablePercentage"); v.IsNumber() {
+		t.Errorf("updateConfig.maxUnavailablePercentage %v set", v)
+	}
+	if v := ng.Input("forceUpdateVersion"); !v.IsBool() || v.BoolValue() {
+		t.Errorf("forceUpdateVersion %v, want false: a forced update deletes the pods it could not drain", v)
+	}
+}

@@ -48,6 +48,14 @@ var NodePolicies = []string{
 	"AmazonSSMManagedInstanceCore",
 }
 
+// The VPC CNI add-on and its configuration values (the add-on's
+// configuration schema: enableNetworkPolicy, a string) that turn on its
+// network policy agent, which enforces NetworkPolicy on EKS.
+const (
+	VPCCNIAddon         = "vpc-cni"
+	VPCCNIConfiguration = `{"enableNetworkPolicy":"true"}`
+)
+
 // nodeRole declares a role EC2 instances assume, with NodePolicies.
 func nodeRole(ctx *pulumi.Context, p *platform, parent pulumi.Resource, name string, args *iam.RoleArgs) (*iam.Role, []pulumi.Resource, error) {
 	args.AssumeRolePolicy = pulumi.String(serviceTrust([]string{"sts:AssumeRole"}, "ec2.amazonaws.com"))
@@ -169,6 +177,22 @@ func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opt
 	if err != nil {
 		return nil, fmt.Errorf("creating the system nodes' launch template: %w", err)
 	}
+	// The VPC CNI as a managed add-on with its network policy agent on:
+	// without it EKS enforces no NetworkPolicy, the jobs namespaces' and
+	// the controller's included. Declared before the nodes, so that none
+	// starts without it.
+	cni, err := eks.NewAddon(ctx, name+"-"+VPCCNIAddon, &eks.AddonArgs{
+		ClusterName:         cluster.Name,
+		AddonName:           pulumi.String(VPCCNIAddon),
+		ConfigurationValues: pulumi.String(VPCCNIConfiguration),
+		// EKS installs the CNI itself; the add-on takes it over.
+		ResolveConflictsOnCreate: pulumi.String("OVERWRITE"),
+		ResolveConflictsOnUpdate: pulumi.String("OVERWRITE"),
+		Tags:                     p.tags(nil),
+	}, p.child(c)...)
+	if err != nil {
+		return nil, fmt.Errorf("declaring the %s add-on: %w", VPCCNIAddon, err)
+	}
 	sys := a.SystemNodes
 	arch, _ := stackconfig.Architecture(sys.InstanceTypes[0])
 	amiType := "BOTTLEROCKET_x86_64"
@@ -191,7 +215,11 @@ func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opt
 			MaxSize:     pulumi.Int(sys.Max),
 			DesiredSize: pulumi.Int(sys.Desired),
 		},
-		UpdateConfig: &eks.NodeGroupUpdateConfigArgs{MaxUnavailable: pulumi.Int(1)},
+		// One node at a time, and never forced: EKS fails the update
+		// rather than delete a manager whose PodDisruptionBudget holds
+		// past its 15 minutes (a forced update would delete it mid-drain).
+		UpdateConfig:       &eks.NodeGroupUpdateConfigArgs{MaxUnavailable: pulumi.Int(1)},
+		ForceUpdateVersion: pulumi.Bool(false),
 		LaunchTemplate: &eks.NodeGroupLaunchTemplateArgs{
 			Id:      lt.ID(),
 			Version: lt.LatestVersion.ApplyT(func(v int) string { return strconv.Itoa(v) }).(pulumi.StringOutput),
@@ -201,7 +229,7 @@ func newCluster(ctx *pulumi.Context, p *platform, name string, net *Network, opt
 			Key: pulumi.String(taint.Key), Value: pulumi.String(taint.Value), Effect: pulumi.String(pulumix.CloudTaintEffect(taint.Effect)),
 		}},
 		Tags: p.tags(nil),
-	}, p.child(c, pulumi.DependsOn(attached))...)
+	}, p.child(c, pulumi.DependsOn(append(attached, cni)))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating the system node group: %w", err)
 	}

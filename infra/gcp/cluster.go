@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"sigs.k8s.io/yaml"
@@ -14,6 +15,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -35,8 +39,38 @@ const cloudPlatform = "https://www.googleapis.com/auth/cloud-platform"
 // SystemPool is the name of the system node pool.
 const SystemPool = "system"
 
+// Upgrades of the managers' pool (docs/operations/disruptions.md).
+const (
+	// MaxNodePoolSoak is the longest node pool soak GKE accepts in a
+	// blue-green upgrade (7 days).
+	MaxNodePoolSoak = 7 * 24 * time.Hour
+	// soakMargin is what the soak adds to the longest drain.
+	soakMargin = time.Hour
+	// AdvancedDatapath is GKE Dataplane V2, which enforces NetworkPolicy
+	// (the jobs namespaces' and the shared fleets') natively.
+	AdvancedDatapath = "ADVANCED_DATAPATH"
+)
+
+// ManagerPoolSoak is how long GKE keeps the old (blue) nodes of the
+// managers' pool after draining them in a blue-green upgrade, before it
+// deletes them: the longest a manager on them may drain plus soakMargin.
+// A RunnerSet's manager drains for at most v1alpha1.MaxShutdownTimeout, a
+// shared fleet's for its job timeout and sharedfleet.DrainMarginSeconds.
+// A surge upgrade would give a draining manager about an hour.
+func ManagerPoolSoak(fleets []fleetspec.SharedFleet) (time.Duration, error) {
+	longest := v1alpha1.MaxShutdownTimeout
+	for _, f := range fleets {
+		longest = max(longest, f.JobTimeoutOrDefault()+sharedfleet.DrainMarginSeconds*time.Second)
+	}
+	soak := longest + soakMargin
+	if soak > MaxNodePoolSoak {
+		return 0, fmt.Errorf("a manager may drain for %s, and the managers' pool's blue-green soak (%s with its margin) would exceed GKE's %s: lower sharedFleets[].jobTimeout", longest, soak, MaxNodePoolSoak)
+	}
+	return soak, nil
+}
+
 // Cluster is the private regional GKE cluster with its node service account,
-// its spot system node pool and a Kubernetes provider for it.
+// its on-demand system node pool and a Kubernetes provider for it.
 type Cluster struct {
 	pulumi.ResourceState
 
@@ -111,6 +145,9 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 			Tags:                   nodeTags,
 		},
 		NetworkingMode: pulumi.String("VPC_NATIVE"),
+		// Dataplane V2: the NetworkPolicies of jobs namespaces and shared
+		// fleets are enforced (GKE sets it only at creation).
+		DatapathProvider: pulumi.String(AdvancedDatapath),
 		IpAllocationPolicy: &container.ClusterIpAllocationPolicyArgs{
 			ClusterSecondaryRangeName:  pulumi.String(PodsRange),
 			ServicesSecondaryRangeName: pulumi.String(ServicesRange),
@@ -151,6 +188,10 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 		return nil, fmt.Errorf("creating the GKE cluster: %w", err)
 	}
 
+	soak, err := ManagerPoolSoak(e.args.SharedFleets)
+	if err != nil {
+		return nil, err
+	}
 	taint := resources.ManagerNodeTaint()
 	pool, err := container.NewNodePool(ctx, name+"-"+SystemPool, &container.NodePoolArgs{
 		Name:          pulumi.String(SystemPool),
@@ -164,8 +205,22 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 			TotalMaxNodeCount: pulumi.Int(*g.SystemNodes.Max),
 			LocationPolicy:    pulumi.String("BALANCED"),
 		},
-		Management:      &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)},
-		UpgradeSettings: &container.NodePoolUpgradeSettingsArgs{MaxSurge: pulumi.Int(1), MaxUnavailable: pulumi.Int(0)},
+		Management: &container.NodePoolManagementArgs{AutoRepair: pulumi.Bool(true), AutoUpgrade: pulumi.Bool(true)},
+		// Blue-green, not surge: a surge upgrade gives a draining manager
+		// about an hour before it deletes the node; blue-green keeps the
+		// drained nodes for the soak, longer than any manager drains. The
+		// cluster autoscaler leaves the managers' nodes alone by their
+		// pods' safe-to-evict (runnerset/resources), so the autoscaling
+		// profile may stay OPTIMIZE_UTILIZATION for the job pools.
+		UpgradeSettings: &container.NodePoolUpgradeSettingsArgs{
+			Strategy: pulumi.String("BLUE_GREEN"),
+			BlueGreenSettings: &container.NodePoolUpgradeSettingsBlueGreenSettingsArgs{
+				NodePoolSoakDuration: pulumi.String(soakDuration(soak)),
+				StandardRolloutPolicy: &container.NodePoolUpgradeSettingsBlueGreenSettingsStandardRolloutPolicyArgs{
+					BatchNodeCount: pulumi.Int(1),
+				},
+			},
+		},
 		NodeConfig: &container.NodePoolNodeConfigArgs{
 			MachineType: pulumi.String(g.SystemNodes.MachineType),
 			// The managers' pool: on-demand (stackconfig refuses spot),
@@ -236,6 +291,11 @@ func Kubeconfig(cluster, endpoint, caData string) (string, error) {
 	}
 	b, err := yaml.Marshal(cfg)
 	return string(b), err
+}
+
+// soakDuration is d as GKE's API writes a duration: whole seconds and "s".
+func soakDuration(d time.Duration) string {
+	return fmt.Sprintf("%ds", int64(d/time.Second))
 }
 
 // nodeAccountID is the account ID of the nodes' service account: the cluster

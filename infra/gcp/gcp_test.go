@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -18,6 +20,8 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/sdkschema"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/schedtest"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -665,4 +669,74 @@ func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, erro
 		return nil, err
 	}
 	return p.Cluster, nil
+}
+
+// soakOf is the managers' pool's blue-green node pool soak.
+func soakOf(t *testing.T, p *platform) time.Duration {
+	t.Helper()
+	pool := p.m.Get(t, "gcp:container/nodePool:NodePool", "runners-prod-cluster-"+SystemPool)
+	if got := str(pool.Input("upgradeSettings.strategy")); got != "BLUE_GREEN" {
+		t.Fatalf("managers' pool upgrade strategy %q, want BLUE_GREEN: a surge upgrade gives a draining manager about an hour", got)
+	}
+	if pool.Input("upgradeSettings.maxSurge").IsNumber() || pool.Input("upgradeSettings.maxUnavailable").IsNumber() {
+		t.Errorf("surge settings on a blue-green pool: %v", pool.Input("upgradeSettings"))
+	}
+	raw := str(pool.Input("upgradeSettings.blueGreenSettings.nodePoolSoakDuration"))
+	secs, err := strconv.ParseInt(strings.TrimSuffix(raw, "s"), 10, 64)
+	if err != nil || !strings.HasSuffix(raw, "s") {
+		t.Fatalf("nodePoolSoakDuration %q is not GKE's seconds form", raw)
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// A GKE upgrade of the managers' pool drains its old nodes and deletes
+// them after the node pool soak: the soak outlasts the longest a manager
+// may drain (a RunnerSet's admitted maximum, or a shared fleet's job
+// timeout and drain margin), and no more than GKE allows.
+func TestTheManagersPoolOutlastsTheLongestDrainInAnUpgrade(t *testing.T) {
+	soak := soakOf(t, shared(t))
+	if soak < v1alpha1.MaxShutdownTimeout || soak > MaxNodePoolSoak {
+		t.Errorf("soak %s: want at least a RunnerSet's longest drain %s and at most GKE's %s", soak, v1alpha1.MaxShutdownTimeout, MaxNodePoolSoak)
+	}
+	long := run(t, strings.Replace(sharedFleetsJSON, `"name": "staging",`, `"name": "staging", "jobTimeout": "100h",`, 1))
+	drain := 100*time.Hour + sharedfleet.DrainMarginSeconds*time.Second
+	if got := soakOf(t, long); got < drain || got > MaxNodePoolSoak {
+		t.Errorf("soak %s with a shared fleet that drains for %s", got, drain)
+	}
+	// The longest job timeout a shared fleet may have still fits GKE's soak.
+	if _, err := ManagerPoolSoak([]fleetspec.SharedFleet{{JobTimeout: &metav1.Duration{Duration: fleetspec.MaxSharedJobTimeout}}}); err != nil {
+		t.Errorf("fleetspec.MaxSharedJobTimeout does not fit GKE's soak: %v", err)
+	}
+	_, err := ManagerPoolSoak([]fleetspec.SharedFleet{{JobTimeout: &metav1.Duration{Duration: MaxNodePoolSoak}}})
+	if err == nil || !strings.Contains(err.Error(), "sharedFleets[].jobTimeout") {
+		t.Errorf("a drain longer than GKE's soak: %v", err)
+	}
+}
+
+// The jobs namespaces' and shared fleets' NetworkPolicies are enforced:
+// GKE enforces NetworkPolicy only with Dataplane V2 (or the legacy Calico
+// add-on, which it replaces and may not be combined with).
+func TestNetworkPoliciesAreEnforcedByDataplaneV2(t *testing.T) {
+	cl := shared(t).m.Get(t, "gcp:container/cluster:Cluster", "runners-prod-cluster")
+	// GKE's name for Dataplane V2, not a constant that could drift from it.
+	if got := str(cl.Input("datapathProvider")); got != "ADVANCED_DATAPATH" {
+		t.Errorf("datapathProvider %q: GKE would not enforce the NetworkPolicies", got)
+	}
+	if v := cl.Input("networkPolicy.enabled"); v.IsBool() && v.BoolValue() {
+		t.Error("the Calico network policy add-on is on beside Dataplane V2")
+	}
+}
+
+// The cluster autoscaler may scale down the managers' pool (its profile
+// stays OPTIMIZE_UTILIZATION for the job pools); what keeps a draining
+// manager's node is its pods' safe-to-evict, which every manager carries.
+func TestTheAutoscalerLeavesTheManagersNodesByTheirPodsAnnotation(t *testing.T) {
+	cl := shared(t).m.Get(t, "gcp:container/cluster:Cluster", "runners-prod-cluster")
+	if got := str(cl.Input("clusterAutoscaling.autoscalingProfile")); got != "OPTIMIZE_UTILIZATION" && got != "BALANCED" {
+		t.Errorf("autoscaling profile %q", got)
+	}
+	d := resources.Deployment(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}, "gitlab-runner", "h", "team-build-j1")
+	if d.Spec.Template.Annotations[resources.AnnotationSafeToEvict] != "false" {
+		t.Error("manager pods may be evicted by a scale-down, with 10 minutes of grace")
+	}
 }

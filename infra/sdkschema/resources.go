@@ -25,7 +25,7 @@ var Resources = []Package{
 		"aws:ec2/vpcEndpoint:VpcEndpoint", "aws:ec2/securityGroup:SecurityGroup",
 		"aws:ec2/launchTemplate:LaunchTemplate",
 	}},
-	{"aws", "eks", []string{"aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:eks/accessEntry:AccessEntry"}},
+	{"aws", "eks", []string{"aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:eks/accessEntry:AccessEntry", "aws:eks/addon:Addon"}},
 	{"aws", "iam", []string{
 		"aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "aws:iam/rolePolicy:RolePolicy",
 		"aws:iam/openIdConnectProvider:OpenIdConnectProvider", "aws:iam/instanceProfile:InstanceProfile",

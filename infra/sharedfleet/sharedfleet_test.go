@@ -400,6 +400,11 @@ func TestManagersDrainGracefullyAndNeverDropBelowTheFloor(t *testing.T) {
 		if v := r.Input("values.metrics.enabled"); !v.IsBool() || !v.BoolValue() {
 			t.Errorf("%s: metrics off", name)
 		}
+		// The cluster autoscaler would give a draining manager 10 minutes,
+		// not its grace: its node is kept from scale-down.
+		if v := object(t, r, "values.podAnnotations")[resource.PropertyKey(resources.AnnotationSafeToEvict)]; !v.IsString() || v.StringValue() != "false" {
+			t.Errorf("%s: pod annotation %s %v, want \"false\"", name, resources.AnnotationSafeToEvict, v)
+		}
 		// The chart's deploymentLifecycle carries the drain: SIGQUIT, then
 		// wait for gitlab-runner to exit.
 		cmd := r.Input("values.deploymentLifecycle.preStop.exec.command")

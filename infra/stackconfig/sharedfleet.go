@@ -164,6 +164,8 @@ func validateSharedFleet(s *fleetspec.SharedFleet, p *field.Path, f *Fleet) fiel
 	}
 	if t := s.JobTimeoutOrDefault(); t < fleetspec.MinSharedJobTimeout {
 		errs = append(errs, field.Invalid(p.Child("jobTimeout"), t.String(), fmt.Sprintf("at least %s: shared-fleet jobs may run that long, and a manager drains for as long as its jobs may run", fleetspec.MinSharedJobTimeout)))
+	} else if t > fleetspec.MaxSharedJobTimeout {
+		errs = append(errs, field.Invalid(p.Child("jobTimeout"), t.String(), fmt.Sprintf("at most %s: a manager drains for as long as its jobs may run, and GKE keeps a draining manager's node through an upgrade for at most 7 days", fleetspec.MaxSharedJobTimeout)))
 	}
 	if s.CacheBucket != "" && !gcsBucket.MatchString(s.CacheBucket) {
 		errs = append(errs, field.Invalid(p.Child("cacheBucket"), s.CacheBucket, "a GCS bucket name, or leave it out for the platform's cache bucket"))

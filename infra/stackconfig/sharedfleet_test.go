@@ -217,6 +217,8 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[1].managerImage: Required value: docker+machine managers need an image"}},
 		{"job timeout below 3h", func(v map[string]any) { at(v, "sharedFleets", 0)["jobTimeout"] = "1h" },
 			[]string{`runnerfleet:fleet.sharedFleets[0].jobTimeout: Invalid value: "1h0m0s": at least 3h0m0s`}},
+		{"job timeout above 144h", func(v map[string]any) { at(v, "sharedFleets", 0)["jobTimeout"] = "145h" },
+			[]string{`runnerfleet:fleet.sharedFleets[0].jobTimeout: Invalid value: "145h0m0s": at most 144h0m0s`}},
 		{"terminal open to the world", func(v map[string]any) {
 			at(v, "sharedFleets", 0, "webTerminal")["allowedCIDRs"] = []any{"0.0.0.0/0"}
 		}, []string{"runnerfleet:fleet.sharedFleets[0].webTerminal.allowedCIDRs[0]"}},

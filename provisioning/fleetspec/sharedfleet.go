@@ -40,7 +40,7 @@ type SharedFleet struct {
 	// hand.
 	VMServiceAccount string `json:"vmServiceAccount,omitempty"`
 	// JobTimeout is the longest a job may run on this fleet, and so how long
-	// a manager may drain; default and minimum 3h.
+	// a manager may drain; default and minimum 3h, at most 144h.
 	JobTimeout *metav1.Duration `json:"jobTimeout,omitempty"`
 	// CacheBucket is the GCS cache bucket; default the platform's.
 	CacheBucket string `json:"cacheBucket,omitempty"`
@@ -124,6 +124,10 @@ const (
 	// MinSharedJobTimeout is the shortest job timeout of a shared fleet:
 	// managers drain for as long as jobs may run.
 	MinSharedJobTimeout = 3 * time.Hour
+	// MaxSharedJobTimeout is the longest: the GKE managers' pool keeps a
+	// draining manager's node through an upgrade for at most 7 days (its
+	// blue-green soak, infra/gcp.ManagerPoolSoak), drain margins included.
+	MaxSharedJobTimeout = 6 * 24 * time.Hour
 	// MaxManagersPerGroup caps a group's managers (one Helm release each).
 	MaxManagersPerGroup = 20
 	// MonitoringNamespace holds the central Prometheus.

@@ -325,6 +325,9 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 			vmfleet.AnnotationIdleTime: g.LongestIdleTime().String(),
 			// A new token or config rolls (and drains) the manager.
 			resources.AnnotationConfigHash: configHash,
+			// No autoscaler scale-down under a draining manager (it would
+			// get 10 minutes, not the job timeout).
+			resources.AnnotationSafeToEvict: "false",
 		},
 		"podLabels": map[string]any{
 			LabelManagerPod:          g.ManagerName(),

@@ -42,7 +42,7 @@ const (
 
 	// AnnotationSafeToEvict keeps GKE's cluster autoscaler from removing a
 	// node while a job pod runs on it.
-	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	AnnotationSafeToEvict = resources.AnnotationSafeToEvict
 	// LabelComputeClass selects a GKE ComputeClass; GKE taints its nodes with it.
 	LabelComputeClass = "cloud.google.com/compute-class"
 )
@@ -50,11 +50,38 @@ const (
 // ComputeClassGVK is the GKE kind; no Go module ships its types.
 var ComputeClassGVK = schema.GroupVersionKind{Group: "cloud.google.com", Version: "v1", Kind: "ComputeClass"}
 
-// Defaults of the disruption settings.
+// Disruption settings of a tag's Karpenter job nodes
+// (docs/operations/disruptions.md).
 const (
 	DefaultConsolidateAfter = 30 * time.Second
-	DefaultExpireAfter      = 7 * 24 * time.Hour
+	// MaxJobNodeLifetime is the longest a job node lives, the drain of
+	// its last job included: expireAfter plus terminationGracePeriod. A
+	// node is renewed (AMI, kernel) at least this often.
+	MaxJobNodeLifetime = 7 * 24 * time.Hour
+	// MinJobNodeExpireAfter is the shortest expireAfter: a node serves
+	// at least this long before it expires, so that a long job timeout
+	// does not make job nodes churn.
+	MinJobNodeExpireAfter = 24 * time.Hour
+	// JobNodeDrainMargin is added to the job timeout for a job node's
+	// terminationGracePeriod: the job pod's own grace period (Karpenter
+	// deletes a pod that long before the node's deadline), its
+	// after_script and its cache and artifact uploads.
+	JobNodeDrainMargin = 15 * time.Minute
+	// MaxKarpenterJobTimeout is the longest job timeout a Karpenter job
+	// node keeps a running job for: its lifetime less the shortest
+	// expireAfter and the margin.
+	MaxKarpenterJobTimeout = MaxJobNodeLifetime - MinJobNodeExpireAfter - JobNodeDrainMargin
 )
+
+// JobNodeDisruption is the terminationGracePeriod and expireAfter of a
+// Karpenter job node for jobs of at most jobTimeout: a node that expires
+// or drifts while a job runs keeps it until the job's timeout (Karpenter
+// honours the job pod's do-not-disrupt until the grace period is up), and
+// no node outlives MaxJobNodeLifetime.
+func JobNodeDisruption(jobTimeout time.Duration) (grace, expireAfter time.Duration) {
+	grace = jobTimeout + JobNodeDrainMargin
+	return grace, MaxJobNodeLifetime - grace
+}
 
 // Capacity is what one RunnerSet's tag gets.
 type Capacity struct {
@@ -78,13 +105,16 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
+		if err := CheckJobTimeout(class, eff); err != nil {
+			return nil, err
+		}
 		nc, err := nodeClass(class, eff)
 		if err != nil {
 			return nil, err
 		}
 		gvk := nc.GetObjectKind().GroupVersionKind()
 		ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
-		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref))}
+		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref, eff))}
 	case v1alpha1.CapacityProviderComputeClass:
 		if err := GKEQuotaReady(rs); err != nil {
 			return nil, err
@@ -194,6 +224,25 @@ func checkLimits(rs *v1alpha1.RunnerSet) error {
 	return nil
 }
 
+// CheckJobTimeout refuses, under a Karpenter (or kwok) class, a job
+// timeout longer than a job node keeps a running job for: its node would
+// be taken from under the job once expired or drifted
+// (terminationGracePeriod overrides do-not-disrupt). The controller asks
+// before anything of the spec is written or sent to GitLab.
+func CheckJobTimeout(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) error {
+	switch class.Spec.Provider {
+	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
+	default:
+		return nil
+	}
+	if eff.JobTimeout <= MaxKarpenterJobTimeout {
+		return nil
+	}
+	return v1alpha1.Failf(v1alpha1.ReasonJobTimeoutTooLong,
+		"%s is %s but a Karpenter job node keeps a running job for at most %s (it lives at most %s, drain included, serves at least %s before it expires, and drains %s beyond the job timeout): lower %s to %s or less",
+		eff.JobTimeoutField, eff.JobTimeout, MaxKarpenterJobTimeout, MaxJobNodeLifetime, MinJobNodeExpireAfter, JobNodeDrainMargin, eff.JobTimeoutField, MaxKarpenterJobTimeout)
+}
+
 // Labels tie a cluster-scoped object to rs.
 func Labels(rs *v1alpha1.RunnerSet) map[string]string {
 	return withManagedBy(map[string]string{
@@ -229,8 +278,9 @@ func architectures(rs *v1alpha1.RunnerSet) []string {
 	return out
 }
 
-// NodePool is the Karpenter NodePool of rs's tag.
-func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.NodeClassReference) *karpv1.NodePool {
+// NodePool is the Karpenter NodePool of rs's tag, whose settings under
+// class are eff.
+func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.NodeClassReference, eff v1alpha1.Settings) *karpv1.NodePool {
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
 	in := func(key string, values ...string) karpv1.NodeSelectorRequirementWithMinValues {
 		return karpv1.NodeSelectorRequirementWithMinValues{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}
@@ -250,8 +300,9 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 	if t := rs.Spec.Capacity.InstanceTypes; len(t) > 0 {
 		reqs = append(reqs, in(corev1.LabelInstanceTypeStable, slices.Sorted(slices.Values(t))...))
 	}
-	// A node may drain for as long as a job may run, and no less.
-	grace := rs.Spec.Managers.ShutdownTimeoutOrDefault()
+	// A node that expires or drifts drains for as long as a job may run,
+	// and no less; none lives beyond MaxJobNodeLifetime.
+	grace, expire := JobNodeDisruption(eff.JobTimeout)
 	np := &karpv1.NodePool{
 		ObjectMeta: objectMeta(rs),
 		Spec: karpv1.NodePoolSpec{
@@ -262,7 +313,7 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 					Requirements:           reqs,
 					NodeClassRef:           &ref,
 					TerminationGracePeriod: &metav1.Duration{Duration: grace},
-					ExpireAfter:            karpv1.MustParseNillableDuration(DefaultExpireAfter.String()),
+					ExpireAfter:            karpv1.MustParseNillableDuration(expire.String()),
 				},
 			},
 			Disruption: karpv1.Disruption{

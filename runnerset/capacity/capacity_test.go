@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
@@ -43,12 +45,12 @@ func requirement(np *karpv1.NodePool, key string) []string {
 
 func TestNodePoolIsSpotOnlyByDefaultAndSpotFirstWhenBothAllowed(t *testing.T) {
 	r := rs()
-	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	np := NodePool(r, eks(), karpv1.NodeClassReference{}, v1alpha1.Effective(r, eks()))
 	if got := requirement(np, karpv1.CapacityTypeLabelKey); len(got) != 1 || got[0] != "spot" {
 		t.Errorf("default capacity types %v, want [spot]", got)
 	}
 	r.Spec.Capacity.CapacityTypes = []v1alpha1.CapacityType{v1alpha1.CapacityTypeOnDemand, v1alpha1.CapacityTypeSpot}
-	np = NodePool(r, eks(), karpv1.NodeClassReference{})
+	np = NodePool(r, eks(), karpv1.NodeClassReference{}, v1alpha1.Effective(r, eks()))
 	if got := requirement(np, karpv1.CapacityTypeLabelKey); len(got) != 2 || got[0] != "spot" {
 		t.Errorf("capacity types %v, want spot first", got)
 	}
@@ -57,7 +59,7 @@ func TestNodePoolIsSpotOnlyByDefaultAndSpotFirstWhenBothAllowed(t *testing.T) {
 func TestNodePoolNeverDisruptsARunningJob(t *testing.T) {
 	r := rs()
 	r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 5 * time.Hour}
-	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	np := NodePool(r, eks(), karpv1.NodeClassReference{}, v1alpha1.Effective(r, eks()))
 	d := np.Spec.Disruption
 	if d.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty {
 		t.Errorf("consolidation policy %s: a node running a job could be consolidated", d.ConsolidationPolicy)
@@ -67,6 +69,9 @@ func TestNodePoolNeverDisruptsARunningJob(t *testing.T) {
 	}
 	if tgp := np.Spec.Template.Spec.TerminationGracePeriod.Duration; tgp < 5*time.Hour {
 		t.Errorf("terminationGracePeriod %v is shorter than the runner's job timeout", tgp)
+	}
+	if c, _ := build(r, eks()); c.Placement.PodAnnotations[karpv1.DoNotDisruptAnnotationKey] != "true" || c.Placement.PodAnnotations[AnnotationSafeToEvict] != "false" {
+		t.Errorf("job pods' annotations %v: Karpenter or the cluster autoscaler may take a running job's node", c.Placement.PodAnnotations)
 	}
 	if len(d.Budgets) == 0 {
 		t.Error("no disruption budget")
@@ -141,7 +146,7 @@ func TestInstanceChoicesBecomeRequirements(t *testing.T) {
 	r.Spec.Capacity.InstanceTypes = []string{"c7i.2xlarge"}
 	r.Spec.Capacity.Architectures = []v1alpha1.Architecture{"arm64", "amd64"}
 	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
-	np := NodePool(r, eks(), karpv1.NodeClassReference{})
+	np := NodePool(r, eks(), karpv1.NodeClassReference{}, v1alpha1.Effective(r, eks()))
 	if got := requirement(np, awsv1.LabelInstanceFamily); strings.Join(got, ",") != "c7i,m7i" {
 		t.Errorf("families %v", got)
 	}
@@ -344,4 +349,82 @@ func TestGKELimitsBecomeAQuotaOnTheJobsRequestsAndNeedRequestsEverywhere(t *test
 // build is For with the settings the controller resolves once per pass.
 func build(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) (*Capacity, error) {
 	return For(rs, class, v1alpha1.Effective(rs, class))
+}
+
+// A job node that expires or drifts keeps its running job until the job's
+// timeout (terminationGracePeriod overrides do-not-disrupt once it is up),
+// and no job node lives longer than MaxJobNodeLifetime, drain included:
+// both follow the RunnerSet's job timeout, not fixed values. The NodePool
+// is one Karpenter's own CRD admits.
+func TestJobNodesExpireAndDrainByTheJobTimeout(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what       string
+		shutdown   time.Duration
+		maxTimeout time.Duration
+		grace      time.Duration
+	}{
+		{"the default shutdown timeout", 0, 0, 3*time.Hour + JobNodeDrainMargin},
+		{"a shutdown timeout of 48h", 48 * time.Hour, 0, 48*time.Hour + JobNodeDrainMargin},
+		{"GitLab's cap on the runner's jobs", 3 * time.Hour, 10 * time.Hour, 10*time.Hour + JobNodeDrainMargin},
+		{"the longest job timeout allowed", 0, MaxKarpenterJobTimeout, MaxJobNodeLifetime - MinJobNodeExpireAfter},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			r := rs()
+			if tc.shutdown > 0 {
+				r.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: tc.shutdown}
+			}
+			if tc.maxTimeout > 0 {
+				r.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{MaximumTimeout: &metav1.Duration{Duration: tc.maxTimeout}}
+			}
+			c, err := build(r, eks())
+			if err != nil {
+				t.Fatal(err)
+			}
+			np := c.Objects[1].(*karpv1.NodePool)
+			spec := np.Spec.Template.Spec
+			if got := spec.TerminationGracePeriod.Duration; got != tc.grace {
+				t.Errorf("terminationGracePeriod %s, want %s", got, tc.grace)
+			}
+			expire := *spec.ExpireAfter.Duration
+			if got := expire + spec.TerminationGracePeriod.Duration; got != MaxJobNodeLifetime {
+				t.Errorf("expireAfter %s + terminationGracePeriod %s = %s, want a lifetime of %s", expire, spec.TerminationGracePeriod.Duration, got, MaxJobNodeLifetime)
+			}
+			if expire < MinJobNodeExpireAfter {
+				t.Errorf("expireAfter %s is below %s", expire, MinJobNodeExpireAfter)
+			}
+			if errs, err := Validate(np, scheme); err != nil || len(errs) > 0 {
+				t.Errorf("Karpenter's CRD refuses the NodePool: %v %v", errs, err)
+			}
+		})
+	}
+}
+
+// A job timeout no Karpenter job node can keep a job for is refused before
+// anything is built, naming the field it came from and the limit; one
+// within the limit is not.
+func TestAJobTimeoutBeyondWhatAJobNodeKeepsIsRefused(t *testing.T) {
+	for _, class := range []*v1alpha1.RunnerClass{eks(), {ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}} {
+		t.Run(string(class.Spec.Provider), func(t *testing.T) {
+			r := rs()
+			r.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{MaximumTimeout: &metav1.Duration{Duration: MaxKarpenterJobTimeout + time.Minute}}
+			c, err := build(r, class)
+			var inv *v1alpha1.Failure
+			if !errors.As(err, &inv) || inv.Reason != v1alpha1.ReasonJobTimeoutTooLong {
+				t.Fatalf("built %v, error %v: want %s", c, err, v1alpha1.ReasonJobTimeoutTooLong)
+			}
+			for _, want := range []string{"spec.gitlab.runner.maximumTimeout is 143h46m0s", "at most 143h45m0s", "lower spec.gitlab.runner.maximumTimeout"} {
+				if !strings.Contains(inv.Message, want) {
+					t.Errorf("message %q does not say %q", inv.Message, want)
+				}
+			}
+			r.Spec.GitLab.Runner.MaximumTimeout.Duration = MaxKarpenterJobTimeout
+			if _, err := build(r, class); err != nil {
+				t.Errorf("the longest job timeout allowed is refused: %v", err)
+			}
+		})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 )
 
 // A capacity object found valid is not judged again while it is the same
@@ -17,7 +19,7 @@ func TestValidateJudgesAnObjectOnceAndAnyChangeAgain(t *testing.T) {
 	if err := AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	np := NodePool(rs(), eks(), karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "rfclass-eks"})
+	np := NodePool(rs(), eks(), karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "rfclass-eks"}, v1alpha1.Effective(rs(), eks()))
 	np.Name = "validate-memo-test"
 
 	for _, c := range []struct {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	awsv1 "github.com/aws/karpenter-provider-aws/pkg/apis/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -291,7 +293,7 @@ func TestATagsNodePoolWithNodesKeepsItsEarlierNodeClassUntilItIsEmpty(t *testing
 	must(t, k8s.Create(ctx, earlier))
 	// The NodePool as an earlier version wrote it: on the tag's node class,
 	// with one node counted by Karpenter.
-	old := capacity.NodePool(rs, class, karpv1.NodeClassReference{Group: capacity.KWOKGroupVersion.Group, Kind: "KWOKNodeClass", Name: name})
+	old := capacity.NodePool(rs, class, karpv1.NodeClassReference{Group: capacity.KWOKGroupVersion.Group, Kind: "KWOKNodeClass", Name: name}, v1alpha1.Effective(rs, class))
 	must(t, k8s.Create(ctx, old))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, old) })
 	setNodes := func(n int64) {
@@ -321,4 +323,45 @@ func TestATagsNodePoolWithNodesKeepsItsEarlierNodeClassUntilItIsEmpty(t *testing
 		}
 		return nil
 	})
+}
+
+// A job timeout longer than a Karpenter job node keeps a running job for
+// turns ClassAccepted False naming the field and the limit, and touches
+// nothing that runs: GitLab's runner, the tag's NodePool and its managers
+// stay as they were (the managers keep taking jobs under the last good
+// settings).
+func TestAJobTimeoutNoJobNodeKeepsIsRefusedAndNothingRunningIsTouched(t *testing.T) {
+	srv := gitlabServer(t)
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, patName, pat)
+	rs := createdRunnerSet(srv, ns, "long", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "long")
+	pool := get(t, "", n.Capacity(), &karpv1.NodePool{})
+	if got := pool.Spec.Template.Spec.TerminationGracePeriod.Duration; got != time.Hour+capacity.JobNodeDrainMargin {
+		t.Errorf("terminationGracePeriod %s, want the runner's 1h maximum timeout plus %s", got, capacity.JobNodeDrainMargin)
+	}
+	managers := get(t, ns, n.Managers(), &appsv1.Deployment{})
+
+	update(t, cur, func(r *v1alpha1.RunnerSet) {
+		r.Spec.GitLab.Runner.MaximumTimeout = &metav1.Duration{Duration: capacity.MaxKarpenterJobTimeout + time.Hour}
+	})
+	refused := waitCondition(t, rs, v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v1alpha1.ReasonJobTimeoutTooLong)
+	msg := condition(refused, v1alpha1.ConditionClassAccepted).Message
+	for _, want := range []string{"spec.gitlab.runner.maximumTimeout", capacity.MaxKarpenterJobTimeout.String()} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not name %q", msg, want)
+		}
+	}
+	if now := get(t, "", n.Capacity(), &karpv1.NodePool{}); now.ResourceVersion != pool.ResourceVersion {
+		t.Errorf("the NodePool was rewritten (resourceVersion %s → %s): terminationGracePeriod %s", pool.ResourceVersion, now.ResourceVersion, now.Spec.Template.Spec.TerminationGracePeriod.Duration)
+	}
+	if now := get(t, ns, n.Managers(), &appsv1.Deployment{}); now.ResourceVersion != managers.ResourceVersion {
+		t.Errorf("the managers' Deployment was rewritten (resourceVersion %s → %s)", managers.ResourceVersion, now.ResourceVersion)
+	}
+	if runners := runnersOf(srv, string(cur.UID)); len(runners) != 1 || runners[0].MaximumTimeout != 3600 {
+		t.Errorf("GitLab's runner changed: %+v", runners)
+	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,13 +11,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // classStep accepts the RunnerSet's RunnerClass, or says why not: the class
-// is missing, its policy refuses the RunnerSet, or gitlab-runner would not
-// understand the job settings. It only reads the class.
+// is missing, its policy refuses the RunnerSet, gitlab-runner would not
+// understand the job settings, or the class's job nodes cannot keep a job
+// as long as the job timeout. It only reads the class.
 type classStep struct {
 	Client client.Reader
 }
@@ -42,8 +45,16 @@ func (r classStep) run(ctx context.Context, s *state) (bool, time.Duration, erro
 		s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, v.Reason, v.Message)
 		return false, 0, nil
 	}
+	// So does a job timeout the class's job nodes cannot keep a job for:
+	// nothing is sent to GitLab, no capacity or manager changes.
+	settings := v1alpha1.Effective(s.rs, class)
+	var tooLong *v1alpha1.Failure
+	if err := capacity.CheckJobTimeout(class, settings); errors.As(err, &tooLong) {
+		s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionFalse, tooLong.Reason, tooLong.Message)
+		return false, 0, nil
+	}
 	s.class = class
-	s.settings = v1alpha1.Effective(s.rs, class)
+	s.settings = settings
 	s.rs.SetCondition(v1alpha1.ConditionClassAccepted, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("RunnerClass %s allows this runner", class.Name))
 	return true, 0, nil

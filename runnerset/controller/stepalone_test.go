@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 )
 
@@ -80,5 +81,30 @@ func TestTokenStepAloneReportsAStoredTokensExpiryByItsClock(t *testing.T) {
 	}
 	if strings.Contains(c.Message, token) {
 		t.Fatal("the condition carries the token")
+	}
+}
+
+// The class step alone refuses a job timeout the class's job nodes cannot
+// keep a job for, naming the field and the limit, and accepts the longest
+// one they can.
+func TestClassStepAloneRefusesAJobTimeoutNoJobNodeKeeps(t *testing.T) {
+	class := newClass(t, nil)
+	rs := runnerSet("team-"+rand.String(6), "build", class.Name)
+	rs.Spec.GitLab = v1alpha1.GitLabSpec{Runner: &v1alpha1.RunnerRegistration{
+		Type: v1alpha1.RunnerTypeInstance, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"},
+		MaximumTimeout: &metav1.Duration{Duration: capacity.MaxKarpenterJobTimeout + time.Second},
+	}}
+	done, _, err := controller.RunClassStep(ctx, k8s, rs)
+	must(t, err)
+	c := condition(rs, v1alpha1.ConditionClassAccepted)
+	if done || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonJobTimeoutTooLong ||
+		!strings.Contains(c.Message, "spec.gitlab.runner.maximumTimeout") || !strings.Contains(c.Message, capacity.MaxKarpenterJobTimeout.String()) {
+		t.Fatalf("done=%v, ClassAccepted %+v; want a stopped pass, JobTimeoutTooLong naming the field and %s", done, c, capacity.MaxKarpenterJobTimeout)
+	}
+	rs.Spec.GitLab.Runner.MaximumTimeout.Duration = capacity.MaxKarpenterJobTimeout
+	done, _, err = controller.RunClassStep(ctx, k8s, rs)
+	must(t, err)
+	if c := condition(rs, v1alpha1.ConditionClassAccepted); !done || c.Status != metav1.ConditionTrue {
+		t.Fatalf("the longest job timeout allowed: done=%v, ClassAccepted %+v", done, c)
 	}
 }

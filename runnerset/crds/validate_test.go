@@ -3,6 +3,7 @@ package crds
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -98,5 +99,24 @@ func TestAdmissionRefusesMachineFamiliesGKERefuses(t *testing.T) {
 		if errs := rcv.Validate(class(fam)); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.computeClass.machineFamilies") {
 			t.Errorf("RunnerClass family %q admitted: %v", fam, errs)
 		}
+	}
+}
+
+// TestMaxShutdownTimeoutIsWhatAdmissionAllows: the GKE managers' pool's
+// upgrades are sized from v1alpha1.MaxShutdownTimeout, so it must be the
+// CRD's own bound on spec.managers.shutdownTimeout, no less.
+func TestMaxShutdownTimeoutIsWhatAdmissionAllows(t *testing.T) {
+	v, err := ValidatorFor("runnersets.runnerfleet.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(d time.Duration) *v1alpha1.RunnerSet {
+		return runnerSet(func(rs *v1alpha1.RunnerSet) { rs.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: d} })
+	}
+	if errs := v.Validate(with(v1alpha1.MaxShutdownTimeout)); len(errs) > 0 {
+		t.Errorf("shutdownTimeout %s refused: %v", v1alpha1.MaxShutdownTimeout, errs)
+	}
+	if errs := v.Validate(with(v1alpha1.MaxShutdownTimeout + time.Second)); len(errs) == 0 {
+		t.Errorf("shutdownTimeout %s admitted: MaxShutdownTimeout is below the CRD's bound", v1alpha1.MaxShutdownTimeout+time.Second)
 	}
 }

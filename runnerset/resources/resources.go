@@ -59,6 +59,13 @@ const (
 	AnnotationIRSA             = "eks.amazonaws.com/role-arn"
 	AnnotationWorkloadIdentity = "iam.gke.io/gcp-service-account"
 
+	// AnnotationSafeToEvict "false" keeps the cluster autoscaler (GKE's,
+	// or an upstream one) from removing the node a pod runs on to scale
+	// down: it would evict the pod with at most 10 minutes of grace. Every
+	// manager pod (a RunnerSet's and a shared fleet's, which drain for
+	// hours) and every job pod carries it (docs/operations/disruptions.md).
+	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
 	ConfigKey = "config.toml"
 )
 
@@ -318,8 +325,11 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 	podAnnotations := map[string]string{
 		AnnotationConfigHash:    configHash,
 		AnnotationJobsNamespace: jobsNamespace,
-		"prometheus.io/scrape":  "true",
-		"prometheus.io/port":    fmt.Sprint(gitlabrunner.MetricsPort),
+		// No scale-down of the managers' pool under a manager: the cluster
+		// autoscaler would give it 10 minutes, not the shutdown timeout.
+		AnnotationSafeToEvict:  "false",
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   fmt.Sprint(gitlabrunner.MetricsPort),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)

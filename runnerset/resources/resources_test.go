@@ -374,3 +374,16 @@ func TestObjectsAreLabelledForTheFilteredCache(t *testing.T) {
 		}
 	}
 }
+
+// The cluster autoscaler evicts the pods of a node it scales down with at
+// most 10 minutes of grace, whatever terminationGracePeriodSeconds says: a
+// manager draining a 3h job must keep its node (safe-to-evict "false").
+func TestManagerPodsKeepTheirNodeFromTheClusterAutoscaler(t *testing.T) {
+	d := Deployment(rs(), "gitlab-runner:v19.4.0", "abc", "team-a-build-j6")
+	if got, ok := d.Spec.Template.Annotations[AnnotationSafeToEvict]; !ok || got != "false" {
+		t.Errorf("manager pod template %s = %q (set %v), want \"false\"", AnnotationSafeToEvict, got, ok)
+	}
+	if AnnotationSafeToEvict != "cluster-autoscaler.kubernetes.io/safe-to-evict" {
+		t.Errorf("key %q is not the cluster autoscaler's", AnnotationSafeToEvict)
+	}
+}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
@@ -34,6 +35,14 @@ type Settings struct {
 	// JobsNamespace is where the job pods run: spec.jobs.namespace, or the
 	// namespace derived from the RunnerSet (naming.DerivedJobsNamespace).
 	JobsNamespace string
+	// JobTimeout is the longest a job of the RunnerSet may run, and so how
+	// long a job node must be kept for a job it has started:
+	// spec.gitlab.runner.maximumTimeout when set (GitLab ends a job there),
+	// else spec.managers.shutdownTimeout (no job runs longer, or a
+	// draining manager would cut it short). JobTimeoutField names it, for
+	// messages about it.
+	JobTimeout      time.Duration
+	JobTimeoutField string
 }
 
 // Names are the derived names of rs's objects, its jobs namespace included.
@@ -60,6 +69,11 @@ func Effective(rs *RunnerSet, class *RunnerClass) Settings {
 		Cache:             rs.Spec.Cache,
 		MachineFamilies:   rs.Spec.Capacity.InstanceFamilies,
 		JobsNamespace:     rs.Names().JobsNamespace(),
+		JobTimeout:        rs.Spec.Managers.ShutdownTimeoutOrDefault(),
+		JobTimeoutField:   "spec.managers.shutdownTimeout",
+	}
+	if r := rs.Spec.GitLab.Runner; r != nil && r.MaximumTimeout != nil && r.MaximumTimeout.Duration > 0 {
+		s.JobTimeout, s.JobTimeoutField = r.MaximumTimeout.Duration, "spec.gitlab.runner.maximumTimeout"
 	}
 	if rs.Spec.Managers.Image == "" && d.ManagerImage != "" {
 		s.ManagerImageField = fmt.Sprintf("spec.defaults.managerImage of RunnerClass %s", className)

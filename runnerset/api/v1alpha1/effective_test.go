@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestEffectiveTakesTheRunnerSetThenTheClassThenTheBuiltInDefault(t *testing.T) {
@@ -51,5 +54,23 @@ func TestEffectiveTakesTheRunnerSetThenTheClassThenTheBuiltInDefault(t *testing.
 		got.Cache != own || got.AMIAlias != "al2023@latest" || !slices.Equal(got.MachineFamilies, []string{"n4"}) ||
 		got.ManagerImageField != "spec.managers.image" {
 		t.Errorf("own values: %+v", got)
+	}
+}
+
+// A job node must be kept for as long as a job may run: GitLab's cap on the
+// runner's jobs when there is one, else the shutdown timeout (no longer job
+// survives a drain), else its default.
+func TestEffectiveJobTimeoutIsTheRunnersCapElseTheShutdownTimeout(t *testing.T) {
+	rs := &RunnerSet{}
+	if got := Effective(rs, nil); got.JobTimeout != DefaultShutdownTimeout || got.JobTimeoutField != "spec.managers.shutdownTimeout" {
+		t.Errorf("default: %s from %s", got.JobTimeout, got.JobTimeoutField)
+	}
+	rs.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 5 * time.Hour}
+	if got := Effective(rs, nil); got.JobTimeout != 5*time.Hour || got.JobTimeoutField != "spec.managers.shutdownTimeout" {
+		t.Errorf("shutdown timeout: %s from %s", got.JobTimeout, got.JobTimeoutField)
+	}
+	rs.Spec.GitLab.Runner = &RunnerRegistration{MaximumTimeout: &metav1.Duration{Duration: 90 * time.Minute}}
+	if got := Effective(rs, nil); got.JobTimeout != 90*time.Minute || got.JobTimeoutField != "spec.gitlab.runner.maximumTimeout" {
+		t.Errorf("runner cap: %s from %s", got.JobTimeout, got.JobTimeoutField)
 	}
 }

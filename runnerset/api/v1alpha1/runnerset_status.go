@@ -80,6 +80,9 @@ const (
 	ReasonNotReconciled      = "NotReconciled"
 	ReasonBlocked            = "Blocked"
 	ReasonDeleting           = "Deleting"
+	// ReasonJobTimeoutTooLong: the job timeout is longer than the
+	// platform keeps a job node for a running job.
+	ReasonJobTimeoutTooLong = "JobTimeoutTooLong"
 	// ReasonObjectInTheWay: an object the RunnerSet needs exists and was
 	// not created by runnerfleet for it; the controller never takes it over.
 	ReasonObjectInTheWay = "ObjectInTheWay"
@@ -140,15 +143,19 @@ func (rs *RunnerSet) IsReady() bool {
 // Defaults applied by the controller when the API server's defaulting did not
 // run (objects built in Go, for example by the Pulumi program).
 const (
-	DefaultConcurrent                     = 10
-	DefaultCheckInterval                  = 3 * time.Second
-	DefaultShutdownTimeout                = 3 * time.Hour
-	DefaultTokenKey                       = "token"
-	DefaultManagerImage    ImageReference = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
-	DefaultJobImage        ImageReference = "alpine:3.22"
-	DefaultGitLabURL                      = "https://gitlab.com"
-	DefaultAMIAlias                       = "bottlerocket@latest"
-	DefaultMachineFamily                  = "n2d"
+	DefaultConcurrent      = 10
+	DefaultCheckInterval   = 3 * time.Second
+	DefaultShutdownTimeout = 3 * time.Hour
+	// MaxShutdownTimeout is the longest spec.managers.shutdownTimeout the
+	// CRD admits (its CEL rule): the longest a RunnerSet's manager may
+	// drain, which the GKE managers' pool's upgrades outlast.
+	MaxShutdownTimeout                  = 48 * time.Hour
+	DefaultTokenKey                     = "token"
+	DefaultManagerImage  ImageReference = "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v19.4.0"
+	DefaultJobImage      ImageReference = "alpine:3.22"
+	DefaultGitLabURL                    = "https://gitlab.com"
+	DefaultAMIAlias                     = "bottlerocket@latest"
+	DefaultMachineFamily                = "n2d"
 )
 
 // ReplicasOrDefault is spec.managers.replicas, 1 when unset.

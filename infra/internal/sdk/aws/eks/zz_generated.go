@@ -275,6 +275,101 @@ func GetAccessEntry(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ..
 	return &res, nil
 }
 
+// Addon is aws:eks/addon:Addon, pinned to aws v6.83.4.
+//
+// Documentation: https://www.pulumi.com/registry/packages/aws/api-docs/eks/addon/
+type Addon struct {
+	pulumi.CustomResourceState
+
+	AddonName               pulumi.StringOutput                           `pulumi:"addonName"`
+	AddonVersion            pulumi.StringOutput                           `pulumi:"addonVersion"`
+	Arn                     pulumi.StringOutput                           `pulumi:"arn"`
+	ClusterName             pulumi.StringOutput                           `pulumi:"clusterName"`
+	ConfigurationValues     pulumi.StringOutput                           `pulumi:"configurationValues"`
+	CreatedAt               pulumi.StringOutput                           `pulumi:"createdAt"`
+	ModifiedAt              pulumi.StringOutput                           `pulumi:"modifiedAt"`
+	PodIdentityAssociations pulumix.Output[[]AddonPodIdentityAssociation] `pulumi:"podIdentityAssociations"`
+	Preserve                pulumi.BoolPtrOutput                          `pulumi:"preserve"`
+	// Deprecated: resolve_conflicts is deprecated. The resolveConflicts attribute can't be set to "PRESERVE" on initial resource creation. Use resolveConflictsOnCreate and/or resolveConflictsOnUpdate instead.
+	ResolveConflicts         pulumi.StringPtrOutput `pulumi:"resolveConflicts"`
+	ResolveConflictsOnCreate pulumi.StringPtrOutput `pulumi:"resolveConflictsOnCreate"`
+	ResolveConflictsOnUpdate pulumi.StringPtrOutput `pulumi:"resolveConflictsOnUpdate"`
+	ServiceAccountRoleArn    pulumi.StringPtrOutput `pulumi:"serviceAccountRoleArn"`
+	Tags                     pulumi.StringMapOutput `pulumi:"tags"`
+	// Deprecated: Please use `tags` instead.
+	TagsAll pulumi.StringMapOutput `pulumi:"tagsAll"`
+}
+
+// AddonArgs are the inputs of Addon.
+type AddonArgs struct {
+	AddonName               pulumi.StringInput                `pulumi:"addonName"`
+	AddonVersion            pulumi.StringPtrInput             `pulumi:"addonVersion"`
+	ClusterName             pulumi.StringInput                `pulumi:"clusterName"`
+	ConfigurationValues     pulumi.StringPtrInput             `pulumi:"configurationValues"`
+	PodIdentityAssociations []AddonPodIdentityAssociationArgs `pulumi:"podIdentityAssociations"`
+	Preserve                pulumi.BoolPtrInput               `pulumi:"preserve"`
+	// Deprecated: resolve_conflicts is deprecated. The resolveConflicts attribute can't be set to "PRESERVE" on initial resource creation. Use resolveConflictsOnCreate and/or resolveConflictsOnUpdate instead.
+	ResolveConflicts         pulumi.StringPtrInput `pulumi:"resolveConflicts"`
+	ResolveConflictsOnCreate pulumi.StringPtrInput `pulumi:"resolveConflictsOnCreate"`
+	ResolveConflictsOnUpdate pulumi.StringPtrInput `pulumi:"resolveConflictsOnUpdate"`
+	ServiceAccountRoleArn    pulumi.StringPtrInput `pulumi:"serviceAccountRoleArn"`
+	Tags                     pulumi.StringMapInput `pulumi:"tags"`
+}
+
+var addonSchema = &rf.Schema{
+	Token:    "aws:eks/addon:Addon",
+	Doc:      "https://www.pulumi.com/registry/packages/aws/api-docs/eks/addon/",
+	Inputs:   []string{"addonName", "addonVersion", "clusterName", "configurationValues", "podIdentityAssociations", "preserve", "resolveConflicts", "resolveConflictsOnCreate", "resolveConflictsOnUpdate", "serviceAccountRoleArn", "tags"},
+	Outputs:  []string{"addonName", "addonVersion", "arn", "clusterName", "configurationValues", "createdAt", "modifiedAt", "podIdentityAssociations", "preserve", "resolveConflicts", "resolveConflictsOnCreate", "resolveConflictsOnUpdate", "serviceAccountRoleArn", "tags", "tagsAll"},
+	Required: []string{"addonName", "clusterName"},
+	DeprecatedInputs: map[string]string{
+		"resolveConflicts": "resolve_conflicts is deprecated. The resolveConflicts attribute can't be set to \"PRESERVE\" on initial resource creation. Use resolveConflictsOnCreate and/or resolveConflictsOnUpdate instead.",
+	},
+}
+
+func init() {
+	rf.AddSchema(addonSchema, func(ctx *pulumi.Context, name string, fields map[string]any, opts ...pulumi.ResourceOption) (pulumi.CustomResource, error) {
+		var args AddonArgs
+		if err := rf.Decode(fields, &args); err != nil {
+			return nil, err
+		}
+		return NewAddon(ctx, name, &args, opts...)
+	})
+}
+
+// NewAddon declares a aws:eks/addon:Addon as the SDK's NewAddon would.
+func NewAddon(ctx *pulumi.Context, name string, args *AddonArgs, opts ...pulumi.ResourceOption) (*Addon, error) {
+	if args == nil {
+		args = &AddonArgs{}
+	}
+	var res Addon
+	if err := rf.Declare(ctx, addonSchema, name, args, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetAddon reads an existing aws:eks/addon:Addon of the given ID as the SDK's GetAddon would.
+func GetAddon(ctx *pulumi.Context, name string, id pulumi.IDInput, opts ...pulumi.ResourceOption) (*Addon, error) {
+	var res Addon
+	if err := rf.Read(ctx, addonSchema, name, id, &res, opts...); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// AddonPodIdentityAssociation is the value of the SDK's AddonPodIdentityAssociationOutput.
+type AddonPodIdentityAssociation struct {
+	RoleArn        string `pulumi:"roleArn"`
+	ServiceAccount string `pulumi:"serviceAccount"`
+}
+
+// AddonPodIdentityAssociationArgs are the inputs of the SDK's AddonPodIdentityAssociationArgs.
+type AddonPodIdentityAssociationArgs struct {
+	RoleArn        pulumi.StringInput `pulumi:"roleArn"`
+	ServiceAccount pulumi.StringInput `pulumi:"serviceAccount"`
+}
+
 // ClusterAccessConfig is the value of the SDK's ClusterAccessConfigOutput.
 type ClusterAccessConfig struct {
 	AuthenticationMode                      *string `pulumi:"authenticationMode"`
