@@ -152,7 +152,7 @@ func placement(rs *v1alpha1.RunnerSet) runnerconfig.JobPlacement {
 			karpv1.DoNotDisruptAnnotationKey: "true",
 			AnnotationSafeToEvict:            "false",
 		},
-		PodLabels: withManagedBy(resources.SelectorLabels(rs, "job")),
+		PodLabels: withManagedBy(resources.SelectorLabels(rs, resources.ComponentJob)),
 	}
 }
 

@@ -11,6 +11,11 @@ const LabelComponent = "app.kubernetes.io/component"
 // serves them.
 const ComponentManager = "manager"
 
+// ComponentJob is LabelComponent's value on job pods (the executor puts
+// the labels of [runners.kubernetes] pod_labels on them) and on what serves
+// them in the jobs namespace.
+const ComponentJob = "job"
+
 // ManagerPods selects the manager pods of every RunnerSet: what the
 // controller caches to see drains, and what scrapes select.
 func ManagerPods() labels.Set {

@@ -94,7 +94,7 @@ func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string 
 // (naming.Runner.ServiceAccountSubject).
 func JobServiceAccount(rs *v1alpha1.RunnerSet, jobsNamespace string) *corev1.ServiceAccount {
 	sa := &corev1.ServiceAccount{
-		ObjectMeta:                   jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), "job"),
+		ObjectMeta:                   jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobServiceAccount(), ComponentJob),
 		AutomountServiceAccountToken: ptr.To(false),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
@@ -258,7 +258,7 @@ func JobsNamespace(rs *v1alpha1.RunnerSet, name string) *corev1.Namespace {
 // Egress stays open: jobs fetch sources, images and dependencies.
 func JobsNetworkPolicy(rs *v1alpha1.RunnerSet, jobsNamespace string) *networkingv1.NetworkPolicy {
 	return WithHash(&networkingv1.NetworkPolicy{
-		ObjectMeta: jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobsNetworkPolicy(), "job"),
+		ObjectMeta: jobsMeta(rs, jobsNamespace, naming.For(rs.Namespace, rs.Name).JobsNetworkPolicy(), ComponentJob),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
