@@ -28,8 +28,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -580,6 +582,144 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		t.Logf("RunnerSet deleted in %s (longest job %s)", time.Since(start).Round(time.Millisecond), jobLen)
 		if p := e.lostJobs(tm, time.Minute); len(p) > 0 {
 			t.Errorf("jobs lost when the RunnerSet was deleted:\n  %s", strings.Join(p, "\n  "))
+		}
+	})
+
+	// Issue 32: a manager killed outright (SIGKILL: no preStop, no
+	// clean-up) leaves its job pods Running with no process that will ever
+	// delete them. Deleting the RunnerSet must still finish: once no
+	// manager pod is left, the controller deletes those pods after
+	// spec.managers.orphanedJobGracePeriod, with a Warning Event each.
+	// Negative control, in the same RunnerSet: with a 48h grace it stays
+	// Deleting, its orphaned job pods Running, for as long as we watch (as
+	// every RunnerSet did before the controller deleted orphans); only
+	// then is the grace shortened.
+	t.Run("a manager killed with its job pods Running does not hold the deletion", func(t *testing.T) {
+		const grace = 30 * time.Second
+		tm := e.newTeam("orphans", 1, concurrent, 2*time.Minute)
+		jobsNS := naming.For(tm.ns, "build").JobsNamespace()
+		jobPods := func() []corev1.Pod {
+			pods := &corev1.PodList{}
+			if err := e.c.List(ctx, pods, client.InNamespace(jobsNS), client.MatchingLabels{"app.kubernetes.io/component": "job"}); err != nil {
+				t.Fatal(err)
+			}
+			return pods.Items
+		}
+		e.queue(tm, concurrent, 10*time.Minute)
+		e.waitRunning(tm, concurrent)
+		waitFor(t, 2*time.Minute, "the jobs' pods Running", func() error {
+			running := 0
+			for _, p := range jobPods() {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					running++
+				}
+			}
+			if running != concurrent {
+				return fmt.Errorf("%d of %d job pods Running", running, concurrent)
+			}
+			return nil
+		})
+		orphans := podNames(jobPods())
+
+		// SIGKILL the manager's container: the kubelet restarts it, a new
+		// process that knows nothing of the old one's jobs.
+		mgr := e.managers(tm)
+		if len(mgr) != 1 {
+			t.Fatalf("%d manager pods, want 1", len(mgr))
+		}
+		var id string
+		for _, cs := range mgr[0].Status.ContainerStatuses {
+			if cs.Name == "manager" {
+				id = cs.ContainerID
+			}
+		}
+		if id == "" {
+			t.Fatalf("manager pod %s has no running manager container: %s", mgr[0].Name, podState(&mgr[0]))
+		}
+		if err := e.cl.KillContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "the killed manager restarted", func() error {
+			for _, p := range e.managers(tm) {
+				for _, cs := range p.Status.ContainerStatuses {
+					if cs.Name == "manager" && cs.RestartCount > 0 && cs.State.Running != nil {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("not yet: %v", podNames(e.managers(tm)))
+		})
+		if got := podNames(jobPods()); !slices.Equal(got, orphans) {
+			t.Fatalf("job pods %v after the manager was killed, want %v still there: the proof needs pods no manager will delete", got, orphans)
+		}
+
+		setGrace := func(d time.Duration) {
+			rs := &v1alpha1.RunnerSet{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), rs); err != nil {
+				t.Fatal(err)
+			}
+			patch := client.MergeFrom(rs.DeepCopy())
+			rs.Spec.Managers.OrphanedJobGracePeriod = &metav1.Duration{Duration: d}
+			if err := e.c.Patch(ctx, rs, patch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setGrace(48 * time.Hour)
+		if err := e.c.Delete(ctx, tm.rs); err != nil {
+			t.Fatal(err)
+		}
+		// The restarted manager drains at once (it runs no job); then only
+		// the orphans are left.
+		waitFor(t, 2*time.Minute, "the managers gone and the orphans named", func() error {
+			if n := len(e.managers(tm)); n > 0 {
+				return fmt.Errorf("%d manager pods left", n)
+			}
+			rs := &v1alpha1.RunnerSet{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), rs); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Reason != v1alpha1.ReasonDeleting || !strings.Contains(c.Message, fmt.Sprintf("0 manager pods and %d orphaned job pods left", len(orphans))) {
+				return fmt.Errorf("Ready %+v", c)
+			}
+			return nil
+		})
+		time.Sleep(time.Minute)
+		if got := podNames(jobPods()); !slices.Equal(got, orphans) {
+			t.Errorf("negative control: with a 48h grace the orphans are %v after a minute, want %v still Running", got, orphans)
+		}
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), &v1alpha1.RunnerSet{}); err != nil {
+			t.Errorf("negative control: with a 48h grace the RunnerSet did not stay Deleting: %v", err)
+		}
+
+		// The grace, counted from when the last manager went, is now
+		// shorter than the time already waited: the pods go at once.
+		start := time.Now()
+		setGrace(grace)
+		waitFor(t, grace+2*time.Minute, "RunnerSet deleted", func() error {
+			err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), &v1alpha1.RunnerSet{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there: %v; job pods %v", err, podNames(jobPods()))
+		})
+		t.Logf("RunnerSet deleted %s after its grace was shortened to %s", time.Since(start).Round(time.Millisecond), grace)
+		events := &eventsv1.EventList{}
+		if err := e.c.List(ctx, events, client.InNamespace(tm.ns)); err != nil {
+			t.Fatal(err)
+		}
+		named := map[string]bool{}
+		for _, ev := range events.Items {
+			if ev.Reason == v1alpha1.ReasonOrphanedJobPodDeleted && ev.Type == corev1.EventTypeWarning {
+				for _, o := range orphans {
+					if strings.Contains(ev.Note, jobsNS+"/"+o) {
+						named[o] = true
+					}
+				}
+			}
+		}
+		if len(named) != len(orphans) {
+			t.Errorf("OrphanedJobPodDeleted Events name %v, want every one of %v", named, orphans)
 		}
 	})
 

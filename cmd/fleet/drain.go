@@ -262,19 +262,15 @@ func graceLeft(p *corev1.Pod, now time.Time) (left, grace time.Duration, deletin
 	return p.DeletionTimestamp.Sub(now), grace, true
 }
 
-// withinGrace: some pod is still within its grace, so something may change.
+// withinGrace: some pod is still within its grace, or the controller will
+// still delete orphaned job pods, so something may change.
 func (v *drainView) withinGrace() bool {
-	for _, s := range v.sets {
-		for _, p := range append(append([]podView{}, s.managers...), s.jobs...) {
-			if left, _, deleting := graceLeft(p.pod, v.at); deleting && left > 0 {
-				return true
-			}
-		}
-	}
-	return false
+	return v.longestGrace() > 0
 }
 
-// longestGrace is the most grace any pod has left, 0 when none has.
+// longestGrace is the most grace any pod has left, or the longest any
+// RunnerSet's orphaned job pods have before the controller deletes them;
+// 0 when none has.
 func (v *drainView) longestGrace() time.Duration {
 	longest := time.Duration(0)
 	for _, s := range v.sets {
@@ -283,8 +279,21 @@ func (v *drainView) longestGrace() time.Duration {
 				longest = left
 			}
 		}
+		if left := orphansLeft(s.rs, v.at); left > longest {
+			longest = left
+		}
 	}
 	return longest
+}
+
+// orphansLeft is how long the controller still waits before it deletes the
+// job pods no manager of rs is left to delete (status.orphanedJobPodsSince
+// plus spec.managers.orphanedJobGracePeriod), 0 when it waits for none.
+func orphansLeft(rs *v1alpha1.RunnerSet, now time.Time) time.Duration {
+	if rs == nil || rs.Status.OrphanedJobPodsSince == nil {
+		return 0
+	}
+	return max(0, rs.Status.OrphanedJobPodsSince.Add(rs.Spec.Managers.OrphanedJobGracePeriodOrDefault()).Sub(now))
 }
 
 // key is what the view says, without the figures that change with the

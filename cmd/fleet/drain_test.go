@@ -572,3 +572,26 @@ func TestDeploymentDownTellsAFailingControllerFromAStartingOne(t *testing.T) {
 		})
 	}
 }
+
+// fleet down keeps waiting while the controller still has orphaned job
+// pods to delete (status.orphanedJobPodsSince plus the RunnerSet's
+// orphanedJobGracePeriod): without it the default 3m stall limit stopped
+// fleet down before the controller's 5m deletion of the job pods no
+// manager was left to delete.
+func TestFleetDownWaitsForTheControllersDeletionOfOrphanedJobPods(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	rs := &v1alpha1.RunnerSet{}
+	v := &drainView{at: now, sets: []setView{{rs: rs}}}
+	if v.withinGrace() {
+		t.Fatal("no orphaned job pods: nothing to wait for, want withinGrace false")
+	}
+	since := metav1.NewTime(now.Add(-time.Minute))
+	rs.Status.OrphanedJobPodsSince = &since
+	if !v.withinGrace() || v.longestGrace() != 4*time.Minute {
+		t.Fatalf("orphaned since 1m with the default 5m grace: withinGrace %v, longestGrace %s; want true, 4m0s", v.withinGrace(), v.longestGrace())
+	}
+	rs.Spec.Managers.OrphanedJobGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+	if v.withinGrace() {
+		t.Fatalf("orphaned since 1m with a 30s grace: the controller is late, nothing more to wait for; longestGrace %s", v.longestGrace())
+	}
+}

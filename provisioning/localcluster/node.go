@@ -570,6 +570,19 @@ func criReady(ctx context.Context, sock string) error {
 	return nil
 }
 
+// KillContainer sends SIGKILL to a container of the real node, by its CRI
+// ID (a pod's containerStatuses[].containerID without "containerd://"), as
+// a crash or the OOM killer would end it: no preStop hook, no SIGTERM, no
+// clean-up. The kubelet restarts it in the same pod.
+func (c *Cluster) KillContainer(ctx context.Context, id string) error {
+	out, err := exec.CommandContext(ctx, ctrBinary, "--address", ContainerdSocket(c.Dir), "--namespace", criNamespace,
+		"tasks", "kill", "--signal", "SIGKILL", strings.TrimPrefix(id, "containerd://")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("killing container %s on the real node: %v: %s", id, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // importImage imports a docker archive into the CRI namespace with ctr, and
 // checks that CRI lists it.
 // ImportImage imports a docker archive (as make image writes it) into the

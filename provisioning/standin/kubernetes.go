@@ -48,6 +48,10 @@ type Kubernetes struct {
 	PollTimeout int `toml:"poll_timeout"`
 }
 
+// jobIDLabel is the label gitlab-runner's executor gives a job's pod: the
+// job's ID.
+const jobIDLabel = "job.runner.gitlab.com/id"
+
 // defaultPollTimeout is gitlab-runner's poll_timeout default.
 const defaultPollTimeout = 180 * time.Second
 
@@ -140,6 +144,13 @@ func (e *kubeError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Code, http.StatusText(e.Code), e.Message)
 }
 
+// isAPIError reports whether err is the API server's answer: a request
+// refused so is known not to have been carried out.
+func isAPIError(err error) bool {
+	var ke *kubeError
+	return errors.As(err, &ke)
+}
+
 func isNotFound(err error) bool {
 	var ke *kubeError
 	return errors.As(err, &ke) && ke.Code == http.StatusNotFound
@@ -155,7 +166,7 @@ func JobPod(r Runner, id int64, image string) map[string]any {
 		labels[key] = v
 	}
 	// The executor's own label (gitlab-runner labels job pods with the job's ID).
-	labels["job.runner.gitlab.com/id"] = strconv.FormatInt(id, 10)
+	labels[jobIDLabel] = strconv.FormatInt(id, 10)
 	requests := map[string]string{}
 	if k.CPURequest != "" {
 		requests["cpu"] = k.CPURequest
@@ -263,7 +274,9 @@ func (m *manager) startPod(ctx context.Context, r Runner, id int64, trace func(s
 		image = "alpine"
 	}
 	created := &podStatus{}
-	if err := m.kube.do(ctx, http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(k.Namespace)+"/pods", JobPod(r, id, image), created); err != nil {
+	// Not canceled by an abort: a create that reaches the API server
+	// returns the pod's name, so that it is deleted.
+	if err := m.kube.do(context.WithoutCancel(ctx), http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(k.Namespace)+"/pods", JobPod(r, id, image), created); err != nil {
 		return "", fmt.Errorf("creating the job's pod in namespace %s: %w", k.Namespace, err)
 	}
 	name := created.Metadata.Name
@@ -313,11 +326,48 @@ func (m *manager) podGone(ctx context.Context, ns, name string) string {
 	return ""
 }
 
-// deletePod deletes the job's pod, as the executor's cleanup does.
-func (m *manager) deletePod(ns, name string) {
+// deleteRetries bounds how long a job pod's deletion is retried while the
+// API server refuses it or cannot be reached; what is still left then is
+// the controller's to delete (spec.managers.orphanedJobGracePeriod).
+const deleteRetries = 2 * time.Minute
+
+// deletePod deletes the job's pod, as the executor's cleanup does, and
+// returns once the API server took the deletion (or the pod is gone): a
+// refusal or an unreachable API server is retried with backoff for up to
+// deleteRetries, so that a manager does not exit leaving its pod behind.
+func (m *manager) deletePod(ns, name string) bool {
+	deadline := time.Now().Add(deleteRetries)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := m.kube.do(ctx, http.MethodDelete, podPath(ns, name), map[string]any{"gracePeriodSeconds": 0}, nil)
+		cancel()
+		if err == nil || isNotFound(err) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			m.log("deleting job pod %s/%s: %v; giving up after %s: the pod is left behind", ns, name, err, deleteRetries)
+			return false
+		}
+		m.log("deleting job pod %s/%s (attempt %d): %v; retrying", ns, name, attempt, err)
+		time.Sleep(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second))
+	}
+}
+
+// deletePodsOfJob deletes the pods labelled with job id, for a create
+// whose outcome is unknown.
+func (m *manager) deletePodsOfJob(ns string, id int64) {
+	list := struct {
+		Items []podStatus `json:"items"`
+	}{}
+	q := url.Values{"labelSelector": {jobIDLabel + "=" + strconv.FormatInt(id, 10)}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := m.kube.do(ctx, http.MethodDelete, podPath(ns, name), map[string]any{"gracePeriodSeconds": 0}, nil); err != nil && !isNotFound(err) {
-		m.log("deleting job pod %s/%s: %v", ns, name, err)
+	err := m.kube.do(ctx, http.MethodGet, "/api/v1/namespaces/"+url.PathEscape(ns)+"/pods?"+q.Encode(), nil, &list)
+	cancel()
+	if err != nil {
+		m.log("job %d: looking for its pod: %v", id, err)
+		return
+	}
+	for _, p := range list.Items {
+		m.deletePod(ns, p.Metadata.Name)
 	}
 }

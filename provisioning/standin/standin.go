@@ -9,7 +9,9 @@
 //     the runner API, as served by runnerset/gitlab/gitlabtest) while it has
 //     free slots, runs each job for the duration its
 //     gitlabtest.DurationVariable asks, streams a log (PATCH
-//     /api/v4/jobs/:id/trace) and reports the result (PUT /api/v4/jobs/:id);
+//     /api/v4/jobs/:id/trace) and reports the result (PUT /api/v4/jobs/:id),
+//     after it deleted the job's pod, as gitlab-runner's executor cleans up
+//     before the final update;
 //   - it serves gitlab_runner_jobs, gitlab_runner_concurrent,
 //     gitlab_runner_version_info and gitlab_runner_api_request_statuses_total
 //     (its job requests by status) on listen_address (/metrics);
@@ -390,6 +392,7 @@ func (m *manager) run(r Runner, j *jobPayload) {
 	trace(fmt.Sprintf("Running with gitlab-runner %s on %s\n", Version, m.o.SystemID))
 	state, reason := gitlabtest.JobSuccess, ""
 	var pod string
+	unknownPod := false // a create whose outcome is unknown
 	if r.jobPods() {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -402,9 +405,9 @@ func (m *manager) run(r Runner, j *jobPayload) {
 		name, err := m.startPod(ctx, r, j.ID, trace)
 		cancel()
 		pod = name
-		if pod != "" {
-			defer m.deletePod(r.Kubernetes.Namespace, pod)
-		}
+		// A create that failed short of the API server's answer (a
+		// timeout) may have made the pod all the same.
+		unknownPod = err != nil && pod == "" && !isAPIError(err)
 		if err != nil {
 			m.log("job %d: %v", j.ID, err)
 			state, reason = gitlabtest.JobFailed, "runner_system_failure"
@@ -441,6 +444,16 @@ func (m *manager) run(r Runner, j *jobPayload) {
 				}
 			}
 		}
+	}
+	if pod != "" {
+		// The pod goes before the result is sent, as gitlab-runner's
+		// executor cleans up before the job's final update: a manager
+		// stopped in between leaves a job GitLab times out, never a pod
+		// that holds its capacity (and its RunnerSet's deletion) with no
+		// one left to delete it. The manager exits only after this.
+		m.deletePod(r.Kubernetes.Namespace, pod)
+	} else if unknownPod {
+		m.deletePodsOfJob(r.Kubernetes.Namespace, j.ID)
 	}
 	for attempt := 1; ; attempt++ {
 		err := m.update(r, j, state, reason)

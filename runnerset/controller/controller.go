@@ -731,8 +731,9 @@ func (r *writer) kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// finalize drains the managers, waits until no manager or job pod is left,
-// then lets the RunnerSet go; its owned objects follow by garbage collection.
+// finalize drains the managers, waits until no manager or job pod is left
+// (deleting job pods no manager is left to delete, after their grace), then
+// lets the RunnerSet go; its owned objects follow by garbage collection.
 func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
 		return reconcile.Result{}, nil
@@ -757,14 +758,10 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if left > 0 {
-		rs.SetCondition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDeleting,
-			fmt.Sprintf("waiting for %d manager and job pods to finish their jobs", left))
-		r.recordTransitions(before, rs)
-		if err := r.patchStatus(ctx, before, rs); err != nil {
-			return conflictIsRequeue(err)
-		}
-		return reconcile.Result{RequeueAfter: drainPoll}, nil
+	if left.total() > 0 {
+		// Job pods no manager is left to delete go after their grace
+		// (orphans.go).
+		return r.waitForPods(ctx, before, rs, left)
 	}
 	class := &v1alpha1.RunnerClass{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: rs.Spec.ClassName}, class); err != nil {
@@ -826,32 +823,6 @@ func (r *Reconciler) cannotBeRestored(ctx context.Context, rs *v1alpha1.RunnerSe
 		return false
 	}
 	return !ns.DeletionTimestamp.IsZero()
-}
-
-// podsLeft counts the manager and job pods of rs, terminating ones
-// included: in its namespace (managers, and jobs of the layout before jobs
-// namespaces) and in its jobs namespace, if that is its own (pods of a
-// namespace someone else made are none of its business).
-func (r *Reconciler) podsLeft(ctx context.Context, rs *v1alpha1.RunnerSet) (int, error) {
-	namespaces := []string{rs.Namespace}
-	jobs, err := r.ownJobsNamespace(ctx, rs)
-	if err != nil {
-		return 0, err
-	}
-	if jobs != nil {
-		namespaces = append(namespaces, jobs.Name)
-	}
-	left := 0
-	for _, ns := range namespaces {
-		pods := &metav1.PartialObjectMetadataList{}
-		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-		if err := r.APIReader.List(ctx, pods, client.InNamespace(ns),
-			client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{resources.LabelRunnerSet: rs.Name})}); err != nil {
-			return 0, fmt.Errorf("listing pods in %s: %w", ns, err)
-		}
-		left += len(pods.Items)
-	}
-	return left, nil
 }
 
 // ownJobsNamespace returns rs's jobs namespace if it exists and

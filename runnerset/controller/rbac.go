@@ -57,8 +57,13 @@ package controller
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;delete
 
 // Pods: finalize lists a RunnerSet's manager and job pods by metadata; the
-// cache watches manager pods by metadata for the drain metrics.
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
+// cache watches manager pods by metadata for the drain metrics. finalize
+// deletes the job pods of a RunnerSet being deleted that no manager pod is
+// left to delete (waitForPods, orphans.go), by UID, in its own jobs
+// namespace or (jobs of the layout before jobs namespaces) its namespace.
+// A ClusterRole cannot name namespaces made at run time; the controller may
+// already delete those namespaces, and everything in them with them.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 
 // Metrics: the metrics endpoint (runnerset/metrics.Serving) asks the API
 // server who a scraper is (TokenReview) and whether it may get /metrics

@@ -32,6 +32,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // The controller runs as a ServiceAccount holding only the generated
@@ -205,6 +206,13 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 		return fmt.Errorf("none among %d", len(list.Items))
 	})
 
+	// A job pod no manager is left to delete: the controller deletes it
+	// (pods: delete) once its grace, here none, has passed.
+	update(t, kwokRS, func(rs *v1alpha1.RunnerSet) {
+		rs.Spec.Managers.OrphanedJobGracePeriod = &metav1.Duration{}
+	})
+	orphan := orphanPod(kwokRS, naming.For(ns, kwokRS.Name).JobsNamespace(), "runner-kwok-job-1-abcde", resources.ComponentJob)
+	must(t, k8s.Create(ctx, orphan))
 	for _, rs := range sets {
 		must(t, k8s.Delete(ctx, rs))
 	}

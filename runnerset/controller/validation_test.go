@@ -51,6 +51,12 @@ func TestAdmissionRefusesBadRunnerSetsNamingTheField(t *testing.T) {
 		{"shutdown timeout too short", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: 10e9}
 		}, []string{"spec.managers.shutdownTimeout", "no shorter than your longest job"}},
+		{"orphaned job grace period too long", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.OrphanedJobGracePeriod = &metav1.Duration{Duration: 49 * 3600e9}
+		}, []string{"spec.managers.orphanedJobGracePeriod", "between 0s and 48h"}},
+		{"orphaned job grace period negative", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.OrphanedJobGracePeriod = &metav1.Duration{Duration: -1e9}
+		}, []string{"spec.managers.orphanedJobGracePeriod", "between 0s and 48h"}},
 		{"check interval zero", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.Managers.CheckInterval = &metav1.Duration{}
 		}, []string{"spec.managers.checkInterval", "between 1s and 1h"}},

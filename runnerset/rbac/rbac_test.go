@@ -56,7 +56,9 @@ func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 // resources.ExecutorClusterRole, which the API server lets the controller
 // write because it may bind that ClusterRole by name: it holds none of
 // those rules itself (it never creates pods, execs into them or writes job
-// Secrets), and may bind no other role.
+// Secrets), and may bind no other role. Deleting pods is the one verb it
+// shares with the executor: it deletes the job pods no manager is left to
+// delete (runnerset/controller/orphans.go).
 func TestTheControllerBindsTheExecutorsClusterRoleAndHoldsNoneOfItsRules(t *testing.T) {
 	cr, err := rbac.ClusterRole()
 	if err != nil {
@@ -74,13 +76,16 @@ func TestTheControllerBindsTheExecutorsClusterRoleAndHoldsNoneOfItsRules(t *test
 	if binds != 1 {
 		t.Errorf("%d rules grant bind, want one, on ClusterRole %s (the name in the marker in runnerset/controller/rbac.go must be resources.ExecutorClusterRole)", binds, resources.ExecutorClusterRole)
 	}
-	for _, need := range []struct{ resource, verb string }{{"pods", "create"}, {"pods/exec", "create"}, {"pods/attach", "create"}, {"pods/log", "get"}, {"pods", "delete"}} {
+	for _, need := range []struct{ resource, verb string }{{"pods", "create"}, {"pods/exec", "create"}, {"pods/attach", "create"}, {"pods/log", "get"}} {
 		if !allows(resources.ExecutorRules(), "", need.resource, need.verb) {
 			t.Fatalf("the executor's rules lack %s %s: the check below proves nothing", need.verb, need.resource)
 		}
 		if allows(cr.Rules, "", need.resource, need.verb) {
 			t.Errorf("the controller may %s %s itself: it only binds the executor's ClusterRole", need.verb, need.resource)
 		}
+	}
+	if !allows(cr.Rules, "", "pods", "delete") {
+		t.Error("the controller may not delete pods: a job pod no manager is left to delete would hold its RunnerSet's deletion forever")
 	}
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs"}}
 	b := resources.ManagerExecutorRoleBinding(rs, "jobs")

@@ -11,8 +11,9 @@ const LabelComponent = "app.kubernetes.io/component"
 // serves them.
 const ComponentManager = "manager"
 
-// ComponentJob is LabelComponent's value on job pods (config.toml's
-// pod_labels) and on what serves them in the jobs namespace.
+// ComponentJob is LabelComponent's value on job pods (the executor puts
+// the labels of [runners.kubernetes] pod_labels on them) and on what serves
+// them in the jobs namespace.
 const ComponentJob = "job"
 
 // ManagerPods selects the manager pods of every RunnerSet: what the

@@ -83,6 +83,10 @@ const (
 	// ReasonJobTimeoutTooLong: the job timeout is longer than the
 	// platform keeps a job node for a running job.
 	ReasonJobTimeoutTooLong = "JobTimeoutTooLong"
+	// ReasonOrphanedJobPodDeleted is the Warning Event of a job pod the
+	// controller deleted because no manager pod was left to delete it for
+	// spec.managers.orphanedJobGracePeriod.
+	ReasonOrphanedJobPodDeleted = "OrphanedJobPodDeleted"
 	// ReasonObjectInTheWay: an object the RunnerSet needs exists and was
 	// not created by runnerfleet for it; the controller never takes it over.
 	ReasonObjectInTheWay = "ObjectInTheWay"
@@ -158,6 +162,10 @@ const (
 	DefaultMachineFamily                = "n2d"
 )
 
+// DefaultOrphanedJobGracePeriod is spec.managers.orphanedJobGracePeriod
+// when unset. The CRD gives the field no default: this is its one place.
+const DefaultOrphanedJobGracePeriod = 5 * time.Minute
+
 // ReplicasOrDefault is spec.managers.replicas, 1 when unset.
 func (m ManagerSpec) ReplicasOrDefault() int32 {
 	if m.Replicas == nil {
@@ -188,6 +196,15 @@ func (m ManagerSpec) ShutdownTimeoutOrDefault() time.Duration {
 		return DefaultShutdownTimeout
 	}
 	return m.ShutdownTimeout.Duration
+}
+
+// OrphanedJobGracePeriodOrDefault is spec.managers.orphanedJobGracePeriod,
+// DefaultOrphanedJobGracePeriod when unset. 0s is kept: delete at once.
+func (m ManagerSpec) OrphanedJobGracePeriodOrDefault() time.Duration {
+	if m.OrphanedJobGracePeriod == nil || m.OrphanedJobGracePeriod.Duration < 0 {
+		return DefaultOrphanedJobGracePeriod
+	}
+	return m.OrphanedJobGracePeriod.Duration
 }
 
 // KeyOrDefault is the Secret key, DefaultTokenKey when unset.

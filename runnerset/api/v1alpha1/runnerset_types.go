@@ -193,6 +193,20 @@ type ManagerSpec struct {
 	// +optional
 	ShutdownTimeout *metav1.Duration `json:"shutdownTimeout,omitempty"`
 
+	// OrphanedJobGracePeriod is how long a job pod may outlive the last
+	// manager pod of a RunnerSet being deleted before the controller deletes
+	// it. gitlab-runner deletes its job pods itself; one it left (a manager
+	// killed, or one that lost its API rights, before its clean-up) has no
+	// process left that owns it and would hold the deletion forever. It
+	// counts from when the controller first saw no manager pod left
+	// (status.orphanedJobPodsSince); a job pod is never deleted while any
+	// manager pod of the RunnerSet exists. Default 5m; 0s deletes such pods
+	// at once.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('48h')",message="managers.orphanedJobGracePeriod must be between 0s and 48h, for example 5m"
+	// +kubebuilder:validation:Type=string
+	// +optional
+	OrphanedJobGracePeriod *metav1.Duration `json:"orphanedJobGracePeriod,omitempty"`
+
 	// Image overrides the RunnerClass's manager image.
 	// +optional
 	Image ImageReference `json:"image,omitempty"`
@@ -667,6 +681,13 @@ type RunnerSetStatus struct {
 	// ConfigHash identifies the config.toml (and token) the managers run.
 	// +optional
 	ConfigHash string `json:"configHash,omitempty"`
+
+	// OrphanedJobPodsSince is when the controller first saw job pods of this
+	// RunnerSet, being deleted, with no manager pod left to delete them;
+	// spec.managers.orphanedJobGracePeriod after it they are deleted. Empty
+	// while a manager pod exists.
+	// +optional
+	OrphanedJobPodsSince *metav1.Time `json:"orphanedJobPodsSince,omitempty"`
 }
 
 // RunnerSet is one team's GitLab runner: its tags, managers, job pods and capacity.

@@ -429,6 +429,11 @@ func (in *ManagerSpec) DeepCopyInto(out *ManagerSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.OrphanedJobGracePeriod != nil {
+		in, out := &in.OrphanedJobGracePeriod, &out.OrphanedJobGracePeriod
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	in.Resources.DeepCopyInto(&out.Resources)
 }
 
@@ -751,6 +756,10 @@ func (in *RunnerSetStatus) DeepCopyInto(out *RunnerSetStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.OrphanedJobPodsSince != nil {
+		in, out := &in.OrphanedJobPodsSince, &out.OrphanedJobPodsSince
+		*out = (*in).DeepCopy()
 	}
 }
 
