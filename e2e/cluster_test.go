@@ -30,7 +30,6 @@ import (
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
-	"github.com/runnerfleet/runnerfleet/runnerset/install"
 )
 
 // EnvKubeconfig points the suite at a cluster the user already has (kind,
@@ -213,9 +212,11 @@ func nodeIsReady(n *corev1.Node) bool {
 func (c *cluster) uninstall(t *testing.T) {
 	ctx := context.Background()
 	var problems []string
+	teams := map[string]bool{}
 	sets := &v1alpha1.RunnerSetList{}
 	if err := c.Client.List(ctx, sets); err == nil {
 		for i := range sets.Items {
+			teams[sets.Items[i].Namespace] = true
 			_ = client.IgnoreNotFound(c.Client.Delete(ctx, &sets.Items[i]))
 		}
 		if err := poll(3*time.Minute, func() error {
@@ -225,40 +226,41 @@ func (c *cluster) uninstall(t *testing.T) {
 			return fmt.Errorf("%d RunnerSets still deleting", len(sets.Items))
 		}); err != nil {
 			problems = append(problems, err.Error())
+			// The controller could not let them go: nothing will once it
+			// stops, so their finalizers go with it.
+			for i := range sets.Items {
+				rs := &sets.Items[i]
+				patch := client.MergeFrom(rs.DeepCopy())
+				rs.Finalizers = nil
+				_ = c.Client.Patch(ctx, rs, patch)
+			}
 		}
 	}
 	c.stopControllers()
-	teams := map[string]bool{}
-	for _, rs := range sets.Items {
-		teams[rs.Namespace] = true
-	}
-	if len(sets.Items) > 0 {
-		// The controller is gone: nothing will drain them any more.
-		for i := range sets.Items {
-			rs := &sets.Items[i]
-			patch := client.MergeFrom(rs.DeepCopy())
-			rs.Finalizers = nil
-			_ = c.Client.Patch(ctx, rs, patch)
-		}
-	}
 	_ = c.Client.DeleteAllOf(ctx, &v1alpha1.RunnerClass{})
 	docs, err := charts.ObjectsOf(charts.InstallYAML())
 	if err != nil {
 		t.Error(err)
 	}
+	var gone []client.Object
 	for _, d := range docs {
 		u := &unstructured.Unstructured{Object: d}
 		if err := client.IgnoreNotFound(c.Client.Delete(ctx, u)); err != nil {
 			problems = append(problems, fmt.Sprintf("deleting %s %s: %v", u.GetKind(), u.GetName(), err))
 		}
+		if k := u.GetKind(); k == "Namespace" || k == "CustomResourceDefinition" {
+			gone = append(gone, u)
+		}
 	}
 	for ns := range teams {
 		_ = client.IgnoreNotFound(c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
-	ns := install.Defaults().Namespace
+	// The next test refuses a cluster that still has runnerfleet's CRDs.
 	if err := poll(2*time.Minute, func() error {
-		if err := c.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s still there (%v)", ns, err)
+		for _, o := range gone {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object)); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s %s still there (%v)", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+			}
 		}
 		return nil
 	}); err != nil {
@@ -291,20 +293,25 @@ func (c *cluster) stopControllers() {
 }
 
 // startProcess runs a binary beside the test until the cluster's cleanup
-// (an existing cluster's uninstall stops it after the RunnerSets are gone),
-// its output in the test log, and waits until ready answers 200.
+// (an existing cluster's uninstall stops it after the RunnerSets are gone)
+// and waits until ready answers 200. Its output goes to a file whose tail
+// the test log shows when the test failed.
 func (c *cluster) startProcess(t *testing.T, name, path string, args []string, ready string) error {
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, path, args...)
-	out := &logWriter{t: t, prefix: name + ": "}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 10 * time.Second
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		cancel()
+		logFile.Close()
 		return err
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -319,6 +326,9 @@ func (c *cluster) startProcess(t *testing.T, name, path string, args []string, r
 			<-exited
 		}
 		cancel()
+		if t.Failed() {
+			t.Logf("%s's log (last 40 lines):\n%s", name, localcluster.Tail(logPath, 40))
+		}
 	}
 	c.stops = append(c.stops, stop)
 	deadline := time.Now().Add(time.Minute)
@@ -327,7 +337,7 @@ func (c *cluster) startProcess(t *testing.T, name, path string, args []string, r
 		case err := <-exited:
 			stopped = true
 			cancel()
-			return fmt.Errorf("%s exited before it was ready: %v", name, err)
+			return fmt.Errorf("%s exited before it was ready: %v\n%s", name, err, localcluster.Tail(logPath, 40))
 		case <-time.After(250 * time.Millisecond):
 		}
 		if resp, err := http.Get(ready); err == nil {
