@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
@@ -204,8 +205,8 @@ func nodeIsReady(n *corev1.Node) bool {
 }
 
 // uninstall removes from an existing cluster what the test installed: the
-// RunnerSets first, while the controller still runs to drain them and let
-// their finalizers go, then the RunnerClasses, the teams' namespaces, and
+// RunnerSets, then the RunnerClasses, while the controller still runs to
+// drain them and let their finalizers go; then the teams' namespaces, and
 // every object of the install (charts/manifests/install.yaml, which holds
 // what the chart and fleet up install too), waiting until its namespace is
 // gone so that the next test starts from the same cluster.
@@ -215,29 +216,18 @@ func (c *cluster) uninstall(t *testing.T) {
 	teams := map[string]bool{}
 	sets := &v1alpha1.RunnerSetList{}
 	if err := c.Client.List(ctx, sets); err == nil {
-		for i := range sets.Items {
-			teams[sets.Items[i].Namespace] = true
-			_ = client.IgnoreNotFound(c.Client.Delete(ctx, &sets.Items[i]))
+		for _, rs := range sets.Items {
+			teams[rs.Namespace] = true
 		}
-		if err := poll(3*time.Minute, func() error {
-			if err := c.Client.List(ctx, sets); err != nil || len(sets.Items) == 0 {
-				return nil
-			}
-			return fmt.Errorf("%d RunnerSets still deleting", len(sets.Items))
-		}); err != nil {
+	}
+	// RunnerSets first (their managers drain, their runner and capacity
+	// go), then RunnerClasses, each let go by the controller's finalizer.
+	for _, list := range []client.ObjectList{&v1alpha1.RunnerSetList{}, &v1alpha1.RunnerClassList{}} {
+		if err := c.deleteAll(ctx, list, 3*time.Minute); err != nil {
 			problems = append(problems, err.Error())
-			// The controller could not let them go: nothing will once it
-			// stops, so their finalizers go with it.
-			for i := range sets.Items {
-				rs := &sets.Items[i]
-				patch := client.MergeFrom(rs.DeepCopy())
-				rs.Finalizers = nil
-				_ = c.Client.Patch(ctx, rs, patch)
-			}
 		}
 	}
 	c.stopControllers()
-	_ = c.Client.DeleteAllOf(ctx, &v1alpha1.RunnerClass{})
 	docs, err := charts.ObjectsOf(charts.InstallYAML())
 	if err != nil {
 		t.Error(err)
@@ -269,6 +259,44 @@ func (c *cluster) uninstall(t *testing.T) {
 	if len(problems) > 0 {
 		t.Errorf("removing runnerfleet from the existing cluster: %s", strings.Join(problems, "; "))
 	}
+}
+
+// deleteAll deletes every object of list's kind and waits until they are
+// gone; those the controller has not let go by then lose their finalizers
+// (nothing would let them go once it stops), and the error says so. A kind
+// the cluster does not have (the test skipped before installing) is no
+// error.
+func (c *cluster) deleteAll(ctx context.Context, list client.ObjectList, timeout time.Duration) error {
+	if err := c.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	for _, o := range items {
+		_ = client.IgnoreNotFound(c.Client.Delete(ctx, o.(client.Object)))
+	}
+	err = poll(timeout, func() error {
+		if err := c.Client.List(ctx, list); err != nil {
+			return err
+		}
+		if n := meta.LenList(list); n > 0 {
+			return fmt.Errorf("%d %T items still deleting", n, list)
+		}
+		return nil
+	})
+	if err == nil {
+		return nil
+	}
+	items, _ = meta.ExtractList(list)
+	for _, o := range items {
+		obj := o.(client.Object)
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		obj.SetFinalizers(nil)
+		_ = c.Client.Patch(ctx, obj, patch)
+	}
+	return fmt.Errorf("the controller did not let them go: %w", err)
 }
 
 func poll(timeout time.Duration, cond func() error) error {
