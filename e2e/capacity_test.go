@@ -26,9 +26,11 @@ import (
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/runnerfleet/runnerfleet/charts"
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -59,26 +61,47 @@ type pool struct {
 // NodePool, to show that runnerfleet's wrapping adds no latency.
 func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 	root := repoRoot(t)
-	bin := t.TempDir()
-	run(t, root, 5*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/fleet", "./cmd/runnerset-controller")
-	state := t.TempDir()
-	fleet := func(timeout time.Duration, args ...string) string {
-		t.Helper()
-		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)
-	}
-	// fleet down runs pulumi destroy, which deletes the CRDs and so this
-	// test's RunnerSets; their managers drain within their shutdownTimeout
-	// (kwok deletes a stopping pod at a random moment of its grace period).
-	t.Cleanup(func() { fleet(4*time.Minute, "down") })
-	fleet(6*time.Minute, "up", "--config", filepath.Join(root, "e2e", "testdata", "Pulumi.local.yaml"))
-	c := clientFor(t, filepath.Join(state, "kubeconfig"))
+	bin := buildBinaries(t, root)
 	ctx := context.Background()
+	var c client.Client
+	var kubeconfig string
+	// Its managers run on the real node: the stand-in image fleet up
+	// imports; on an existing cluster, the example's gitlab-runner.
+	managerImage := localcluster.StandinImage
+	if existingKubeconfig() == "" {
+		state := t.TempDir()
+		fleet := func(timeout time.Duration, args ...string) string {
+			t.Helper()
+			return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)
+		}
+		// fleet down runs pulumi destroy, which deletes the CRDs and so this
+		// test's RunnerSets; their managers drain within their shutdownTimeout
+		// (kwok deletes a stopping pod at a random moment of its grace period).
+		t.Cleanup(func() { fleet(4*time.Minute, "down") })
+		fleet(6*time.Minute, "up", "--config", filepath.Join(root, "e2e", "testdata", "Pulumi.local.yaml"))
+		kubeconfig = filepath.Join(state, "kubeconfig")
+		c = clientFor(t, kubeconfig)
+	} else {
+		// The user's cluster: the controller as the manifests install it.
+		cl := startCluster(t, localcluster.Options{})
+		cl.needsKarpenterKWOK(t)
+		applyDocs(ctx, t, cl.Client, charts.InstallYAML())
+		if cl.RunsContainers {
+			waitControllerPod(ctx, t, cl, install.Defaults().Namespace)
+		} else {
+			startControllerAsServiceAccount(ctx, t, cl, bin, install.Defaults().Namespace)
+		}
+		kubeconfig, c, managerImage = cl.Kubeconfig, cl.Client, exampleManagerImage(t, root)
+		t.Cleanup(func() {
+			_ = client.IgnoreNotFound(c.Delete(ctx, &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}))
+			_ = client.IgnoreNotFound(c.Delete(ctx, &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}))
+		})
+	}
 
 	// The platform's class and two teams.
-	// Its managers run on the real node: the stand-in image fleet up imports.
 	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{
 		Provider: v1alpha1.CapacityProviderKWOK,
-		Defaults: v1alpha1.RunnerClassDefaults{ManagerImage: localcluster.StandinImage},
+		Defaults: v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(managerImage)},
 	}}
 	create(t, c, class)
 	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
@@ -145,7 +168,7 @@ func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
 		jobs := map[string]int{"team-a": 2, "team-b": 6}[team]
 		// The team's managers create the job pods, with the rights the
 		// controller gave them in the jobs namespace and nothing more.
-		manager := clientAs(t, filepath.Join(state, "kubeconfig"), "system:serviceaccount:"+team+":"+naming.For(team, "build").ManagerServiceAccount())
+		manager := clientAs(t, kubeconfig, "system:serviceaccount:"+team+":"+naming.For(team, "build").ManagerServiceAccount())
 		if err := manager.List(ctx, &corev1.SecretList{}, client.InNamespace(team)); !apierrors.IsForbidden(err) {
 			t.Fatalf("%s's manager lists the team's Secrets (%v): it must hold nothing there but its config Secret", team, err)
 		}

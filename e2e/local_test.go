@@ -2,9 +2,12 @@
 
 // Package e2e runs runnerfleet end to end: the fleet CLI and the controller,
 // built from this checkout, on the local control plane (etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok's fake nodes).
+// kube-controller-manager, kube-scheduler and kwok's fake nodes), or, for
+// the tests that need no real node, on any cluster named by
+// RUNNERFLEET_E2E_KUBECONFIG (cluster_test.go).
 //
 //	go test -tags e2e -count=1 -v ./e2e/
+//	RUNNERFLEET_E2E_KUBECONFIG=$HOME/.kube/kind go test -tags e2e -count=1 -v ./e2e/
 package e2e
 
 import (
@@ -39,6 +42,7 @@ import (
 var example = client.ObjectKey{Namespace: "team-a", Name: "build"}
 
 func TestLocalStackUpRolloutDown(t *testing.T) {
+	needsRealNode(t) // fleet up --stack local starts the control plane and the real node
 	root := repoRoot(t)
 	bin := t.TempDir()
 	start := time.Now()

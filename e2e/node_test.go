@@ -440,6 +440,7 @@ func longest(jobs []gitlabtest.Job) time.Duration {
 }
 
 func TestRealNodeManagersLoseNoJob(t *testing.T) {
+	needsRealNode(t)
 	e := startNodeEnv(t)
 	ctx := context.Background()
 	const replicas, concurrent = 2, 2
@@ -837,6 +838,7 @@ func httpGet(ctx context.Context, url string) error {
 // A kubelet that cannot start: Up says so with the kubelet's log, and
 // stops what it started, leaving no process, mount, cgroup or bridge.
 func TestRealNodeWhoseKubeletFailsLeavesNothing(t *testing.T) {
+	needsRealNode(t)
 	root := repoRoot(t)
 	good := os.Getenv("RUNNERFLEET_LOCAL_ASSETS")
 	if good == "" {
