@@ -33,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
+	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
@@ -275,6 +276,8 @@ func (e *nodeEnv) jobsOf(tm *team) []gitlabtest.Job {
 	return out
 }
 
+// waitRunning waits until managers have taken n jobs of tm. A taken job
+// may still wait for its pod (and for the node Karpenter brings for it).
 func (e *nodeEnv) waitRunning(tm *team, n int) {
 	e.t.Helper()
 	waitFor(e.t, 2*time.Minute, fmt.Sprintf("%d jobs of %s running", n, tm.tag), func() error {
@@ -289,6 +292,70 @@ func (e *nodeEnv) waitRunning(tm *team, n int) {
 		}
 		return nil
 	})
+}
+
+// waitInPods waits until n jobs of tm run in their own pods (their traces
+// say "Running on <pod> via <node>"), and returns how long the slowest took
+// from its pick. A disruption that starts before would count the pods'
+// start, Karpenter bringing their nodes, against the managers' shutdown
+// timeout: a drain is the same for a job waiting for its pod, only the
+// time left to the job is unknown.
+func (e *nodeEnv) waitInPods(tm *team, n int, timeout time.Duration) time.Duration {
+	e.t.Helper()
+	ran := map[int64]time.Duration{}
+	waitFor(e.t, timeout, fmt.Sprintf("%d jobs of %s running in their pods", n, tm.tag), func() error {
+		waiting := 0
+		for _, j := range e.jobsOf(tm) {
+			if _, ok := ran[j.ID]; ok || j.State != gitlabtest.JobRunning && j.State != gitlabtest.JobSuccess {
+				continue
+			}
+			if jobPodLine.Match(j.Trace) {
+				ran[j.ID] = time.Since(j.PickedAt)
+			} else {
+				waiting++
+			}
+		}
+		if len(ran) < n {
+			return fmt.Errorf("%d in their pods, %d waiting for one", len(ran), waiting)
+		}
+		return nil
+	})
+	var slowest time.Duration
+	for _, d := range ran {
+		slowest = max(slowest, d)
+	}
+	return slowest
+}
+
+// slowCapacity makes Karpenter's nodes for e's class register d after they
+// are asked for, as a cloud's instances boot (the kwok provider's node
+// registration delay on the class's KWOKNodeClass), until the returned
+// function (or the end of t) puts it back. The controller leaves the change
+// alone: it rewrites an object only when what it builds changes.
+func (e *nodeEnv) slowCapacity(t *testing.T, d time.Duration) func() {
+	t.Helper()
+	nc := &kwokv1alpha1.KWOKNodeClass{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Name: naming.ClassCapacity(e.class)}, nc); err != nil {
+		t.Fatalf("reading the node class of RunnerClass %s: %v", e.class, err)
+	}
+	before := nc.Spec.NodeRegistrationDelay
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Spec.NodeRegistrationDelay = metav1.Duration{Duration: d}
+	if err := e.c.Patch(context.Background(), nc, patch); err != nil {
+		t.Fatalf("slowing the nodes of RunnerClass %s: %v", e.class, err)
+	}
+	var once sync.Once
+	restore := func() {
+		once.Do(func() {
+			patch := client.MergeFrom(nc.DeepCopy())
+			nc.Spec.NodeRegistrationDelay = before
+			if err := e.c.Patch(context.Background(), nc, patch); err != nil {
+				t.Errorf("putting back the node registration delay of RunnerClass %s: %v", e.class, err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
 
 // readLogs copies the real node's container logs (the evidence of a lost
@@ -483,10 +550,29 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 	})
 
 	t.Run("kubectl drain of the node", func(t *testing.T) {
-		tm := e.newTeam("drain", replicas, concurrent, 2*time.Minute)
+		// Capacity is slow here: Karpenter's nodes register 45 s after
+		// they are asked for, as a cloud's instances boot, and the
+		// managers may take 1 minute to drain. A drain started as soon as
+		// the managers took the jobs, with their pods still waiting for
+		// nodes, would outlast that minute (45 s and more to a pod, 40 s of
+		// job): the kubelet's SIGTERM would abort the jobs. The first
+		// version of this test did start so, and lost a job one run in
+		// three wherever Karpenter was slow. The drain starts once every
+		// job runs in its pod: the time left to each (40 s at most) is
+		// then within the grace, and a lost job is the drain's.
+		const shutdown, registration, drainJob = time.Minute, 45 * time.Second, 40 * time.Second
+		tm := e.newTeam("drain", replicas, concurrent, shutdown)
 		e.collectOnFailure(t, tm)
-		e.queue(tm, replicas*concurrent, jobLen)
+		restore := e.slowCapacity(t, registration)
+		e.queue(tm, replicas*concurrent, drainJob)
 		e.waitRunning(tm, replicas*concurrent)
+		slowest := e.waitInPods(tm, replicas*concurrent, 4*time.Minute)
+		restore()
+		t.Logf("the %d jobs run in their pods, the slowest %s after its pick (nodes register after %s; shutdown timeout %s, jobs %s)",
+			replicas*concurrent, slowest.Round(time.Millisecond), registration, shutdown, drainJob)
+		if slowest < registration {
+			t.Errorf("a job ran in its pod %s after its pick, before its node could register (%s): the slow capacity this proof needs is not in place", slowest, registration)
+		}
 		old := podNames(e.managers(tm))
 		kubectl := filepath.Join(e.cl.State.Assets, "kubectl")
 		dctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
@@ -560,6 +646,8 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		e.collectOnFailure(t, tm)
 		e.queue(tm, replicas*concurrent, jobLen)
 		e.waitRunning(tm, replicas*concurrent)
+		// As in the drain: the deletion starts once the jobs run.
+		e.waitInPods(tm, replicas*concurrent, 4*time.Minute)
 		start := time.Now()
 		if err := e.c.Delete(ctx, tm.rs); err != nil {
 			t.Fatal(err)
