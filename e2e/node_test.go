@@ -559,7 +559,10 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		// version of this test did start so, and lost a job one run in
 		// three wherever Karpenter was slow. The drain starts once every
 		// job runs in its pod: the time left to each (40 s at most) is
-		// then within the grace, and a lost job is the drain's.
+		// then within the grace, and a lost job is the drain's. (Checked:
+		// drained at the pick, with the nodes slow until the end, this
+		// subtest lost all four jobs, "aborted: the runner was stopped
+		// (SIGTERM)" 60 s after each eviction.)
 		const shutdown, registration, drainJob = time.Minute, 45 * time.Second, 40 * time.Second
 		tm := e.newTeam("drain", replicas, concurrent, shutdown)
 		e.collectOnFailure(t, tm)
