@@ -11,7 +11,10 @@ package standin
 // exercised by the API server rather than assumed.
 //
 // A job fails, as on a real runner, when its pod cannot be created, does not
-// run within poll_timeout, or disappears or fails while the job runs.
+// run within poll_timeout, or disappears or fails while the job runs. An API
+// request that the API server refused for load, failed while busy, or that a
+// broken connection cut is first sent again, as gitlab-runner does
+// (retry_limit): a moment of a busy API server is not a lost job.
 
 import (
 	"bytes"
@@ -96,7 +99,55 @@ func InCluster() (*Kube, error) {
 	}, nil
 }
 
+// apiTries and the backoff between tries are gitlab-runner's defaults for
+// the kubernetes executor's API calls (retry_limit 5, from 500 ms up to
+// 2 s): a request the API server refused for load, failed while busy, or
+// that a broken connection cut, is asked again before the job fails for it.
+const (
+	apiTries      = 5
+	apiBackoff    = 500 * time.Millisecond
+	apiBackoffMax = 2 * time.Second
+)
+
+// do sends one API request, again while it fails in a way that may pass
+// (transient) and ctx lasts, up to apiTries times.
 func (k *Kube) do(ctx context.Context, method, path string, in, out any) error {
+	backoff := apiBackoff
+	for try := 1; ; try++ {
+		err := k.once(ctx, method, path, in, out)
+		if err == nil || try == apiTries || ctx.Err() != nil || !transient(method, err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, apiBackoffMax)
+	}
+}
+
+// transient reports whether a request that failed with err may pass when
+// sent again. A 429 (the API server's priority and fairness refused it)
+// did nothing, whatever the method. A 5xx or a connection that broke may
+// have done something: only reads and deletes, which are the same when
+// repeated, are sent again, never a create (a second job pod).
+func transient(method string, err error) bool {
+	var ke *kubeError
+	if errors.As(err, &ke) {
+		switch ke.Code {
+		case http.StatusTooManyRequests:
+			return true
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return method != http.MethodPost
+		}
+		return false
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && method != http.MethodPost
+}
+
+func (k *Kube) once(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -2,8 +2,12 @@ package standin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +54,13 @@ func TestMain(m *testing.M) {
 }
 
 func startKube(t *testing.T, pollTimeout time.Duration) *kubeFixture {
+	t.Helper()
+	return startKubeVia(t, pollTimeout, nil)
+}
+
+// startKubeVia is startKube with the stand-in's API requests going through
+// via (nil: straight to the API server).
+func startKubeVia(t *testing.T, pollTimeout time.Duration, via func(http.RoundTripper) http.RoundTripper) *kubeFixture {
 	t.Helper()
 	envOnce.Do(func() { env, envErr = testenv.Start() })
 	if envErr != nil {
@@ -110,6 +121,9 @@ func startKube(t *testing.T, pollTimeout time.Duration) *kubeFixture {
 	hc, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if via != nil {
+		hc.Transport = via(hc.Transport)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -217,6 +231,121 @@ func TestAJobWhosePodIsDeletedFails(t *testing.T) {
 		t.Errorf("failure %q log %q", jobs[0].FailureReason, jobs[0].Trace)
 	}
 }
+
+// busyAPI answers the first create of a pod with 429 (the API server's
+// priority and fairness refusing it), the first read of one with 503, and
+// cuts the second read's connection, then lets every request through.
+type busyAPI struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	// failed counts the requests it failed, by what it did.
+	failed map[string]int
+}
+
+func (b *busyAPI) RoundTrip(req *http.Request) (*http.Response, error) {
+	podsAt := strings.LastIndex(req.URL.Path, "/pods")
+	reply := func(code int) (*http.Response, error) {
+		body := fmt.Sprintf(`{"kind":"Status","status":"Failure","message":"busy (test)","code":%d}`, code)
+		return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case podsAt < 0:
+	case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/pods") && b.failed["create 429"] == 0:
+		b.failed["create 429"]++
+		return reply(http.StatusTooManyRequests)
+	case req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path[podsAt:], "/pods/") && b.failed["read 503"] == 0:
+		b.failed["read 503"]++
+		return reply(http.StatusServiceUnavailable)
+	case req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path[podsAt:], "/pods/") && b.failed["read cut"] == 0:
+		b.failed["read cut"]++
+		return nil, errors.New("read: connection reset by peer (test)")
+	}
+	return b.next.RoundTrip(req)
+}
+
+// A job whose manager meets a busy API server while it creates and waits
+// for the job's pod runs all the same: gitlab-runner sends such requests
+// again (retry_limit), and so does the stand-in.
+func TestAJobOutlivesABusyAPIServer(t *testing.T) {
+	busy := &busyAPI{failed: map[string]int{}}
+	f := startKubeVia(t, 60*time.Second, func(next http.RoundTripper) http.RoundTripper { busy.next = next; return busy })
+	f.srv.QueueJob([]string{"team"}, 500*time.Millisecond)
+	p := f.pods(t, 1)[0]
+	f.waitJobs(t, "the job waits for its pod", func(j []gitlabtest.Job) bool {
+		busy.mu.Lock()
+		defer busy.mu.Unlock()
+		return busy.failed["read cut"] == 1
+	})
+	f.run(t, &p)
+	jobs := f.waitJobs(t, "the job ended", func(j []gitlabtest.Job) bool { return j[0].State != gitlabtest.JobRunning })
+	if jobs[0].State != gitlabtest.JobSuccess {
+		t.Errorf("the job is %s (%s), log %q; the manager's log:\n%s", jobs[0].State, jobs[0].FailureReason, jobs[0].Trace, f.log.String())
+	}
+	busy.mu.Lock()
+	defer busy.mu.Unlock()
+	for _, what := range []string{"create 429", "read 503", "read cut"} {
+		if busy.failed[what] != 1 {
+			t.Errorf("the API server failed %d requests with %s, want 1: the test did not test it", busy.failed[what], what)
+		}
+	}
+}
+
+// A create that failed with a 5xx may have created the pod: it is not sent
+// again (a job with two pods), and the job fails.
+func TestAPodCreateThatFailedIsNotSentAgain(t *testing.T) {
+	var creates atomic.Int32
+	f := startKubeVia(t, 60*time.Second, func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/pods") {
+				creates.Add(1)
+				return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+					Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"message":"etcd timed out (test)"}`)), Request: req}, nil
+			}
+			return next.RoundTrip(req)
+		})
+	})
+	f.srv.QueueJob([]string{"team"}, time.Second)
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	if !strings.Contains(string(jobs[0].Trace), "creating the job's pod") || jobs[0].FailureReason != "runner_system_failure" {
+		t.Errorf("failure %q, log %q", jobs[0].FailureReason, jobs[0].Trace)
+	}
+	if n := creates.Load(); n != 1 {
+		t.Errorf("the pod's create was sent %d times, want once", n)
+	}
+}
+
+// Which failed API requests are sent again, and which fail the job at once.
+func TestOnlyRequestsThatMayPassAreSentAgain(t *testing.T) {
+	cut := &url.Error{Op: "Get", URL: "https://10.0.0.1/api/v1/namespaces/j/pods/p", Err: errors.New("connection reset by peer")}
+	for _, c := range []struct {
+		method string
+		err    error
+		want   bool
+	}{
+		{http.MethodGet, &kubeError{Code: http.StatusTooManyRequests}, true},
+		{http.MethodPost, &kubeError{Code: http.StatusTooManyRequests}, true},
+		{http.MethodGet, &kubeError{Code: http.StatusServiceUnavailable}, true},
+		{http.MethodDelete, &kubeError{Code: http.StatusGatewayTimeout}, true},
+		{http.MethodPost, &kubeError{Code: http.StatusInternalServerError}, false},
+		{http.MethodGet, cut, true},
+		{http.MethodPost, cut, false},
+		{http.MethodGet, &kubeError{Code: http.StatusNotFound}, false},
+		{http.MethodGet, &kubeError{Code: http.StatusForbidden}, false},
+		{http.MethodPost, &kubeError{Code: http.StatusUnprocessableEntity}, false},
+		{http.MethodGet, errors.New("reading the pod: invalid character"), false},
+	} {
+		if got := transient(c.method, c.err); got != c.want {
+			t.Errorf("%s failing with %v: sent again %v, want %v", c.method, c.err, got, c.want)
+		}
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func TestAJobWhosePodNeverRunsFailsAfterPollTimeout(t *testing.T) {
 	f := startKube(t, 2*time.Second)
