@@ -681,6 +681,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 	t.Run("a manager killed with its job pods Running does not hold the deletion", func(t *testing.T) {
 		const grace = 30 * time.Second
 		tm := e.newTeam("orphans", 1, concurrent, 2*time.Minute)
+		e.collectOnFailure(t, tm)
 		jobsNS := naming.For(tm.ns, "build").JobsNamespace()
 		jobPods := func() []corev1.Pod {
 			pods := &corev1.PodList{}
