@@ -111,7 +111,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 	// had no Kubernetes discovery; the pinned promtool checks it.)
 	podLabel := func(l string) string { return "__meta_kubernetes_pod_label_" + promLabel(l) }
 	managers := prometheus.ScrapeConfig{
-		JobName: "runner-managers",
+		JobName: ManagersJob,
 		KubernetesSDConfigs: []prometheus.KubernetesSDConfig{{
 			Role:       "pod",
 			Namespaces: &prometheus.KubernetesNamespaces{Names: []string{f.Name}},
@@ -126,7 +126,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		},
 	}
 	vms := prometheus.ScrapeConfig{
-		JobName: "autoscaled-vms",
+		JobName: VMsJob,
 		RelabelConfigs: []prometheus.RelabelConfig{
 			{SourceLabels: []string{"__meta_gce_instance_status"}, Regex: "RUNNING", Action: "keep"},
 			{SourceLabels: []string{"__meta_gce_instance_name"}, TargetLabel: "instance"},
@@ -207,12 +207,7 @@ func (f Fleet) RecordingRules() prometheus.RuleFile {
 
 // AlertRules are the fleet's alerts, evaluated on its own Prometheus.
 func (f Fleet) AlertRules() prometheus.RuleFile {
-	quota := f.VMQuota
-	if quota == 0 {
-		for _, g := range f.Groups {
-			quota += g.MaxVMs
-		}
-	}
+	quota := f.alertQuota()
 	return prometheus.RuleFile{Groups: []prometheus.RuleGroup{{
 		Name: "fleet-" + f.Name + "-alerts",
 		Rules: []prometheus.Rule{
