@@ -34,7 +34,7 @@ func declarePrometheus(ctx *pulumi.Context, pp *shared.PrometheusPlan, prefix st
 	for _, o := range []struct {
 		suffix string
 		obj    runtime.Object
-	}{{"sa", pp.ServiceAccount}, {"config", pp.ConfigMap}, {"data", pp.Data}, {"role", pp.Role}, {"binding", pp.Binding}} {
+	}{{"sa", pp.ServiceAccount}, {"config", pp.ConfigMap}, {"data", pp.Data}, {"role", pp.Role}, {"binding", pp.Binding}, {"dashboard", pp.Dashboard}} {
 		if reflect.ValueOf(o.obj).IsNil() {
 			continue
 		}

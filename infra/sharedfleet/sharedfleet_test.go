@@ -632,6 +632,13 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 	if !strings.Contains(alerts, "fleet:autoscaled_vms:count > 720") {
 		t.Errorf("the quota alert is not at 90%% of vmQuota 800:\n%s", alerts)
 	}
+	// Each fleet's dashboard is declared in its namespace for Grafana's
+	// sidecar, with the fleet's quota.
+	dash := m.Get(t, tokConfigMap, "shared-production-prometheus-dashboard")
+	if object(t, dash, "metadata.labels")["grafana_dashboard"].StringValue() != "1" || str(t, dash, "metadata.namespace") != "production" ||
+		!strings.Contains(object(t, dash, "data")["runnerfleet-shared-production.json"].StringValue(), "vector(800)") {
+		t.Errorf("production's dashboard: %v", dash.Inputs)
+	}
 	if sa := m.Get(t, "kubernetes:core/v1:ServiceAccount", "shared-production-prometheus-sa"); object(t, sa, "metadata.annotations")["iam.gke.io/gcp-service-account"].StringValue() != "ci-shared-prometheus@ci-platform-example.iam.gserviceaccount.com" {
 		t.Errorf("GCE discovery has no Workload Identity: %v", sa.Inputs)
 	}

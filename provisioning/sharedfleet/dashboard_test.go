@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
@@ -236,5 +237,39 @@ func TestFleetDashboardShipsAsSidecarConfigMap(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel reads %s", want)
 		}
+	}
+}
+
+// A fleet's plan carries its dashboard, in its namespace, with the quota
+// its VMCountNearQuota alert uses (the stack's vmQuota, or maxVMs times
+// maxManagers); the central plan carries none.
+func TestFleetPlanCarriesItsDashboard(t *testing.T) {
+	g := production()
+	g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 3, TargetUtilization: 0.7}
+	s := fleetspec.SharedFleet{
+		Name: "production", Namespace: "ci-production", GitLabURL: g.GitLabURL,
+		ManagerImage: "registry.example.com/ci/runner:v1",
+		Groups:       []fleetspec.ManagerGroup{g},
+	}
+	p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := p.Prometheus.Dashboard
+	if cm == nil {
+		t.Fatal("the fleet's plan has no dashboard")
+	}
+	quota := fmt.Sprintf("vector(%d)", g.MaxVMs*3)
+	if cm.Namespace != "ci-production" || cm.Labels[monitoring.GrafanaDashboardLabel] != "1" ||
+		!strings.Contains(cm.Data["runnerfleet-shared-ci-production.json"], quota) ||
+		!strings.Contains(p.Prometheus.Files[AlertRulesFile], fmt.Sprintf("fleet:autoscaled_vms:count > %d", g.MaxVMs*3*9/10)) {
+		t.Errorf("dashboard %s/%s labels %v, want the quota %s the alert has", cm.Namespace, cm.Name, cm.Labels, quota)
+	}
+	central, err := PlanCentral([]*FleetPlan{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if central.Dashboard != nil {
+		t.Error("the central Prometheus's plan has a dashboard")
 	}
 }

@@ -58,6 +58,10 @@ type PrometheusPlan struct {
 	Service    *corev1.Service
 	// KubeStateMetrics are a fleet's kube-state-metrics objects.
 	KubeStateMetrics []runtime.Object
+	// Dashboard is a fleet's Grafana dashboard (Fleet.DashboardConfigMap)
+	// in its namespace, for a Grafana sidecar that searches it; nil for
+	// the central one.
+	Dashboard *corev1.ConfigMap
 }
 
 // Persistent storage of the Prometheus servers: a fleet's keeps two days
@@ -86,6 +90,9 @@ func planFleetPrometheus(p *FleetPlan) (*PrometheusPlan, error) {
 		return nil, err
 	}
 	pp.KubeStateMetrics = planKubeStateMetrics(p.Namespace)
+	if pp.Dashboard, err = m.DashboardConfigMap(p.Namespace); err != nil {
+		return nil, err
+	}
 	return pp, nil
 }
 
