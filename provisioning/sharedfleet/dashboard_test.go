@@ -21,6 +21,7 @@ import (
 var (
 	runnerNamesOnce sync.Once
 	runnerNames     map[string]bool
+	runnerLabels    map[string]bool
 	runnerNamesErr  error
 )
 
@@ -36,7 +37,9 @@ func gitlabRunnerMetrics(t *testing.T) map[string]bool {
 			return
 		}
 		name := regexp.MustCompile(`"(gitlab_runner_[a-z_]+)"`)
-		runnerNames = map[string]bool{}
+		// A metric's variable labels: the first string list after its name.
+		def := regexp.MustCompile(`(?s)(?:Name:\s*|NewDesc\(\s*)"gitlab_runner_[a-z_]+".{0,600}?\[\]string\{([^}]*)\}`)
+		runnerNames, runnerLabels = map[string]bool{}, map[string]bool{}
 		runnerNamesErr = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 			if err != nil || info.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 				return err
@@ -48,6 +51,13 @@ func gitlabRunnerMetrics(t *testing.T) map[string]bool {
 			for _, m := range name.FindAllStringSubmatch(string(b), -1) {
 				runnerNames[m[1]] = true
 			}
+			for _, m := range def.FindAllStringSubmatch(string(b), -1) {
+				for _, l := range strings.Split(m[1], ",") {
+					if l = strings.Trim(strings.TrimSpace(l), `"`); l != "" {
+						runnerLabels[l] = true
+					}
+				}
+			}
 			return nil
 		})
 	})
@@ -55,6 +65,28 @@ func gitlabRunnerMetrics(t *testing.T) map[string]bool {
 		t.Fatal(runnerNamesErr)
 	}
 	return runnerNames
+}
+
+// fleetLabels are the labels the fleet's series may carry: gitlab-runner's
+// metrics' own, the target labels the fleet's scrape config sets, the ones
+// every scrape and histogram has, kube-state-metrics' pod labels and the
+// quota exporter's.
+func fleetLabels(t *testing.T, f Fleet) map[string]bool {
+	t.Helper()
+	gitlabRunnerMetrics(t)
+	out := map[string]bool{"job": true, "instance": true, "le": true, "namespace": true, "pod": true, "uid": true,
+		"project": true, "region": true, "metric": true}
+	for l := range runnerLabels {
+		out[l] = true
+	}
+	for _, sc := range f.PrometheusConfig().ScrapeConfigs {
+		for _, r := range sc.RelabelConfigs {
+			if r.TargetLabel != "" {
+				out[r.TargetLabel] = true
+			}
+		}
+	}
+	return out
 }
 
 // fleetMetrics are the metrics fleet f's Prometheus has, each with the
@@ -90,12 +122,17 @@ var (
 	selector = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
 	// constant is a line drawn at a number (the quota).
 	constant = regexp.MustCompile(`^vector\([0-9]+\)$`)
+	// grouping is the label list of an aggregation or a vector match.
+	grouping = regexp.MustCompile(`\b(?:by|without|on|ignoring)\s*\(([^)]*)\)`)
+	// matcher is a label matcher's label name.
+	matcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"`)
 	jobLabel = regexp.MustCompile(`\bjob\s*=\s*"([^"]*)"`)
 )
 
 // checkNames returns why query reads a metric fleet f's Prometheus does not
-// have, or one from a scrape job that does not produce it; nil when every
-// name is known and every job= matcher names the job the metric comes from.
+// have, one from a scrape job that does not produce it, or a label no
+// series of the fleet has; nil when every name and label is known and
+// every job= matcher names the job the metric comes from.
 func checkNames(t *testing.T, f Fleet, query string) error {
 	t.Helper()
 	known := fleetMetrics(t, f)
@@ -118,7 +155,20 @@ func checkNames(t *testing.T, f Fleet, query string) error {
 			}
 		}
 	}
+	labels := fleetLabels(t, f)
+	for _, g := range grouping.FindAllStringSubmatch(query, -1) {
+		for _, l := range strings.Split(g[1], ",") {
+			if l = strings.TrimSpace(l); l != "" && !labels[l] {
+				return fmt.Errorf("%q groups by %s, a label no series of the fleet has", query, l)
+			}
+		}
+	}
 	for _, m := range selector.FindAllStringSubmatch(query, -1) {
+		for _, l := range matcher.FindAllStringSubmatch(m[2], -1) {
+			if !labels[l[1]] {
+				return fmt.Errorf("%q selects on %s, a label no series of the fleet has", query, l[1])
+			}
+		}
 		j := jobLabel.FindStringSubmatch(m[2])
 		if j == nil {
 			continue
@@ -177,6 +227,8 @@ func TestFleetDashboardQueriesParseAndReadCollectedMetrics(t *testing.T) {
 		`sum(gitlab_runner_jobs{job="autoscaled-vms"})`,
 		`sum(up{job="runner-manager"})`,
 		`sum(kube_pod_deleted_timestamp{job="kube-state-metrics"})`,
+		`sum by (stat) (gitlab_runner_jobs{job="runner-managers"})`,
+		`sum(gitlab_runner_jobs{job="runner-managers", managr="x"})`,
 	} {
 		if checkNames(t, prod, bad) == nil {
 			t.Errorf("the name check accepts %q", bad)
