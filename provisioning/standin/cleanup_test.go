@@ -21,8 +21,11 @@ import (
 // deletions, and notes what GitLab knew of the job when the deletion was
 // finally taken.
 type flakyKube struct {
-	srv     *gitlabtest.Server
-	refuse  int // DELETEs answered 500 before one is taken
+	srv *gitlabtest.Server
+	// refuse is how many DELETEs are answered 403 before one is taken: a
+	// refusal the client does not send again by itself (a 5xx it does,
+	// apiTries times), so what is tested is the manager's own retry.
+	refuse  int
 	mu      sync.Mutex
 	created string
 	deletes int
@@ -46,8 +49,8 @@ func (k *flakyKube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodDelete && r.URL.Path == prefix+"/"+k.created && !k.deleted:
 		k.deletes++
 		if k.deletes <= k.refuse {
-			w.WriteHeader(http.StatusInternalServerError)
-			_ = json.NewEncoder(w).Encode(map[string]any{"message": "etcd leader changed"})
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]any{"message": "pods is forbidden: the manager's RoleBinding is being replaced"})
 			return
 		}
 		k.deleted = true
