@@ -172,6 +172,48 @@ tests:
   - eval_time: 110m
     alertname: GCFailing
     exp_alerts: []
+- interval: 1m
+  # The exporter's quotas: N2D_CPUS 92% used from the start, INSTANCES
+  # 95% used for 10m only, PREEMPTIBLE_CPUS 50%, a family the project may
+  # not use (limit 0, usage 0), and a region whose regions.get fails.
+  input_series:
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="N2D_CPUS"}'
+    values: '2400x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="N2D_CPUS"}'
+    values: '2208x30'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="INSTANCES"}'
+    values: '1000x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="INSTANCES"}'
+    values: '950x10 500x20'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="PREEMPTIBLE_CPUS"}'
+    values: '1000x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="PREEMPTIBLE_CPUS"}'
+    values: '500x30'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="A2_CPUS"}'
+    values: '0x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="A2_CPUS"}'
+    values: '0x30'
+  - series: 'runnerfleet_gce_quota_up{job="gce-quota", project="ci-prod", region="us-central1"}'
+    values: '1x30'
+  - series: 'runnerfleet_gce_quota_up{job="gce-quota", project="ci-prod", region="europe-west4"}'
+    values: '0x30'
+  alert_rule_test:
+  - eval_time: 10m
+    alertname: GCEQuotaNearLimit
+    exp_alerts: []
+  - eval_time: 20m
+    alertname: GCEQuotaNearLimit
+    exp_alerts:
+    - exp_labels: {severity: warning, job: gce-quota, project: ci-prod, region: us-central1, metric: N2D_CPUS}
+      exp_annotations: {summary: "Quota N2D_CPUS of project ci-prod in us-central1 is 92% used: new VMs of fleet production will be refused at its limit"}
+  - eval_time: 10m
+    alertname: GCEQuotaUnknown
+    exp_alerts: []
+  - eval_time: 20m
+    alertname: GCEQuotaUnknown
+    exp_alerts:
+    - exp_labels: {severity: warning, job: gce-quota, project: ci-prod, region: europe-west4}
+      exp_annotations: {summary: "fleet quota-exporter of fleet production cannot read the quotas of project ci-prod in europe-west4 (regions.get fails; see its log): GCEQuotaNearLimit cannot fire"}
 `),
 	}
 	if err := files.Write(dir); err != nil {
