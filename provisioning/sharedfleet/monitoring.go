@@ -55,7 +55,14 @@ type Fleet struct {
 	// NodeExporterPort is where its VMs' node_exporter listens; default
 	// fleetspec.DefaultNodeExporterPort.
 	NodeExporterPort int
+	// QuotaExporter is where fleet quota-exporter serves the project's
+	// regional quotas (host:port), scraped as job QuotaJob for
+	// GCEQuotaNearLimit; no such job without it.
+	QuotaExporter string
 }
+
+// QuotaJob is the scrape job of the fleet's quota exporter.
+const QuotaJob = "gce-quota"
 
 // nodeExporterPort is the port the fleet's Prometheus scrapes the VMs on.
 func (f Fleet) nodeExporterPort() int {
@@ -163,6 +170,13 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		Global:        prometheus.Global{ScrapeInterval: "30s", EvaluationInterval: "30s", ExternalLabels: map[string]string{"fleet": f.Name}},
 		RuleFiles:     ruleFiles,
 		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms, ksm},
+	}
+	if f.QuotaExporter != "" {
+		// Quotas change slowly and each scrape is a regions.get per region.
+		c.ScrapeConfigs = append(c.ScrapeConfigs, prometheus.ScrapeConfig{
+			JobName: QuotaJob, ScrapeInterval: "60s",
+			StaticConfigs: []prometheus.StaticConfig{{Targets: []string{f.QuotaExporter}}},
+		})
 	}
 	if f.Alertmanager != "" {
 		c.Alerting = &prometheus.Alerting{Alertmanagers: []prometheus.AlertmanagerConfig{{
