@@ -8,6 +8,7 @@
 //	fleet down                              drain and remove what fleet up brought
 //	fleet rotate                            blue/green rotation of a VM manager group, no job lost
 //	fleet gc                                orphaned autoscaled VMs, spot requests and old images
+//	fleet quota-exporter                    a project's regional Compute quotas on /metrics
 //
 // The Pulumi program and the stack configs are compiled in, so fleet runs
 // from any directory; every stack goes through openStack (stack.go).
@@ -268,6 +269,7 @@ that nothing boots from. It only shows them unless --apply, and refuses
 		`  fleet gc --provider gce --project ci-prod --source kubernetes --context gke-ci -o json
   fleet gc --provider gce --project ci-prod --source vm --image-family wsrm --keep 3
   fleet gc --provider ec2 --region eu-west-1 --source vm --grace 2h --apply`, gc))
+	root.AddCommand(quotaExporterCmd(stderr))
 	return root
 }
 

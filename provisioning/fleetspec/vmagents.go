@@ -13,7 +13,8 @@ import (
 // beside its managers: the stack config's sharedFleets[].images, each a
 // repository with a tag or a digest. An empty one is DefaultFleetImages'.
 type FleetImages struct {
-	// GC is fleet gc's CronJob image (its entrypoint the fleet binary).
+	// GC is the fleet binary's image: fleet gc's CronJob and the
+	// quota-exporter container of the fleet's Prometheus pod run it.
 	GC string `json:"gc,omitempty"`
 	// JobReporter is the image of the job reporter every docker+machine
 	// VM runs (its entrypoint fleet-agent).

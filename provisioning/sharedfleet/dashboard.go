@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
 
@@ -31,9 +32,9 @@ const (
 	RunnerMachineStates = "gitlab_runner_autoscaling_machine_states"
 	// QuotaLimit and QuotaUsage are the quota exporter's gauges (labels
 	// project, region, metric): the GCE regional quotas of the fleets'
-	// projects.
-	QuotaLimit = "runnerfleet_gce_quota_limit"
-	QuotaUsage = "runnerfleet_gce_quota_usage"
+	// projects, named once in providers/gcp/quotaexporter.
+	QuotaLimit = quotaexporter.MetricLimit
+	QuotaUsage = quotaexporter.MetricUsage
 )
 
 // DashboardUID is fleet f's dashboard uid and the key of its ConfigMap.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
@@ -54,7 +55,14 @@ type Fleet struct {
 	// NodeExporterPort is where its VMs' node_exporter listens; default
 	// fleetspec.DefaultNodeExporterPort.
 	NodeExporterPort int
+	// QuotaExporter is where fleet quota-exporter serves the project's
+	// regional quotas (host:port), scraped as job QuotaJob for
+	// GCEQuotaNearLimit; no such job without it.
+	QuotaExporter string
 }
+
+// QuotaJob is the scrape job of the fleet's quota exporter.
+const QuotaJob = "gce-quota"
 
 // nodeExporterPort is the port the fleet's Prometheus scrapes the VMs on.
 func (f Fleet) nodeExporterPort() int {
@@ -163,6 +171,13 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		RuleFiles:     ruleFiles,
 		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms, ksm},
 	}
+	if f.QuotaExporter != "" {
+		// Quotas change slowly and each scrape is a regions.get per region.
+		c.ScrapeConfigs = append(c.ScrapeConfigs, prometheus.ScrapeConfig{
+			JobName: QuotaJob, ScrapeInterval: "60s",
+			StaticConfigs: []prometheus.StaticConfig{{Targets: []string{f.QuotaExporter}}},
+		})
+	}
 	if f.Alertmanager != "" {
 		c.Alerting = &prometheus.Alerting{Alertmanagers: []prometheus.AlertmanagerConfig{{
 			APIVersion: "v2", StaticConfigs: []prometheus.StaticConfig{{Targets: []string{f.Alertmanager}}},
@@ -238,6 +253,27 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 				Alert: "VMCountNearQuota", Expr: fmt.Sprintf(`fleet:autoscaled_vms:count > %d`, quota*9/10), For: "10m",
 				Labels:      map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": fmt.Sprintf("Fleet %s runs {{ $value }} VMs, over 90%% of its quota of %d", f.Name, quota)},
+			},
+			{
+				// The project's regional quotas as Compute Engine enforces
+				// them (fleet quota-exporter, regions.get): any quota, VMs,
+				// CPUs of a family, preemptible CPUs, addresses, SSD, over
+				// 90% used. A limit of 0 with no usage (a family the project
+				// may not use) is 0/0, NaN, and does not fire; usage over a
+				// limit lowered to 0 does (+Inf).
+				Alert: "GCEQuotaNearLimit",
+				Expr:  fmt.Sprintf(`%s / %s > 0.9`, quotaexporter.MetricUsage, quotaexporter.MetricLimit),
+				For:   "15m", Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "Quota {{ $labels.metric }} of project {{ $labels.project }} in {{ $labels.region }} is {{ $value | humanizePercentage }} used: new VMs of fleet " + f.Name + " will be refused at its limit"},
+			},
+			{
+				// The exporter answers but cannot read a region's quotas
+				// (its identity lacks compute.regions.get, the region is
+				// misspelt, the API fails): GCEQuotaNearLimit is blind.
+				Alert: "GCEQuotaUnknown",
+				Expr:  quotaexporter.MetricUp + ` == 0`,
+				For:   "15m", Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "fleet quota-exporter of fleet " + f.Name + " cannot read the quotas of project {{ $labels.project }} in {{ $labels.region }} (regions.get fails; see its log): GCEQuotaNearLimit cannot fire"},
 			},
 			{
 				// VMs fleet gc noted orphaned (their manager proven absent)

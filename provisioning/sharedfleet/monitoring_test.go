@@ -2,9 +2,12 @@ package sharedfleet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
@@ -14,7 +17,7 @@ func fleets() (Fleet, Fleet) {
 	staging := production()
 	staging.Fleet, staging.MaxVMs, staging.IdleCount = "staging", 10, 2
 	staging.Periods[0].IdleCount = 1
-	return Fleet{Name: "production", Groups: []fleetspec.ManagerGroup{production()}, VMQuota: 500},
+	return Fleet{Name: "production", Groups: []fleetspec.ManagerGroup{production()}, VMQuota: 500, QuotaExporter: "localhost:9465"},
 		Fleet{Name: "staging", Groups: []fleetspec.ManagerGroup{staging}}
 }
 
@@ -172,6 +175,48 @@ tests:
   - eval_time: 110m
     alertname: GCFailing
     exp_alerts: []
+- interval: 1m
+  # The exporter's quotas: N2D_CPUS 92% used from the start, INSTANCES
+  # 95% used for 10m only, PREEMPTIBLE_CPUS 50%, a family the project may
+  # not use (limit 0, usage 0), and a region whose regions.get fails.
+  input_series:
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="N2D_CPUS"}'
+    values: '2400x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="N2D_CPUS"}'
+    values: '2208x30'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="INSTANCES"}'
+    values: '1000x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="INSTANCES"}'
+    values: '950x10 500x20'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="PREEMPTIBLE_CPUS"}'
+    values: '1000x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="PREEMPTIBLE_CPUS"}'
+    values: '500x30'
+  - series: 'runnerfleet_gce_quota_limit{job="gce-quota", project="ci-prod", region="us-central1", metric="A2_CPUS"}'
+    values: '0x30'
+  - series: 'runnerfleet_gce_quota_usage{job="gce-quota", project="ci-prod", region="us-central1", metric="A2_CPUS"}'
+    values: '0x30'
+  - series: 'runnerfleet_gce_quota_up{job="gce-quota", project="ci-prod", region="us-central1"}'
+    values: '1x30'
+  - series: 'runnerfleet_gce_quota_up{job="gce-quota", project="ci-prod", region="europe-west4"}'
+    values: '0x30'
+  alert_rule_test:
+  - eval_time: 10m
+    alertname: GCEQuotaNearLimit
+    exp_alerts: []
+  - eval_time: 20m
+    alertname: GCEQuotaNearLimit
+    exp_alerts:
+    - exp_labels: {severity: warning, job: gce-quota, project: ci-prod, region: us-central1, metric: N2D_CPUS}
+      exp_annotations: {summary: "Quota N2D_CPUS of project ci-prod in us-central1 is 92% used: new VMs of fleet production will be refused at its limit"}
+  - eval_time: 10m
+    alertname: GCEQuotaUnknown
+    exp_alerts: []
+  - eval_time: 20m
+    alertname: GCEQuotaUnknown
+    exp_alerts:
+    - exp_labels: {severity: warning, job: gce-quota, project: ci-prod, region: europe-west4}
+      exp_annotations: {summary: "fleet quota-exporter of fleet production cannot read the quotas of project ci-prod in europe-west4 (regions.get fails; see its log): GCEQuotaNearLimit cannot fire"}
 `),
 	}
 	if err := files.Write(dir); err != nil {
@@ -229,5 +274,55 @@ func TestTheVMsAreScrapedWhereTheirExporterListensAndTheFirewallOpens(t *testing
 		if len(opened) != 1 || opened[0] != want {
 			t.Errorf("port %d: the firewall opens %v to Prometheus", port, opened)
 		}
+	}
+}
+
+// The fleet's Prometheus pod runs fleet quota-exporter (the fleet image)
+// for the project of its groups and the regions of their zones, each once,
+// and scrapes it where it listens: GCEQuotaNearLimit has its series.
+func TestTheFleetsPrometheusRunsAndScrapesTheQuotaExporter(t *testing.T) {
+	g := production()
+	g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: 0.7}
+	g2 := g
+	g2.Name, g2.Region, g2.Zone = "second", "europe-west4", "europe-west4-b"
+	g2.Subnetwork = "projects/ci-prod/regions/europe-west4/subnetworks/ci-production-vms"
+	g3 := g
+	g3.Name, g3.Zone = "third", "us-east1-d"
+	s := fleetspec.SharedFleet{
+		Name: "production", Namespace: "production", GitLabURL: g.GitLabURL,
+		ManagerImage: "registry.example.com/ci/runner:v1",
+		Groups:       []fleetspec.ManagerGroup{g, g2, g3},
+	}
+	p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quota *corev1.Container
+	for i, c := range p.Prometheus.Deployment.Spec.Template.Spec.Containers {
+		if c.Name == QuotaExporterName {
+			quota = &p.Prometheus.Deployment.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if quota == nil {
+		t.Fatalf("no %s container in the fleet's Prometheus pod", QuotaExporterName)
+	}
+	want := []string{"quota-exporter", "--project", "ci-prod", "--listen", ":9465", "--region", "us-east1", "--region", "europe-west4"}
+	if !slices.Equal(quota.Args, want) {
+		t.Errorf("quota-exporter args %q, want %q", quota.Args, want)
+	}
+	if quota.Image != fleetspec.DefaultFleetImages.GC {
+		t.Errorf("quota-exporter image %q, want the fleet image %q", quota.Image, fleetspec.DefaultFleetImages.GC)
+	}
+	var job *prometheus.ScrapeConfig
+	for i, c := range p.Monitoring.PrometheusConfig().ScrapeConfigs {
+		if c.JobName == QuotaJob {
+			job = &p.Monitoring.PrometheusConfig().ScrapeConfigs[i]
+		}
+	}
+	if job == nil || len(job.StaticConfigs) != 1 || !slices.Equal(job.StaticConfigs[0].Targets, []string{fmt.Sprintf("localhost:%d", quota.Ports[0].ContainerPort)}) {
+		t.Errorf("the fleet's Prometheus does not scrape the exporter on its port %v: %+v", quota.Ports, job)
+	}
+	if !strings.Contains(p.Prometheus.Files[PrometheusConfigFile], "job_name: "+QuotaJob) {
+		t.Errorf("the rendered prometheus.yml has no %s job:\n%s", QuotaJob, p.Prometheus.Files[PrometheusConfigFile])
 	}
 }

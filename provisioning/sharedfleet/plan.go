@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -73,9 +74,11 @@ func Namespace(s fleetspec.SharedFleet) string { return s.Namespace }
 func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerName() }
 
 // monitoringSpec is fleet s as its Prometheus sees it; its VM quota
-// defaults to the groups' maxVMs times their maxManagers.
+// defaults to the groups' maxVMs times their maxManagers. Its quota
+// exporter runs in the Prometheus pod (quotaExporterContainer).
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
-	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort()}
+	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
+		QuotaExporter: fmt.Sprintf("localhost:%d", quotaexporter.DefaultPort)}
 	if m.VMQuota == 0 {
 		for _, g := range s.Groups {
 			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)

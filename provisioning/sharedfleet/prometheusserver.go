@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -78,6 +79,10 @@ func planFleetPrometheus(p *FleetPlan) (*PrometheusPlan, error) {
 	// every alert goes to the Alertmanager of the monitoring namespace.
 	m.JobTimeout = p.Spec.JobTimeoutOrDefault()
 	m.Alertmanager = AlertmanagerAddress()
+	quota, err := quotaExporterContainer(p.Spec)
+	if err != nil {
+		return nil, err
+	}
 	files := map[string]any{
 		PrometheusConfigFile: m.PrometheusConfig(RecordingRulesFile, AlertRulesFile),
 		RecordingRulesFile:   m.RecordingRules(),
@@ -93,7 +98,38 @@ func planFleetPrometheus(p *FleetPlan) (*PrometheusPlan, error) {
 	if pp.Dashboard, err = m.DashboardConfigMap(p.Namespace); err != nil {
 		return nil, err
 	}
+	// The quota exporter runs beside Prometheus, as its ServiceAccount:
+	// the fleet's monitoring.gcpServiceAccount, which the platform grants
+	// roles/compute.viewer (compute.regions.get among its permissions) in
+	// the fleet's project for GCE discovery already.
+	spec := &pp.Deployment.Spec.Template.Spec
+	spec.Containers = append(spec.Containers, quota)
 	return pp, nil
+}
+
+// QuotaExporterName names the quota exporter's container in the fleet's
+// Prometheus pod.
+const QuotaExporterName = "quota-exporter"
+
+// quotaExporterContainer is fleet quota-exporter for fleet s: the fleet
+// image (its gc's), the project of its groups (one, as for gc) and their
+// regions, each once.
+func quotaExporterContainer(s fleetspec.SharedFleet) (corev1.Container, error) {
+	project, _, err := GCScope(s)
+	if err != nil {
+		return corev1.Container{}, err
+	}
+	args := []string{"quota-exporter", "--project", project, "--listen", fmt.Sprintf(":%d", quotaexporter.DefaultPort)}
+	var regions []string
+	for _, g := range s.Groups {
+		if !slices.Contains(regions, g.Region) {
+			regions = append(regions, g.Region)
+			args = append(args, "--region", g.Region)
+		}
+	}
+	return monitoringContainer(corev1.Container{
+		Name: QuotaExporterName, Image: s.Images.OrDefault().GC, Args: args,
+	}, "quota", quotaexporter.DefaultPort, "/healthz", "10m", "32Mi", "128Mi"), nil
 }
 
 // PlanCentral plans the central Prometheus of the monitoring namespace,

@@ -142,6 +142,7 @@ type Server struct {
 	metadata    map[string]*MetadataServer // zone/name
 	nextIP      int
 	closed      bool
+	regions     map[string][]Quota // regions.get (regions.go)
 
 	ignoreFilters bool
 }
@@ -182,6 +183,7 @@ func New(opts ...Option) *Server {
 	mux.HandleFunc("GET "+p+"/global/images/family/{family}", s.imageFromFamily)
 	mux.HandleFunc("GET "+p+"/global/images/{image}", s.getImage)
 	mux.HandleFunc("DELETE "+p+"/global/images/{image}", s.deleteImage)
+	mux.HandleFunc("GET "+p+"/regions/{region}", s.getRegion)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "notFound", fmt.Sprintf("The requested URL %s was not found on this server.", r.URL.Path))
 	})
