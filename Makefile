@@ -39,7 +39,7 @@ manifests: ## CRDs into runnerset/crds, the controller's ClusterRole into runner
 	go run ./charts/gen .
 
 .PHONY: verify
-verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
+verify: generate ## regenerate and fail on drift; gofmt, go vet (and fleet-agent's for Windows), tool go.mods
 	KUBE_VERSION=$$(awk '$$1=="k8s.io/kubernetes"{print $$2}' hack/kube/go.mod) hack/kube/gen-gomod.sh >/dev/null
 	cd hack/kube && go mod tidy
 	cd hack/etcd && go mod tidy
@@ -54,6 +54,8 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet, tool go.mods
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run gofmt -w on the files above"; exit 1; }
 	go vet ./...
 	go vet -tags e2e ./e2e/
+	@# The drain agent also runs on Windows manager VMs (its service code is windows-only).
+	GOOS=windows GOARCH=amd64 go vet ./cmd/fleet-agent/ ./provisioning/drainagent/
 	@# In CI (a clean clone) any difference is drift; locally it may be your own work.
 	@if [ "$$CI" = true ]; then git diff --exit-code || { echo "verify: generated files or go.mod drifted; run make verify and commit"; exit 1; }; \
 	else git diff --stat; fi

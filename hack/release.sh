@@ -11,8 +11,10 @@
 #   3. images: runnerset-controller, fleet and fleet-agent, static and
 #      version-stamped, as OCI layouts (DIR/images/<binary>/) and docker
 #      archives (DIR/images/<binary>.tar);
-#   4. chart: DIR/runnerfleet-X.Y.Z.tgz (the Helm SDK's helm package);
-#   5. manifests: DIR/install.yaml; and DIR/SHA256SUMS.
+#   4. the Windows drain agent: DIR/fleet-agent.exe (windows/amd64, static,
+#      version-stamped; a plain binary for the manager VM, not an image);
+#   5. chart: DIR/runnerfleet-X.Y.Z.tgz (the Helm SDK's helm package);
+#   6. manifests: DIR/install.yaml; and DIR/SHA256SUMS.
 #
 # Publishing is then (not run here: no registry is reachable from CI):
 #   crane push DIR/images/runnerset-controller ghcr.io/runnerfleet/runnerset-controller:vX.Y.Z   (same for fleet, fleet-agent)

@@ -33,27 +33,31 @@ type serviceHandler struct {
 }
 
 func (h *serviceHandler) Execute(_ []string, req <-chan svc.ChangeRequest, status chan<- svc.Status) (bool, uint32) {
-	status <- svc.Status{State: svc.StartPending}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, h.args, os.Stderr) }()
-	status <- svc.Status{State: svc.Running, Accepts: svc.AcceptStop | svc.AcceptShutdown}
-	for {
-		select {
-		case err := <-done:
-			h.code = exitCode(ctx, err)
-			status <- svc.Status{State: svc.StopPending}
-			// A non-zero code is the service's own exit code.
-			return h.code != 0, uint32(h.code)
-		case c := <-req:
-			switch c.Cmd {
-			case svc.Interrogate:
-				status <- c.CurrentStatus
-			case svc.Stop, svc.Shutdown:
-				status <- svc.Status{State: svc.StopPending}
-				cancel()
-			}
-		}
+	h.code = serveService(func(ctx context.Context) error { return run(ctx, h.args, os.Stderr) }, req, requestOf,
+		func(c svc.ChangeRequest) { status <- c.CurrentStatus },
+		func(s serviceState) { status <- statusOf(s) })
+	// A non-zero code is the service's own exit code.
+	return h.code != 0, uint32(h.code)
+}
+
+// requestOf classifies a request of the service control manager.
+func requestOf(c svc.ChangeRequest) serviceRequest {
+	switch c.Cmd {
+	case svc.Interrogate:
+		return requestInterrogate
+	case svc.Stop, svc.Shutdown:
+		return requestStop
 	}
+	return requestIgnored
+}
+
+// statusOf is the service status of a state.
+func statusOf(s serviceState) svc.Status {
+	switch s {
+	case serviceRunning:
+		return svc.Status{State: svc.Running, Accepts: svc.AcceptStop | svc.AcceptShutdown}
+	case serviceStopPending:
+		return svc.Status{State: svc.StopPending}
+	}
+	return svc.Status{State: svc.StartPending}
 }

@@ -109,14 +109,15 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var cf cloudFlags
 	cf.bind(fs)
 	var (
-		r          = vmfleet.Rotation{Template: providers.InstanceSpec{Labels: map[string]string{}, Metadata: map[string]string{}}}
-		webhook    string
-		windows    bool
-		health     string
-		jobTimeout time.Duration
-		glURL      string
-		glTokenF   string
-		glRunner   int64
+		r            = vmfleet.Rotation{Template: providers.InstanceSpec{Labels: map[string]string{}, Metadata: map[string]string{}}}
+		webhook      string
+		notifyFormat string
+		windows      bool
+		health       string
+		jobTimeout   time.Duration
+		glURL        string
+		glTokenF     string
+		glRunner     int64
 	)
 	fs.StringVar(&r.Group, "group", "", "the manager group to rotate (its VMs carry "+vmfleet.LabelGroup+"=<group>)")
 	fs.StringVar(&r.Prefix, "prefix", "", "prefix of the new VMs' names (default: the group)")
@@ -138,8 +139,16 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&r.DrainTimeout, "drain-timeout", 0, "how long the old color's jobs may take to finish (default --job-timeout + 10m; never less than --job-timeout)")
 	fs.DurationVar(&r.Poll, "poll", 10*time.Second, "how often to look")
 	fs.StringVar(&webhook, "webhook", "", "URL to POST the rotation's report to, on success and on failure")
+	fs.StringVar(&notifyFormat, "notify-format", vmfleet.NotifyFormats[0], "the --webhook's payload: "+vmfleet.NotifySlack+" (a Slack incoming-webhook message) or "+vmfleet.NotifyJSON+" (the report as JSON)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	notify, err := vmfleet.Webhook(webhook, notifyFormat, stderr)
+	if err != nil {
+		return fmt.Errorf("--notify-format: %w; nothing was created or drained", err)
+	}
+	if webhook != "" {
+		r.Notify = notify
 	}
 	if windows {
 		if r.Group == "" {
@@ -215,9 +224,6 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	r.Compute = c
 	r.Progress = stdout
-	if webhook != "" {
-		r.Notify = vmfleet.Webhook(webhook, stderr)
-	}
 	rep, err := r.Run(ctx)
 	if err != nil {
 		return err

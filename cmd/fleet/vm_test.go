@@ -144,6 +144,7 @@ current-context: c
 		{append(rot, "--image", "ami-0000000000000dead"), []string{"--image ami-0000000000000dead does not exist", "nothing was created or drained"}},
 		{append(rot, "--image", ami, "--drain-timeout", "30m"), []string{"--drain-timeout 30m0s is below the longest job timeout 3h0m0s (--job-timeout)", "use --drain-timeout 3h10m0s"}},
 		{append(rot, "--image", ami, "--health", "maybe"), []string{`--health "maybe" is not runner or running`}},
+		{append(rot, "--image", ami, "--notify-format", "teams"), []string{`--notify-format: notification format "teams": want slack or json`, "nothing was created or drained"}},
 		{append(rot, "--image", ami, "--gitlab-url", "https://gitlab.example.com"), []string{"needs --gitlab-url, --gitlab-token-file and --gitlab-runner-id together", "add --gitlab-token-file, --gitlab-runner-id"}},
 		{append(rot, "--image", ami, "--gitlab-url", "https://gitlab.example.com", "--gitlab-runner-id", "7", "--gitlab-token-file", "/nonexistent/token"), []string{"--gitlab-token-file", "no such file"}},
 		{append(rot, "--image", ami, "--health", "running", "--gitlab-url", "https://gitlab.example.com", "--gitlab-runner-id", "7", "--gitlab-token-file", "/dev/null"), []string{"use --health runner"}},

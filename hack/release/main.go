@@ -23,7 +23,7 @@ func main() {
 	flag.StringVar(&o.Commit, "commit", "", "the commit stamped into the binaries")
 	flag.StringVar(&o.Registry, "registry", "", "the registry and namespace of the images (default the release's)")
 	flag.StringVar(&o.Arch, "arch", "", "the images' architecture (default this machine's)")
-	flag.StringVar(&only, "only", "", "comma-separated binaries to build images of (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated images and downloads to build, by binary or file name (runnerset-controller, fleet-agent.exe; default all)")
 	flag.BoolVar(&o.ImagesOnly, "images-only", false, "build the images only")
 	flag.Parse()
 	if only != "" {

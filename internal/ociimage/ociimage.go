@@ -241,15 +241,25 @@ func WriteArchive(file string, img v1.Image, ref string) error {
 // GoBuild compiles the Go package pkg (as `go build` names it, resolved from
 // dir) into a static binary at out: CGO off, paths trimmed, for linux and arch
 // (this machine's when empty), with ldflags (for example the version stamp).
+// An image's binary is a Linux one.
 func GoBuild(ctx context.Context, dir, pkg, out, arch, ldflags string) error {
+	return GoBuildFor(ctx, dir, pkg, out, "linux", arch, ldflags)
+}
+
+// GoBuildFor is GoBuild for another OS (goos as GOOS spells it: windows for
+// the Windows drain agent, which ships as a plain binary, not an image).
+func GoBuildFor(ctx context.Context, dir, pkg, out, goos, arch, ldflags string) error {
+	if goos == "" {
+		return fmt.Errorf("go build %s: no GOOS", pkg)
+	}
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w "+ldflags, "-o", out, pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+		return fmt.Errorf("go build %s for %s/%s: %w\n%s", pkg, goos, arch, err, b)
 	}
 	return nil
 }

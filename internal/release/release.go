@@ -3,7 +3,8 @@
 // non-root, org.opencontainers.image.* labels) as an OCI layout that `crane
 // push` publishes and a docker-archive tarball that `ctr images import` and
 // `kind load image-archive` read; the Helm chart packaged by the Helm SDK;
-// the plain manifests; and SHA256SUMS. hack/release.sh runs it after the
+// the plain manifests; the binaries that run outside a container
+// (Downloads: the Windows drain agent fleet-agent.exe); and SHA256SUMS. hack/release.sh runs it after the
 // checks a release needs (make image runs the images only).
 package release
 
@@ -34,6 +35,13 @@ var Binaries = []struct{ Name, Package, Description string }{
 	{"fleet-agent", "./cmd/fleet-agent", "runnerfleet's drain agent for manager VMs"},
 }
 
+// Downloads are the release's plain binaries, for what runs no container:
+// the drain agent on Windows manager VMs (a service beside gitlab-runner's).
+// File is its name in the release directory.
+var Downloads = []struct{ File, Package, GOOS, GOARCH string }{
+	{"fleet-agent.exe", "./cmd/fleet-agent", "windows", "amd64"},
+}
+
 // Options say what to build where.
 type Options struct {
 	// Root is the repository checkout.
@@ -46,11 +54,12 @@ type Options struct {
 	Commit string
 	// Registry prefixes the image names (default version.Registry).
 	Registry string
-	// Only limits the images to these binaries (all when empty).
+	// Only limits the images and downloads to these (their Name or File;
+	// all when empty).
 	Only []string
 	// Arch is the image's architecture (this machine's when empty).
 	Arch string
-	// Images only: no chart, manifests or checksums.
+	// Images only: no downloads, chart, manifests or checksums.
 	ImagesOnly bool
 	// Created stamps images (the Unix epoch when zero: reproducible).
 	Created time.Time
@@ -104,6 +113,17 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.ImagesOnly {
 		return rep, nil
+	}
+	for _, d := range Downloads {
+		if len(o.Only) > 0 && !contains(o.Only, d.File) {
+			continue
+		}
+		fmt.Fprintf(o.Log, "go build %s (static, %s/%s, %s)\n", d.Package, d.GOOS, d.GOARCH, o.Version)
+		if err := ociimage.GoBuildFor(ctx, o.Root, d.Package, filepath.Join(o.Out, d.File), d.GOOS, d.GOARCH,
+			version.LDFlags(o.Version, o.Commit)); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Log, "download %s\n", filepath.Join(o.Out, d.File))
 	}
 	// The chart, packaged as helm package does.
 	pkg := action.NewPackage()

@@ -3,10 +3,14 @@ package release_test
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"debug/pe"
+	"encoding/hex"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,4 +125,54 @@ func TestControllerImage(t *testing.T) {
 	if lc, _ := img.ConfigName(); ac != lc {
 		t.Errorf("the docker archive holds config %s, the layout %s", ac, lc)
 	}
+}
+
+// The Windows drain agent is a plain binary in the release directory: a
+// windows/amd64 executable (PE, x86-64, a console program: the service
+// control manager and a shell both start it) with the stamped version, and
+// SHA256SUMS names it with its hash.
+func TestWindowsAgentDownload(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	out := t.TempDir()
+	rep, err := release.Build(context.Background(), release.Options{
+		Root: root, Out: out, Version: "v9.8.7-test", Commit: "abc123", Only: []string{"fleet-agent.exe"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Images) != 0 {
+		t.Errorf("images %+v: Only names the download alone", rep.Images)
+	}
+	if !slices.Contains(rep.Files, "fleet-agent.exe") {
+		t.Fatalf("release files %v: no fleet-agent.exe", rep.Files)
+	}
+	exe := filepath.Join(out, "fleet-agent.exe")
+	f, err := pe.Open(exe)
+	if err != nil {
+		t.Fatalf("fleet-agent.exe is not a PE executable: %v", err)
+	}
+	defer f.Close()
+	if f.Machine != pe.IMAGE_FILE_MACHINE_AMD64 {
+		t.Errorf("machine %#x, want x86-64", f.Machine)
+	}
+	oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
+	if !ok || oh.Subsystem != pe.IMAGE_SUBSYSTEM_WINDOWS_CUI {
+		t.Errorf("optional header %T: want a 64-bit console program", f.OptionalHeader)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "v9.8.7-test") || !strings.Contains(string(b), "abc123") {
+		t.Error("fleet-agent.exe does not carry the stamped version and commit")
+	}
+	sums, err := os.ReadFile(filepath.Join(out, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	if want := hex.EncodeToString(h[:]) + "  fleet-agent.exe\n"; !strings.Contains(string(sums), want) {
+		t.Errorf("SHA256SUMS:\n%s\nwant the line %q", sums, want)
+	}
+	t.Logf("fleet-agent.exe: %.1f MB", float64(len(b))/1e6)
 }

@@ -40,31 +40,53 @@ func WindowsScrapeConfig(project string, zones []string) prometheus.ScrapeConfig
 	return sc
 }
 
-// WindowsAlertRules are the alerting rules of the Windows managers, in
-// Prometheus's rule file format.
-func WindowsAlertRules() string {
+// WindowsRotationAlertAfter is how long managers of two colors may serve
+// side by side before WindowsRunnerManagersRotationUnfinished fires: longer
+// than a rotation with fleet rotate's defaults takes (--health-timeout 15m,
+// --settle 2m, --drain-timeout = --job-timeout 3h + 10m).
+const WindowsRotationAlertAfter = "4h"
+
+// WindowsAlertRules are the alerting rules of the Windows managers.
+//
+// A rotation that failed or stopped half-way leaves managers of both colors
+// running (a failure before the drain deletes the new VMs that never became
+// healthy; one that passed a check once is kept, as are old VMs whose jobs
+// outlive --drain-timeout): WindowsRunnerManagersRotationUnfinished sees the
+// two colors among the scraped (RUNNING) VMs, whatever their runner answers.
+func WindowsAlertRules() prometheus.RuleFile {
 	job := WindowsPrometheusJob
-	return fmt.Sprintf(`groups:
-- name: %[1]s
-  rules:
-  - alert: WindowsRunnerManagerDown
-    expr: up{job="%[2]s", exporter="gitlab-runner"} == 0
-    for: 5m
-    labels: {severity: page}
-    annotations:
-      summary: "Windows runner manager {{ $labels.instance }} does not answer"
-      description: "gitlab-runner on {{ $labels.instance }} has not been scraped for 5 minutes: its jobs are at risk."
-  - alert: WindowsRunnerManagerHostDown
-    expr: up{job="%[2]s", exporter="windows_exporter"} == 0
-    for: 5m
-    labels: {severity: warning}
-    annotations:
-      summary: "windows_exporter on {{ $labels.instance }} does not answer"
-  - alert: WindowsRunnerManagerSaturated
-    expr: sum by (instance) (gitlab_runner_jobs{job="%[2]s"}) >= %[3]d
-    for: 15m
-    labels: {severity: warning}
-    annotations:
-      summary: "{{ $labels.instance }} has run at its concurrent limit (%[3]d) for 15 minutes: jobs queue"
-`, WindowsPrefix, job, fleetspec.WindowsConcurrent)
+	runner := fmt.Sprintf(`up{job="%s", exporter="gitlab-runner"}`, job)
+	return prometheus.RuleFile{Groups: []prometheus.RuleGroup{{Name: WindowsPrefix, Rules: []prometheus.Rule{
+		{
+			Alert: "WindowsRunnerManagerDown", Expr: runner + " == 0", For: "5m",
+			Labels: map[string]string{"severity": "page"},
+			Annotations: map[string]string{
+				"summary":     "Windows runner manager {{ $labels.instance }} does not answer",
+				"description": "gitlab-runner on {{ $labels.instance }} has not been scraped for 5 minutes: its jobs are at risk.",
+			},
+		},
+		{
+			Alert: "WindowsRunnerManagerHostDown", Expr: fmt.Sprintf(`up{job="%s", exporter="windows_exporter"} == 0`, job), For: "5m",
+			Labels:      map[string]string{"severity": "warning"},
+			Annotations: map[string]string{"summary": "windows_exporter on {{ $labels.instance }} does not answer"},
+		},
+		{
+			Alert: "WindowsRunnerManagerSaturated", Expr: fmt.Sprintf(`sum by (instance) (gitlab_runner_jobs{job="%s"}) >= %d`, job, fleetspec.WindowsConcurrent), For: "15m",
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": fmt.Sprintf("{{ $labels.instance }} has run at its concurrent limit (%d) for 15 minutes: jobs queue", fleetspec.WindowsConcurrent),
+			},
+		},
+		{
+			Alert:  "WindowsRunnerManagersRotationUnfinished",
+			Expr:   fmt.Sprintf(`count by (job) (count by (job, color) (%s)) > 1`, runner),
+			For:    WindowsRotationAlertAfter,
+			Labels: map[string]string{"severity": "warning"},
+			Annotations: map[string]string{
+				"summary": "Windows runner managers of two colors have run side by side for " + WindowsRotationAlertAfter + ": a rotation failed or stopped half-way",
+				"description": "Run the same fleet rotate again: it continues where the last one stopped, read from the VMs' labels " +
+					"(its notification named the step it stopped at). See docs/tasks/rotate-vm-managers.md.",
+			},
+		},
+	}}}}
 }

@@ -67,13 +67,23 @@ type Report struct {
 	Group    string        `json:"group"`
 	From     string        `json:"from"`
 	To       string        `json:"to"`
-	Result   string        `json:"result"` // succeeded, failed, timeout
+	Result   string        `json:"result"`         // succeeded, failed, timeout
+	Step     string        `json:"step,omitempty"` // where one that did not succeed stopped (Step*)
 	Message  string        `json:"message"`
 	Created  []string      `json:"created,omitempty"`
 	Deleted  []string      `json:"deleted,omitempty"`
 	Waiting  []string      `json:"waiting,omitempty"` // old VMs still running jobs
 	Duration time.Duration `json:"durationNanos"`
 }
+
+// The steps of a rotation, as Report.Step names them.
+const (
+	StepList    = "list the group's VMs"
+	StepCreate  = "create the new color"
+	StepHealthy = "wait for the new color to be healthy"
+	StepDrain   = "ask the old color to drain"
+	StepDelete  = "delete the drained old VMs"
+)
 
 // ErrTimeout is wrapped when the old color still runs jobs at DrainTimeout.
 var ErrTimeout = errors.New("drain timed out")
@@ -133,6 +143,9 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 		default:
 			rep.Result = "failed"
 		}
+		if err == nil {
+			rep.Step = ""
+		}
 		if rep.Message == "" && err != nil {
 			rep.Message = err.Error()
 		}
@@ -141,6 +154,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 		}
 	}()
 
+	rep.Step = StepList
 	all, err := r.Compute.ListInstances(ctx, map[string]string{LabelGroup: r.Group})
 	if err != nil {
 		return rep, fmt.Errorf("listing the VMs of group %s: %w", r.Group, err)
@@ -189,6 +203,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	}
 
 	// 1. The new color.
+	rep.Step = StepCreate
 	have := map[string]bool{}
 	for _, i := range fresh {
 		have[i.Name] = true
@@ -218,6 +233,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	}
 
 	// 2. Wait until it serves. The old color is not touched before.
+	rep.Step = StepHealthy
 	everHealthy, err := r.waitHealthy(ctx, fresh)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -251,6 +267,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	r.say("New color %s is healthy: %s", newColor, names(fresh))
 
 	// 3. Drain the old color, all at once.
+	rep.Step = StepDrain
 	for _, i := range old {
 		if err := r.Compute.RequestDrain(ctx, i.Zone, i.Name); err != nil {
 			return rep, fmt.Errorf("asking %s to drain: %w (rerun to continue)", i.Name, err)
@@ -259,6 +276,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 	r.say("Asked %d old %s VMs to drain: %s", len(old), oldColor, names(old))
 
 	// 4. Delete each old VM as soon as its runner has exited.
+	rep.Step = StepDelete
 	deadline := r.Now().Add(r.DrainTimeout)
 	left := slices.Clone(old)
 	last := map[string]providers.DrainState{}

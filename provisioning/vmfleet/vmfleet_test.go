@@ -233,7 +233,11 @@ func TestRotationLosesNoJobAndDrainsAllOldManagersAtOnce(t *testing.T) {
 	defer hook.Close()
 	var progress strings.Builder
 	start := time.Now()
-	rep, err := rotation(srv, vmfleet.Webhook(hook.URL, &progress), &progress).Run(ctx)
+	notify, err := vmfleet.Webhook(hook.URL, vmfleet.NotifyJSON, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rotation(srv, notify, &progress).Run(ctx)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
@@ -271,7 +275,7 @@ func TestRotationLosesNoJobAndDrainsAllOldManagersAtOnce(t *testing.T) {
 			t.Errorf("new VM %+v", g)
 		}
 	}
-	if rep.Result != "succeeded" || len(rep.Deleted) != 4 || len(reports) != 1 || reports[0].Result != "succeeded" {
+	if rep.Result != "succeeded" || len(rep.Deleted) != 4 || len(reports) != 1 || reports[0].Result != "succeeded" || reports[0].Step != "" {
 		t.Errorf("report %+v, webhook got %+v", rep, reports)
 	}
 }
@@ -285,9 +289,12 @@ func TestANewColorThatNeverBecomesHealthyLeavesTheOldServing(t *testing.T) {
 	r := rotation(srv, nil, io.Discard)
 	r.HealthTimeout = 500 * time.Millisecond
 	r.Healthy = func(context.Context, providers.Instance) error { return errors.New("runner never contacted GitLab") }
-	_, err := r.Run(ctx)
+	rep, err := r.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "never became healthy") || !strings.Contains(err.Error(), "keep serving") {
 		t.Fatalf("error %v", err)
+	}
+	if rep.Step != vmfleet.StepHealthy {
+		t.Errorf("step %q, want %q", rep.Step, vmfleet.StepHealthy)
 	}
 	if srv.Calls("CreateTags") > 1 { // the new VM's tags come with RunInstances; no drain tag may be set
 		for _, req := range srv.Requests("CreateTags") {
@@ -314,7 +321,7 @@ func TestATimeoutIsReportedAndNothingStillRunningJobsIsDeleted(t *testing.T) {
 	if !errors.Is(err, vmfleet.ErrTimeout) || !strings.Contains(err.Error(), "wsrm-blue-1 still run 1 jobs") {
 		t.Fatalf("error %v", err)
 	}
-	if got.Result != "timeout" || len(got.Waiting) != 1 {
+	if got.Result != "timeout" || len(got.Waiting) != 1 || got.Step != vmfleet.StepDelete {
 		t.Errorf("notified %+v", got)
 	}
 	if len(instancesByTag(srv, "Name", "wsrm-blue-1")) != 1 || slow.finished() != 0 {
