@@ -219,7 +219,31 @@ func jobOnItsOwnCapacity(ctx context.Context, t *testing.T, cl *cluster, rs *v1a
 	create(t, cl.Client, pod)
 	defer func() { _ = cl.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)) }()
 	pool := naming.For(rs.Namespace, rs.Name).Capacity()
-	waitFor(t, 3*time.Minute, "a job pod of "+rs.Name+" Running on a node of NodePool "+pool, func() error {
+	// On failure: what happened to the pod and to the pool's nodes (a pod
+	// that vanished was deleted: by whom is in the events and Karpenter's
+	// log), kept as test output.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		events := &corev1.EventList{}
+		if err := cl.Client.List(context.Background(), events, client.InNamespace(pod.Namespace)); err == nil {
+			for _, ev := range events.Items {
+				t.Logf("event %s %s/%s: %s %s: %s", ev.LastTimestamp.Format(time.RFC3339), ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Type, ev.Reason, ev.Message)
+			}
+		}
+		claims := &karpv1.NodeClaimList{}
+		if err := cl.Client.List(context.Background(), claims); err == nil {
+			for _, nc := range claims.Items {
+				t.Logf("nodeclaim %s (pool %s): node %q, deleting %v, conditions %v", nc.Name, nc.Labels[karpv1.NodePoolLabelKey], nc.Status.NodeName, nc.DeletionTimestamp != nil, nc.Status.Conditions)
+			}
+		}
+		if cl.local != nil {
+			t.Logf("karpenter's log (last 60 lines):\n%s", localcluster.Tail(filepath.Join(localcluster.LogsDir(cl.local.Dir), "karpenter.log"), 60))
+			t.Logf("kube-controller-manager's log (last 30 lines):\n%s", localcluster.Tail(filepath.Join(localcluster.LogsDir(cl.local.Dir), "kube-controller-manager.log"), 30))
+		}
+	}()
+	waitFor(t, 3*time.Minute, "a job pod of "+rs.Namespace+"/"+rs.Name+" Running on a node of NodePool "+pool, func() error {
 		cur := &corev1.Pod{}
 		if err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
 			return err
