@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	grafanaprom "github.com/grafana/grafana-foundation-sdk/go/prometheus"
-	"github.com/grafana/grafana-foundation-sdk/go/stat"
-	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,24 +37,6 @@ const (
 // DashboardUID is fleet f's dashboard uid and the key of its ConfigMap.
 func (f Fleet) DashboardUID() string { return "runnerfleet-shared-" + f.Name }
 
-var fleetDS = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
-
-func fq(expr, legend string) *grafanaprom.DataqueryBuilder {
-	return grafanaprom.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Datasource(fleetDS)
-}
-
-func fseries(title, desc, unit string, w uint32, targets ...*grafanaprom.DataqueryBuilder) *timeseries.PanelBuilder {
-	p := timeseries.NewPanelBuilder().Title(title).Description(desc).Unit(unit).Datasource(fleetDS).Height(8).Span(w).Min(0)
-	for _, t := range targets {
-		p = p.WithTarget(t)
-	}
-	return p
-}
-
-func fsingle(title, desc, unit string, t *grafanaprom.DataqueryBuilder) *stat.PanelBuilder {
-	return stat.NewPanelBuilder().Title(title).Description(desc).Unit(unit).Datasource(fleetDS).Height(4).Span(6).WithTarget(t)
-}
-
 // dashboard is fleet f's dashboard, read from the fleet's own Prometheus
 // (the datasource variable): its managers, jobs, VMs, queue time and quota.
 func (f Fleet) dashboard() *dashboard.DashboardBuilder {
@@ -71,44 +50,44 @@ func (f Fleet) dashboard() *dashboard.DashboardBuilder {
 		Refresh("1m").Time("now-6h", "now").Timezone(common.TimeZoneBrowser).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source (the fleet's Prometheus)").Type("prometheus")).
 		WithRow(dashboard.NewRowBuilder("Managers")).
-		WithPanel(fsingle("Managers up", "Manager pods the fleet's Prometheus scrapes successfully (RunnerManagerDown fires on one down for 5m).", "short",
-			fq(fmt.Sprintf(`sum(up{%s})`, mgr), "up"))).
-		WithPanel(fsingle("Managers down", "Manager pods that do not answer their scrape.", "short",
-			fq(fmt.Sprintf(`count(up{%s} == 0) or vector(0)`, mgr), "down"))).
-		WithPanel(fsingle("Managers draining", "Manager pods being deleted (kube-state-metrics' deletion time) that still run: they finish their jobs before they stop.", "short",
-			fq(fmt.Sprintf(`count(kube_pod_deletion_timestamp{%s} and on (namespace, pod) up{%s}) or vector(0)`, ksm, mgr), "draining"))).
-		WithPanel(fsingle("Longest drain", fmt.Sprintf("How long the longest-draining manager has drained; RunnerDrainStuck fires past %s with jobs left.", shortDuration(f.drainLimit())), "s",
-			fq(fmt.Sprintf(`max(time() - (kube_pod_deletion_timestamp{%s} and on (namespace, pod) up{%s})) or vector(0)`, ksm, mgr), "longest"))).
+		WithPanel(monitoring.Single("Managers up", "Manager pods the fleet's Prometheus scrapes successfully (RunnerManagerDown fires on one down for 5m).", "short",
+			monitoring.Query(fmt.Sprintf(`sum(up{%s})`, mgr), "up"))).
+		WithPanel(monitoring.Single("Managers down", "Manager pods that do not answer their scrape.", "short",
+			monitoring.Query(fmt.Sprintf(`count(up{%s} == 0) or vector(0)`, mgr), "down"))).
+		WithPanel(monitoring.Single("Managers draining", "Manager pods being deleted (kube-state-metrics' deletion time) that still run: they finish their jobs before they stop.", "short",
+			monitoring.Query(fmt.Sprintf(`count(kube_pod_deletion_timestamp{%s} and on (namespace, pod) up{%s}) or vector(0)`, ksm, mgr), "draining"))).
+		WithPanel(monitoring.Single("Longest drain", fmt.Sprintf("How long the longest-draining manager has drained; RunnerDrainStuck fires past %s with jobs left.", shortDuration(f.drainLimit())), "s",
+			monitoring.Query(fmt.Sprintf(`max(time() - (kube_pod_deletion_timestamp{%s} and on (namespace, pod) up{%s})) or vector(0)`, ksm, mgr), "longest"))).
 		WithRow(dashboard.NewRowBuilder("Jobs")).
-		WithPanel(fseries("Jobs by state", "Jobs the fleet's managers run now, by state.", "short", 12,
-			fq(fmt.Sprintf(`sum by (state) (%s{%s})`, monitoring.RunnerJobs, mgr), "{{state}}"),
-			fq(fmt.Sprintf(`sum(%s{%s})`, monitoring.RunnerConcurrent, mgr), "concurrent"))).
-		WithPanel(fseries("Jobs by manager", "Jobs each manager group runs now.", "short", 12,
-			fq(fmt.Sprintf(`sum by (manager) (%s{%s})`, monitoring.RunnerJobs, mgr), "{{manager}}"))).
-		WithPanel(fseries("Jobs started by manager", "Jobs the managers pick up, per second.", "ops", 12,
-			fq(fmt.Sprintf(`sum by (manager) (rate(%s{%s}[$__rate_interval]))`, monitoring.RunnerJobsTotal, mgr), "{{manager}}"))).
-		WithPanel(fseries("Failed jobs by reason", "Jobs that failed, per second, by failure reason.", "ops", 12,
-			fq(fmt.Sprintf(`sum by (failure_reason) (rate(%s{%s}[$__rate_interval]))`, monitoring.RunnerFailedJobsTotal, mgr), "{{failure_reason}}"))).
+		WithPanel(monitoring.Series("Jobs by state", "Jobs the fleet's managers run now, by state.", "short", 12,
+			monitoring.Query(fmt.Sprintf(`sum by (state) (%s{%s})`, monitoring.RunnerJobs, mgr), "{{state}}"),
+			monitoring.Query(fmt.Sprintf(`sum(%s{%s})`, monitoring.RunnerConcurrent, mgr), "concurrent"))).
+		WithPanel(monitoring.Series("Jobs by manager", "Jobs each manager group runs now.", "short", 12,
+			monitoring.Query(fmt.Sprintf(`sum by (manager) (%s{%s})`, monitoring.RunnerJobs, mgr), "{{manager}}"))).
+		WithPanel(monitoring.Series("Jobs started by manager", "Jobs the managers pick up, per second.", "ops", 12,
+			monitoring.Query(fmt.Sprintf(`sum by (manager) (rate(%s{%s}[$__rate_interval]))`, monitoring.RunnerJobsTotal, mgr), "{{manager}}"))).
+		WithPanel(monitoring.Series("Failed jobs by reason", "Jobs that failed, per second, by failure reason.", "ops", 12,
+			monitoring.Query(fmt.Sprintf(`sum by (failure_reason) (rate(%s{%s}[$__rate_interval]))`, monitoring.RunnerFailedJobsTotal, mgr), "{{failure_reason}}"))).
 		WithRow(dashboard.NewRowBuilder("Queue time")).
-		WithPanel(fseries("Queue time", "How long jobs waited in GitLab's queue before a manager picked them up (JobsQueuedTooLong fires on p90 over 5m for 15m).", "s", 12,
-			fq(fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "p50"),
-			fq(fmt.Sprintf(`histogram_quantile(0.9, sum by (le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "p90"))).
-		WithPanel(fseries("Queue time (p90) by manager", "How long 90% of the jobs each manager group picked up had waited.", "s", 12,
-			fq(fmt.Sprintf(`histogram_quantile(0.9, sum by (manager, le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "{{manager}}"))).
+		WithPanel(monitoring.Series("Queue time", "How long jobs waited in GitLab's queue before a manager picked them up (JobsQueuedTooLong fires on p90 over 5m for 15m).", "s", 12,
+			monitoring.Query(fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "p50"),
+			monitoring.Query(fmt.Sprintf(`histogram_quantile(0.9, sum by (le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "p90"))).
+		WithPanel(monitoring.Series("Queue time (p90) by manager", "How long 90% of the jobs each manager group picked up had waited.", "s", 12,
+			monitoring.Query(fmt.Sprintf(`histogram_quantile(0.9, sum by (manager, le) (rate(%s_bucket{%s}[$__rate_interval])))`, monitoring.RunnerJobQueueDuration, mgr), "{{manager}}"))).
 		WithRow(dashboard.NewRowBuilder("VMs")).
-		WithPanel(fseries("VMs by state (docker+machine)", "The machines docker+machine's managers hold, by state (creating, idle, used, removing…), as gitlab-runner reports them.", "short", 12,
-			fq(fmt.Sprintf(`sum by (state) (%s{%s})`, RunnerMachineStates, mgr), "{{state}}"))).
-		WithPanel(fseries("Running VMs by manager group", "RUNNING VMs GCE discovery finds with the fleet's label, and those whose node_exporter does not answer.", "short", 12,
-			fq(fmt.Sprintf(`count by (manager) (up{%s})`, vm), "{{manager}}"),
-			fq(fmt.Sprintf(`count(up{%s} == 0) or vector(0)`, vm), "not answering"))).
-		WithPanel(fseries("Orphaned VMs", "Running VMs fleet gc noted orphaned (their manager proven absent) and has not deleted yet, by the VM's manager.", "short", 24,
-			fq(fmt.Sprintf(`count by (vm_manager) (up{%s, orphaned_since!=""})`, vm), "{{vm_manager}}"))).
+		WithPanel(monitoring.Series("VMs by state (docker+machine)", "The machines docker+machine's managers hold, by state (creating, idle, used, removing…), as gitlab-runner reports them.", "short", 12,
+			monitoring.Query(fmt.Sprintf(`sum by (state) (%s{%s})`, RunnerMachineStates, mgr), "{{state}}"))).
+		WithPanel(monitoring.Series("Running VMs by manager group", "RUNNING VMs GCE discovery finds with the fleet's label, and those whose node_exporter does not answer.", "short", 12,
+			monitoring.Query(fmt.Sprintf(`count by (manager) (up{%s})`, vm), "{{manager}}"),
+			monitoring.Query(fmt.Sprintf(`count(up{%s} == 0) or vector(0)`, vm), "not answering"))).
+		WithPanel(monitoring.Series("Orphaned VMs", "Running VMs fleet gc noted orphaned (their manager proven absent) and has not deleted yet, by the VM's manager.", "short", 24,
+			monitoring.Query(fmt.Sprintf(`count by (vm_manager) (up{%s, orphaned_since!=""})`, vm), "{{vm_manager}}"))).
 		WithRow(dashboard.NewRowBuilder("Quota")).
-		WithPanel(fseries("VMs against the quota", fmt.Sprintf("Running VMs against the fleet's VM quota of %d (VMCountNearQuota fires over 90%%).", quota), "short", 12,
-			fq(`fleet:autoscaled_vms:count`, "VMs"),
-			fq(fmt.Sprintf(`vector(%d)`, quota), "quota"))).
-		WithPanel(fseries("GCE quota use", "Usage of the GCE regional quotas of the fleet's projects as a share of their limits. These gauges come from the quota exporter; without it the panel is empty.", "percentunit", 12,
-			fq(fmt.Sprintf(`max by (project, region, metric) (%s) / max by (project, region, metric) (%s > 0)`, QuotaUsage, QuotaLimit), "{{project}} {{region}} {{metric}}")))
+		WithPanel(monitoring.Series("VMs against the quota", fmt.Sprintf("Running VMs against the fleet's VM quota of %d (VMCountNearQuota fires over 90%%).", quota), "short", 12,
+			monitoring.Query(`fleet:autoscaled_vms:count`, "VMs"),
+			monitoring.Query(fmt.Sprintf(`vector(%d)`, quota), "quota"))).
+		WithPanel(monitoring.Series("GCE quota use", "Usage of the GCE regional quotas of the fleet's projects as a share of their limits. These gauges come from the quota exporter; without it the panel is empty.", "percentunit", 12,
+			monitoring.Query(fmt.Sprintf(`max by (project, region, metric) (%s) / max by (project, region, metric) (%s > 0)`, QuotaUsage, QuotaLimit), "{{project}} {{region}} {{metric}}")))
 }
 
 // alertQuota is the VM quota VMCountNearQuota and the dashboard use: the

@@ -82,6 +82,21 @@ func Queries() (map[string][]string, error) {
 
 var ds = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 
+// Query is one PromQL target on the dashboard's ${datasource}; Series and
+// Single are a time series and a stat panel of the size every runnerfleet
+// dashboard uses (the team runners' and the shared fleets').
+func Query(expr, legend string) *prometheus.DataqueryBuilder { return q(expr, legend) }
+
+// Series is a time series panel of targets, w of 24 columns wide.
+func Series(title, desc, unit string, w uint32, targets ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	return series(title, desc, unit, w, targets...)
+}
+
+// Single is a stat panel of one target.
+func Single(title, desc, unit string, t *prometheus.DataqueryBuilder) *stat.PanelBuilder {
+	return single(title, desc, unit, t)
+}
+
 func q(expr, legend string) *prometheus.DataqueryBuilder {
 	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Datasource(ds)
 }
