@@ -10,7 +10,7 @@
 // The files, by concern: controller.go the Reconciler and how New wires its
 // steps; pass.go the pass (Reconcile, blocked conditions, the status patch,
 // Events); one file per step, named for its condition (class.go, jobsnamespace.go,
-// token.go, capacity.go, identity.go, config.go, managers.go); writes.go the
+// token.go (the token's life is runnerset/controller/token), capacity.go, identity.go, config.go, managers.go); writes.go the
 // writer the steps share and InTheWay; finalize.go deletion (with orphans.go,
 // the job pods no manager is left to delete); setup.go the cache's filters,
 // field indexes and watches; runnerclass.go the RunnerClass controller.
@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 )
 
 // Name is the controller's name in logs, metrics and events.
@@ -64,7 +64,7 @@ func (r *Reconciler) now() time.Time {
 func WithClock(now func() time.Time) Option {
 	return func(r *Reconciler) {
 		r.Now = now
-		if t, ok := r.Tokens.(Tokens); ok {
+		if t, ok := r.Tokens.(token.Tokens); ok {
 			t.GitLab.Now = now
 		}
 	}
@@ -76,21 +76,13 @@ type Option func(*Reconciler)
 // WithGitLab makes the Reconciler reach GitLab through newClient, for example
 // a client of a test server.
 func WithGitLab(newClient func(url, pat string) (gitlab.Client, error)) Option {
-	return func(r *Reconciler) { r.Tokens.(Tokens).GitLab.NewGitLab = newClient }
+	return func(r *Reconciler) { r.Tokens.(token.Tokens).GitLab.NewGitLab = newClient }
 }
 
 // New returns a Reconciler that takes each RunnerSet's token from the Secret
 // it names, or creates its runner in GitLab.
 func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opts ...Option) *Reconciler {
-	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: Tokens{
-		Secret: SecretTokens{Reader: newReadSecrets(apiReader, c)},
-		GitLab: &GitLabTokens{
-			Client: c, APIReader: apiReader, Recorder: rec,
-			NewGitLab: func(url, pat string) (gitlab.Client, error) {
-				return gitlab.New(url, pat, gitlab.Options{Transport: metrics.GitLabTransport(nil)})
-			},
-		},
-	}}
+	r := &Reconciler{Client: c, APIReader: apiReader, Recorder: rec, Tokens: token.New(c, apiReader, rec)}
 	for _, o := range opts {
 		o(r)
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -60,7 +60,7 @@ func createdRunnerSet(srv *gitlabtest.Server, ns, name, class string) *v1alpha1.
 func runnersOf(srv *gitlabtest.Server, uid string) []gitlabtest.Runner {
 	var out []gitlabtest.Runner
 	for _, r := range srv.Runners() {
-		if strings.Contains(r.Description, controller.Marker(uid)) {
+		if strings.Contains(r.Description, runnertoken.Marker(uid)) {
 			out = append(out, r)
 		}
 	}
@@ -214,7 +214,7 @@ func TestDuplicatesAnEarlierAttemptLeftAreDeleted(t *testing.T) {
 	must(t, k8s.Create(ctx, rs)) // no API token yet: nothing happens
 	cur := waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonAPITokenMissing)
 	for range 3 {
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: groupID, Description: "x " + controller.Marker(string(cur.UID))})
+		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: groupID, Description: "x " + runnertoken.Marker(string(cur.UID))})
 	}
 	newSecret(t, ns, patName, pat)
 	cur = waitReady(t, rs)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -194,7 +194,7 @@ func TestDeletingTheNamespaceReleasesTheRunnerAndFinishes(t *testing.T) {
 		must(t, k8s.Create(ctx, rs))
 		cur := waitReady(t, rs)
 		uids = append(uids, string(cur.UID))
-		if api := get(t, ns, patName, &corev1.Secret{}); !controllerutil.ContainsFinalizer(api, controller.ReleaseFinalizer(cur)) {
+		if api := get(t, ns, patName, &corev1.Secret{}); !controllerutil.ContainsFinalizer(api, runnertoken.ReleaseFinalizer(cur)) {
 			t.Fatalf("the API token Secret is not held for %s: %v", name, api.Finalizers)
 		}
 	}
@@ -246,10 +246,10 @@ func TestAnAPITokenSecretNoLongerNamedIsLetGo(t *testing.T) {
 	cur := waitReady(t, rs)
 	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.GitLab.Runner.APITokenSecretRef.Name = "gitlab-api-new" })
 	eventually(t, "the old Secret let go, the new one held", func() error {
-		if old := get(t, ns, patName, &corev1.Secret{}); controllerutil.ContainsFinalizer(old, controller.ReleaseFinalizer(cur)) {
+		if old := get(t, ns, patName, &corev1.Secret{}); controllerutil.ContainsFinalizer(old, runnertoken.ReleaseFinalizer(cur)) {
 			return fmt.Errorf("old Secret still held: %v", old.Finalizers)
 		}
-		if n := get(t, ns, "gitlab-api-new", &corev1.Secret{}); !controllerutil.ContainsFinalizer(n, controller.ReleaseFinalizer(cur)) {
+		if n := get(t, ns, "gitlab-api-new", &corev1.Secret{}); !controllerutil.ContainsFinalizer(n, runnertoken.ReleaseFinalizer(cur)) {
 			return fmt.Errorf("new Secret not held: %v", n.Finalizers)
 		}
 		return nil
@@ -284,7 +284,7 @@ func TestANamespaceWhoseAPITokenIsAlreadyGoneStillFinishes(t *testing.T) {
 	cur := waitReady(t, rs)
 	// As a RunnerSet from before ReleaseFinalizer: the token is not held.
 	api := get(t, ns, patName, &corev1.Secret{})
-	controllerutil.RemoveFinalizer(api, controller.ReleaseFinalizer(cur))
+	controllerutil.RemoveFinalizer(api, runnertoken.ReleaseFinalizer(cur))
 	stopManager()
 	must(t, k8s.Update(ctx, api))
 	must(t, k8s.Delete(ctx, api))

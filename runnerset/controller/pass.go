@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
@@ -35,7 +36,7 @@ type state struct {
 	class *v1alpha1.RunnerClass
 	// settings are rs's under class, resolved once when the class is accepted.
 	settings   v1alpha1.Settings
-	token      *RunnerToken
+	token      *token.RunnerToken
 	placement  runnerconfig.JobPlacement
 	configTOML []byte
 	configHash string

@@ -11,6 +11,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 )
 
 // A step is read and tested alone: built with only its own dependencies
@@ -61,9 +62,9 @@ func TestTokenStepAloneReportsAStoredTokensExpiryByItsClock(t *testing.T) {
 	ns := newNamespace(t)
 	sec := newSecret(t, ns, "build-token", token)
 	expires := time.Date(2030, 1, 31, 0, 0, 0, 0, time.UTC)
-	sec.Annotations = map[string]string{controller.AnnotationTokenExpiresAt: expires.Format(time.RFC3339)}
+	sec.Annotations = map[string]string{runnertoken.AnnotationTokenExpiresAt: expires.Format(time.RFC3339)}
 	must(t, k8s.Update(ctx, sec))
-	tokens := controller.SecretTokens{Reader: k8s}
+	tokens := runnertoken.SecretTokens{Reader: k8s}
 
 	rs := runnerSet(ns, "build", "unused")
 	done, requeue, err := controller.RunTokenStep(ctx, tokens, func() time.Time { return expires.Add(-time.Hour) }, rs)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -22,7 +22,7 @@ func TestStoredTokenExpiryIsReportedWithWhatToDoAndManagersKeepRunning(t *testin
 	ns := newNamespace(t)
 	class := newClass(t, nil)
 	sec := newSecret(t, ns, "build-token", token)
-	sec.Annotations = map[string]string{controller.AnnotationTokenExpiresAt: time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)}
+	sec.Annotations = map[string]string{runnertoken.AnnotationTokenExpiresAt: time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)}
 	must(t, k8s.Update(ctx, sec))
 	rs := runnerSet(ns, "build", class.Name)
 	must(t, k8s.Create(ctx, rs))
@@ -33,7 +33,7 @@ func TestStoredTokenExpiryIsReportedWithWhatToDoAndManagersKeepRunning(t *testin
 	// comes back at that time by itself.
 	expires := time.Now().Add(4 * time.Second).UTC().Truncate(time.Second)
 	sec = get(t, ns, "build-token", &corev1.Secret{})
-	sec.Annotations[controller.AnnotationTokenExpiresAt] = expires.Format(time.RFC3339)
+	sec.Annotations[runnertoken.AnnotationTokenExpiresAt] = expires.Format(time.RFC3339)
 	must(t, k8s.Update(ctx, sec))
 	cur = waitCondition(t, cur, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonTokenExpired)
 	msg := condition(cur, v1alpha1.ConditionRunnerRegistered).Message
@@ -56,7 +56,7 @@ func TestStoredTokenExpiryIsReportedWithWhatToDoAndManagersKeepRunning(t *testin
 	// The team stores a new token with a later expiry: Ready again.
 	sec = get(t, ns, "build-token", &corev1.Secret{})
 	sec.Data["token"] = []byte(token + "-new")
-	sec.Annotations[controller.AnnotationTokenExpiresAt] = time.Now().Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	sec.Annotations[runnertoken.AnnotationTokenExpiresAt] = time.Now().Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	must(t, k8s.Update(ctx, sec))
 	waitReady(t, cur)
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller/internal/ownership"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -301,27 +302,9 @@ func sameData(live, desired client.Object) bool {
 }
 
 // InTheWay is an object a RunnerSet needs whose name is taken by one
-// runnerfleet did not create for it. The controller never overwrites,
-// adopts or deletes such an object; the step's condition names it.
-type InTheWay struct {
-	Kind, Namespace, Name string
-	// Owner is who holds it, when runnerfleet can tell.
-	Owner string
-	// RunnerSet is the RunnerSet that needs the name.
-	RunnerSet string
-}
-
-func (e *InTheWay) Error() string {
-	what := e.Kind + " " + e.Name
-	if e.Namespace != "" {
-		what = e.Kind + " " + e.Namespace + "/" + e.Name
-	}
-	owner := "was not created by runnerfleet for RunnerSet " + e.RunnerSet
-	if e.Owner != "" {
-		owner += " (it belongs to " + e.Owner + ")"
-	}
-	return fmt.Sprintf("%s exists and %s: runnerfleet will not overwrite or delete it; delete or rename it, or give the RunnerSet another name", what, owner)
-}
+// runnerfleet did not create for it (internal/ownership, shared with the
+// token lifecycle for the runner token's Secret).
+type InTheWay = ownership.InTheWay
 
 // inTheWay returns an *InTheWay when live is not owner's. byLabels says
 // live is owned through its owner labels (cluster-scoped, or in the jobs

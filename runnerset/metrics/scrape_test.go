@@ -29,6 +29,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
@@ -102,7 +103,7 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 	}))
 	expires := time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC)
 	mustT(t, c.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stored", Annotations: map[string]string{controller.AnnotationTokenExpiresAt: expires.Format(time.RFC3339)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stored", Annotations: map[string]string{runnertoken.AnnotationTokenExpiresAt: expires.Format(time.RFC3339)}},
 		Data:       map[string][]byte{"token": []byte(token)},
 	}))
 	mustT(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gitlab-api"}, Data: map[string][]byte{"token": []byte(pat)}}))

@@ -1,4 +1,4 @@
-package controller
+package token
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package controller
+package token
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/controller/internal/ownership"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -154,7 +155,8 @@ func (g *GitLabTokens) letGoOfAPITokens(ctx context.Context, rs *v1alpha1.Runner
 	return nil
 }
 
-// Token implements TokenSource.
+// Token returns the runner's token, creating, adopting, rotating or
+// replacing the runner as needed, or a *v1alpha1.Failure the team can act on.
 func (g *GitLabTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, url string) (*RunnerToken, error) {
 	names := naming.For(rs.Namespace, rs.Name)
 	ref := v1alpha1.SecretKeyRef{Name: names.RunnerToken(), Key: keyToken}
@@ -394,7 +396,7 @@ func formatIDs(ids []int64) string {
 // tokenSecretInTheWay is the condition of a RunnerSet whose runner token
 // Secret's name is taken.
 func tokenSecretInTheWay(rs *v1alpha1.RunnerSet, sec *corev1.Secret) error {
-	itw := &InTheWay{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, RunnerSet: rs.Namespace + "/" + rs.Name}
+	itw := &ownership.InTheWay{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, RunnerSet: rs.Namespace + "/" + rs.Name}
 	return &v1alpha1.Failure{Reason: v1alpha1.ReasonObjectInTheWay, Message: itw.Error() + " (runnerfleet keeps the token of the runner it creates there)"}
 }
 
@@ -504,7 +506,7 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 	}, nil
 }
 
-// Release implements TokenSource: it deletes the runner, and any other runner
+// Release deletes the runner, and any other runner
 // carrying the RunnerSet's marker, then the token Secret.
 func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url string) error {
 	name := naming.For(rs.Namespace, rs.Name).RunnerToken()
