@@ -78,8 +78,8 @@ func runInstalledController(ctx context.Context, t *testing.T, env *testenv.Env,
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	cs := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
+	if err := controller.Register(ctx, mgr, cs...); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -125,14 +125,14 @@ func startController(ctx context.Context, t *testing.T, env *testenv.Env, gl *gi
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
+	cs := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			if url != "https://gitlab.example.com" {
 				return nil, fmt.Errorf("the examples name GitLab %s, not https://gitlab.example.com", url)
 			}
 			return gitlab.New(gl.URL(), pat, gitlab.Options{Timeout: 5 * time.Second, Retries: 1})
 		}))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	if err := controller.Register(ctx, mgr, cs...); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -70,7 +70,7 @@ func startInstalledController(ctx context.Context, t *testing.T, env *testenv.En
 		t.Error(err)
 		return
 	}
-	if err := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name)).SetupWithManager(ctx, mgr); err != nil {
+	if err := controller.Register(ctx, mgr, controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))...); err != nil {
 		t.Error(err)
 		return
 	}

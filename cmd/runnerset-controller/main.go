@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -102,12 +103,8 @@ func run() error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the %s controller: %w", controller.Name, err)
-	}
-	if err := metrics.Register(mgr, controller.CapacityKinds()); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+	if err := register(ctx, mgr); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -117,4 +114,18 @@ func run() error {
 	}
 	ctrl.Log.Info("Starting runnerset-controller", "version", version.Get())
 	return mgr.Start(ctx)
+}
+
+// register adds to mgr every controller controller.NewControllers lists
+// (the RunnerSet and the RunnerClass controller), each on its own, and the
+// fleet metrics' Collector.
+func register(ctx context.Context, mgr ctrl.Manager) error {
+	controllers := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
+	if err := controller.Register(ctx, mgr, controllers...); err != nil {
+		return err
+	}
+	if err := metrics.Register(mgr, controller.CapacityKinds()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	return nil
 }

@@ -7,13 +7,16 @@
 // missing RunnerClass, a missing token) sets its condition False with a reason
 // the team can act on and stops the pass; nothing already running is torn down.
 //
-// The files, by concern: controller.go the Reconciler and how New wires its
-// steps; pass.go the pass (Reconcile, blocked conditions, the status patch,
-// Events); one file per step, named for its condition (class.go, jobsnamespace.go,
-// token.go (the token's life is runnerset/controller/token), capacity.go, identity.go, config.go, managers.go); writes.go the
-// writer the steps share and InTheWay; finalize.go deletion (with orphans.go,
-// the job pods no manager is left to delete); setup.go the cache's filters,
-// field indexes and watches; runnerclass.go the RunnerClass controller.
+// The files, by concern: controllers.go every controller of the manager
+// (NewControllers) and Register; controller.go the Reconciler and how New
+// wires its steps; pass.go the pass (Reconcile, blocked conditions, the
+// status patch, Events); one file per step, named for its condition
+// (class.go, jobsnamespace.go, token.go (the token's life is
+// runnerset/controller/token), capacity.go, identity.go, config.go,
+// managers.go); writes.go the writer the steps share and InTheWay;
+// finalize.go deletion (with orphans.go, the job pods no manager is left to
+// delete); setup.go the cache's filters, field indexes and watches;
+// runnerclass.go the RunnerClass controller.
 package controller
 
 import (

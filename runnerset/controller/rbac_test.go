@@ -266,11 +266,11 @@ func startManagerAs(t *testing.T, cfg *rest.Config, leaseNS string) <-chan error
 	})
 	must(t, err)
 	runCtx, cancel := context.WithCancel(context.Background())
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
+	cs := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
 		}))
-	must(t, r.SetupWithManager(runCtx, mgr))
+	must(t, controller.Register(runCtx, mgr, cs...))
 	errs := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {

@@ -145,8 +145,12 @@ func classProblem(class *v1alpha1.RunnerClass) (reason, message string) {
 	return "", ""
 }
 
-// setupWithManager registers the RunnerClass controller.
-func (r *ClassReconciler) setupWithManager(mgr ctrl.Manager) error {
+// Name is the RunnerClass controller's name (Controller).
+func (r *ClassReconciler) Name() string { return ClassName }
+
+// Register adds the RunnerClass controller to mgr; it counts a class's
+// RunnerSets through the className index Register adds.
+func (r *ClassReconciler) Register(_ context.Context, mgr ctrl.Manager) error {
 	// Only a class's spec brings a pass: its own status patch did too, and
 	// while a thousand RunnerSets became Ready each pass found a new count
 	// and patched again (a quarter of a write per RunnerSet). The counts

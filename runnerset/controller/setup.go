@@ -1,6 +1,6 @@
-// Setup: the client limits, the cache's filters, the field indexes and the
-// watches that bring a RunnerSet back when something it owns or reads
-// changes.
+// Setup: the client limits, the cache's filters, the field indexes the
+// controllers share and the RunnerSet controller's watches, which bring a
+// RunnerSet back when something it owns or reads changes.
 
 package controller
 
@@ -91,8 +91,11 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 	return cache.Options{ByObject: byObject}
 }
 
-// SetupWithManager registers the controller and its field indexes.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+// indexFields adds the field indexes the controllers share to mgr, before
+// it starts: RunnerSets by the Secrets they name (the RunnerSet
+// controller's Secret watch) and by their class (its RunnerClass watch,
+// and the RunnerClass controller's count).
+func indexFields(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexTokenSecret, func(o client.Object) []string {
 		var names []string
@@ -107,11 +110,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexClassName, func(o client.Object) []string {
+	return idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexClassName, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.RunnerSet).Spec.ClassName}
-	}); err != nil {
-		return err
-	}
+	})
+}
+
+// Name is the RunnerSet controller's name (Controller).
+func (r *Reconciler) Name() string { return Name }
+
+// Register adds the RunnerSet controller and its watches to mgr; its map
+// functions read the field indexes Register adds.
+func (r *Reconciler) Register(_ context.Context, mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&v1alpha1.RunnerSet{}).
@@ -153,12 +162,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.capacityOwners), builder.OnlyMetadata,
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(ownedByARunnerSet))))
 	}
-	if err := b.Complete(r); err != nil {
-		return err
-	}
-	// The RunnerClass controller counts a class's RunnerSets through the
-	// className index registered above.
-	return (&ClassReconciler{Client: r.Client}).setupWithManager(mgr)
+	return b.Complete(r)
 }
 
 // ownerOfCapacity maps a capacity object, or an object of a jobs

@@ -131,12 +131,12 @@ func startManager() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
+	cs := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name),
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
 		}),
 		controller.WithClock(func() time.Time { return time.Now().Add(time.Duration(clockAhead.Load())) }))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	if err := controller.Register(ctx, mgr, cs...); err != nil {
 		cancel()
 		return err
 	}

@@ -86,8 +86,8 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 	if err := metrics.Register(mgr, controller.CapacityKinds()); err != nil {
 		t.Fatal(err)
 	}
-	r := controller.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
+	controllers := controller.NewControllers(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(controller.Name))
+	if err := controller.Register(ctx, mgr, controllers...); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
