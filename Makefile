@@ -45,11 +45,9 @@ verify: generate ## regenerate and fail on drift; gofmt, go vet (and fleet-agent
 	cd hack/etcd && go mod tidy
 	cd hack/prometheus && go mod tidy
 	cd hack/alertmanager && go mod tidy
-	cd hack/kwok && go mod tidy
-	cd hack/karpenter && go mod tidy -e
-	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
 	cd hack/pulumi && go mod tidy
 	cd hack/pulumi-kubernetes && go mod tidy
+	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
 	go mod tidy -e
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run gofmt -w on the files above"; exit 1; }
 	go vet ./...
