@@ -40,7 +40,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 

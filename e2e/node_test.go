@@ -2,8 +2,8 @@
 
 package e2e
 
-// Managers on the real node (containerd + kubelet, provisioning/localcluster)
-// running the stand-in gitlab-runner (provisioning/standin) against a
+// Managers on the real node (containerd + kubelet, localstack/localcluster)
+// running the stand-in gitlab-runner (localstack/standin) against a
 // loopback GitLab (gitlabtest) with a job queue: a config change, a drain,
 // a deletion and a controller killed mid-rollout lose no job; the same
 // manager Deployment without the preStop drain and with a short grace
@@ -38,8 +38,8 @@ import (
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
-	"github.com/runnerfleet/runnerfleet/provisioning/standin"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/standin"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/localstack/standin"
 	"github.com/runnerfleet/runnerfleet/providers"
-	"github.com/runnerfleet/runnerfleet/provisioning/standin"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
