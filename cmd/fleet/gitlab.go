@@ -1,6 +1,6 @@
 package main
 
-// The local stack's loopback GitLab: gitlabtest's server as a process beside
+// The local stack's loopback GitLab: gitlabserver's server as a process beside
 // the control plane, listening where the real node's pods reach this machine
 // (localcluster.HostIP), so that the stand-in managers poll it for jobs. A
 // control API on 127.0.0.1 lets fleet register the stack's runners (their
@@ -27,9 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 const (
@@ -75,7 +75,7 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 		return err
 	}
 	_ = stateDir
-	srv, err := gitlabtest.NewOn(*listen)
+	srv, err := gitlabserver.NewOn(*listen)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 				return
 			}
 		}
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: in.Tags, Token: in.Token, Description: "runnerfleet local stack"})
+		srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: in.Tags, Token: in.Token, Description: "runnerfleet local stack"})
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("POST /jobs", func(w http.ResponseWriter, r *http.Request) {
