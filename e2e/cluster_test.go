@@ -28,7 +28,7 @@ import (
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
 	"github.com/runnerfleet/runnerfleet/charts"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 )

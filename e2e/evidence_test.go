@@ -40,8 +40,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 )
 
 // jobIDLabel is the label the kubernetes executor (and the stand-in) puts
@@ -344,7 +344,7 @@ func problems(lost []lostJob) []string {
 // plane's logs say about those pods and their nodes.
 func (e *nodeEnv) evidence(tm *team, id int64) string {
 	e.readLogs()
-	var job *gitlabtest.Job
+	var job *gitlabserver.Job
 	for _, j := range e.gl.Jobs() {
 		if j.ID == id {
 			job = &j
@@ -453,7 +453,7 @@ func (e *nodeEnv) collectOnFailure(t *testing.T, tm *team) {
 			}
 		}
 		for _, j := range e.jobsOf(tm) {
-			if j.State != gitlabtest.JobSuccess {
+			if j.State != gitlabserver.JobSuccess {
 				fmt.Fprintf(&b, "  job %d: %s %s on %q, trace:\n    %s\n", j.ID, j.State, j.FailureReason, j.SystemID,
 					strings.ReplaceAll(strings.TrimRight(string(j.Trace), "\n"), "\n", "\n    "))
 			}

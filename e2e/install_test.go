@@ -28,9 +28,9 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/charts"
-	"github.com/runnerfleet/runnerfleet/internal/release"
+	"github.com/runnerfleet/runnerfleet/charts/release"
 	"github.com/runnerfleet/runnerfleet/internal/version"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )

@@ -2,9 +2,9 @@
 
 package e2e
 
-// Managers on the real node (containerd + kubelet, provisioning/localcluster)
-// running the stand-in gitlab-runner (provisioning/standin) against a
-// loopback GitLab (gitlabtest) with a job queue: a config change, a drain,
+// Managers on the real node (containerd + kubelet, localstack/localcluster)
+// running the stand-in gitlab-runner (localstack/standin) against a
+// loopback GitLab (gitlabserver) with a job queue: a config change, a drain,
 // a deletion and a controller killed mid-rollout lose no job; the same
 // manager Deployment without the preStop drain and with a short grace
 // period loses jobs.
@@ -38,11 +38,11 @@ import (
 	kwokv1alpha1 "sigs.k8s.io/karpenter/kwok/apis/v1alpha1"
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
-	"github.com/runnerfleet/runnerfleet/provisioning/standin"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/standin"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
@@ -53,7 +53,7 @@ type nodeEnv struct {
 	state string
 	cl    *localcluster.Cluster
 	c     client.Client
-	gl    *gitlabtest.Server
+	gl    *gitlabserver.Server
 	imgs  localcluster.NodeImages
 	ctrl  string // the runnerset-controller binary
 	class string
@@ -120,7 +120,7 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 			}
 		}
 	}()
-	if e.gl, err = gitlabtest.NewOn(localcluster.HostIP + ":0"); err != nil {
+	if e.gl, err = gitlabserver.NewOn(localcluster.HostIP + ":0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.gl.Close)
@@ -193,7 +193,7 @@ type team struct {
 func (e *nodeEnv) newTeam(ns string, replicas, concurrent int32, shutdown time.Duration) *team {
 	t := e.t
 	t.Helper()
-	rn := e.gl.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{ns}})
+	rn := e.gl.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{ns}})
 	create(t, e.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-token"}, Data: map[string][]byte{"token": []byte(rn.Token)}})
 	rs := &v1alpha1.RunnerSet{
@@ -268,8 +268,8 @@ func (e *nodeEnv) queue(tm *team, n int, d time.Duration) []int64 {
 	return ids
 }
 
-func (e *nodeEnv) jobsOf(tm *team) []gitlabtest.Job {
-	var out []gitlabtest.Job
+func (e *nodeEnv) jobsOf(tm *team) []gitlabserver.Job {
+	var out []gitlabserver.Job
 	for _, j := range e.gl.Jobs() {
 		if slices.Contains(j.Tags, tm.tag) {
 			out = append(out, j)
@@ -285,7 +285,7 @@ func (e *nodeEnv) waitRunning(tm *team, n int) {
 	waitFor(e.t, 2*time.Minute, fmt.Sprintf("%d jobs of %s running", n, tm.tag), func() error {
 		running := 0
 		for _, j := range e.jobsOf(tm) {
-			if j.State == gitlabtest.JobRunning {
+			if j.State == gitlabserver.JobRunning {
 				running++
 			}
 		}
@@ -308,7 +308,7 @@ func (e *nodeEnv) waitInPods(tm *team, n int, timeout time.Duration) time.Durati
 	waitFor(e.t, timeout, fmt.Sprintf("%d jobs of %s running in their pods", n, tm.tag), func() error {
 		waiting := 0
 		for _, j := range e.jobsOf(tm) {
-			if _, ok := ran[j.ID]; ok || j.State != gitlabtest.JobRunning && j.State != gitlabtest.JobSuccess {
+			if _, ok := ran[j.ID]; ok || j.State != gitlabserver.JobRunning && j.State != gitlabserver.JobSuccess {
 				continue
 			}
 			if jobPodLine.Match(j.Trace) {
@@ -404,7 +404,7 @@ func (e *nodeEnv) lostJobs(tm *team, timeout time.Duration) []lostJob {
 	for time.Now().Before(deadline) {
 		busy := false
 		for _, j := range e.jobsOf(tm) {
-			busy = busy || j.State == gitlabtest.JobRunning || j.State == gitlabtest.JobPending
+			busy = busy || j.State == gitlabserver.JobRunning || j.State == gitlabserver.JobPending
 		}
 		if !busy {
 			break
@@ -413,22 +413,22 @@ func (e *nodeEnv) lostJobs(tm *team, timeout time.Duration) []lostJob {
 	}
 	drains := e.drainTimes(tm.ns)
 	var lost []lostJob
-	add := func(j gitlabtest.Job, format string, args ...any) {
+	add := func(j gitlabserver.Job, format string, args ...any) {
 		lost = append(lost, lostJob{id: j.ID, problem: fmt.Sprintf(format, args...)})
 	}
 	for _, j := range e.jobsOf(tm) {
 		switch j.State {
-		case gitlabtest.JobSuccess:
+		case gitlabserver.JobSuccess:
 			// The job ran in a pod of its own, on capacity Karpenter
 			// made for the tag, never beside the managers.
 			if m := jobPodLine.FindSubmatch(j.Trace); m == nil || string(m[1]) == localcluster.NodeName {
 				add(j, "job %d succeeded but did not run in a job pod on a Karpenter node: %q", j.ID, j.Trace)
 			}
-		case gitlabtest.JobFailed:
+		case gitlabserver.JobFailed:
 			add(j, "job %d (%s, on %s) failed: %s", j.ID, j.Duration, j.SystemID, j.FailureReason)
-		case gitlabtest.JobRunning:
+		case gitlabserver.JobRunning:
 			add(j, "job %d (%s, on %s) never reported its end: its manager is gone", j.ID, j.Duration, j.SystemID)
-		case gitlabtest.JobPending:
+		case gitlabserver.JobPending:
 			add(j, "job %d (%s) was never picked up", j.ID, j.Duration)
 		}
 		if d, ok := drains[j.SystemID]; ok && j.PickedAt.After(d) {
@@ -494,7 +494,7 @@ func podNames(pods []corev1.Pod) []string {
 	return out
 }
 
-func longest(jobs []gitlabtest.Job) time.Duration {
+func longest(jobs []gitlabserver.Job) time.Duration {
 	var m time.Duration
 	for _, j := range jobs {
 		m = max(m, j.Duration)
@@ -836,7 +836,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		// A second runner and a copy of the managers without the preStop
 		// drain, with a 3s grace period: the image's own stop signal
 		// (SIGTERM) ends them.
-		rn := e.gl.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"control-sigterm"}})
+		rn := e.gl.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"control-sigterm"}})
 		// The controller's config.toml (a Secret holding the token), with
 		// the second runner's token.
 		cfg := &corev1.Secret{}

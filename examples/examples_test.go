@@ -25,10 +25,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/runnerfleet/runnerfleet/charts"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
 
@@ -57,9 +57,9 @@ func TestExamplesReconcileToReady(t *testing.T) {
 	if strings.Join(names, ",") != "eks,gke,local" {
 		t.Fatalf("example directories %v: this test expects eks, gke and local", names)
 	}
-	gl := gitlabtest.New()
+	gl := gitlabserver.New()
 	t.Cleanup(gl.Close)
-	gl.AddUser(exampleAPIToken, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{exampleGroup}})
+	gl.AddUser(exampleAPIToken, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{exampleGroup}})
 
 	for _, dir := range names {
 		t.Run(dir, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestExamplesReconcileToReady(t *testing.T) {
 	}
 }
 
-func startController(ctx context.Context, t *testing.T, env *testenv.Env, gl *gitlabtest.Server) {
+func startController(ctx context.Context, t *testing.T, env *testenv.Env, gl *gitlabserver.Server) {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(env.Config)
 	if err != nil {

@@ -18,7 +18,7 @@
 #               karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
 #   local       etcd + kube + kubelet + kwok + karpenter + prometheus; prints the directory the local control plane
-#               (provisioning/localcluster, fleet up --stack local) runs from
+#               (localstack/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
 #               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);

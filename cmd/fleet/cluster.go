@@ -183,78 +183,53 @@ func (s *clusterStack) labels() map[string]string {
 	return map[string]string{resources.LabelManagedBy: fieldOwner, "runnerfleet.dev/stack": s.name}
 }
 
-// plan is every object fleet up applies, in order: the CRDs, the
-// controller's namespace and objects, the RunnerClass, then each team's
-// namespace, Secrets and RunnerSet. existing says whether a Secret is in the
-// cluster already (for tokens the stack config keeps encrypted).
+// plan is every object fleet up applies, in order: the stack's one plan
+// (kube.PlanStack, which the program declares too) with the controller in
+// the cluster, each team's token Secrets filled from the stack config.
+// existing says whether a Secret is in the cluster already (for tokens the
+// stack config keeps encrypted).
 func (s *clusterStack) plan(v *stackValues, image string, existing func(ns, name string) bool) ([]client.Object, error) {
 	f := v.fleet
 	if err := s.supported(v); err != nil {
 		return nil, err
 	}
-	var out []client.Object
-	defs, err := crds.CRDs()
+	p, err := kube.PlanStack(kube.PlanArgs{Fleet: f, Labels: s.labels(), Image: image,
+		Cluster: &kube.Cluster{Class: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}, InCluster: true}})
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range defs {
-		d.APIVersion, d.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
-		out = append(out, d)
-	}
-	o := install.Defaults()
-	o.Namespace, o.Replicas, o.Labels = f.Controller.Namespace, f.Controller.Replicas, s.labels()
-	if f.Controller.Image != "" {
-		o.Image = f.Controller.Image
-	}
-	if image != "" {
-		o.Image = image
-	}
-	ctrlObjs, err := install.Objects(o)
-	if err != nil {
-		return nil, fmt.Errorf("the controller: %w", err)
-	}
-	out = append(out, install.Namespace(o))
-	out = append(out, ctrlObjs...)
-	class := kube.RunnerClass(f, &kube.Cluster{Class: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}})
-	class.Labels = s.labels()
-	out = append(out, class)
-
-	namespaces := map[string]bool{o.Namespace: true}
+	// A Secret whose token the stack config does not hold in plain text
+	// is left as it is in the cluster, or named as missing.
+	drop := map[client.Object]bool{}
 	var missing []string
-	for i, t := range f.Teams {
-		if !namespaces[t.Namespace] {
-			namespaces[t.Namespace] = true
-			out = append(out, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-				ObjectMeta: metav1.ObjectMeta{Name: t.Namespace, Labels: s.labels()}})
-		}
-		for field, ref := range map[string][2]string{"tokenConfigKey": {t.TokenConfigKey, kube.TokenSecretName(t)}, "apiTokenConfigKey": {t.APITokenConfigKey, kube.APITokenSecretName(t)}} {
-			key, secret := ref[0], ref[1]
-			if key == "" {
+	for i, tp := range p.Teams { // the stack config's teams, in order
+		t := tp.Team
+		for _, sec := range tp.Secrets {
+			if val, ok := v.plain[sec.Key]; ok {
+				sec.Secret.StringData = map[string]string{"token": val}
 				continue
 			}
-			if val, ok := v.plain[key]; ok {
-				out = append(out, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-					ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: secret, Labels: s.labels()},
-					Type:       corev1.SecretTypeOpaque, StringData: map[string]string{"token": val}})
-				continue
-			}
-			if existing(t.Namespace, secret) {
+			drop[sec.Secret] = true
+			if existing(t.Namespace, sec.Secret.Name) {
 				continue
 			}
 			how := "is not set"
-			if v.secure[key] {
+			if v.secure[sec.Key] {
 				how = "is a Pulumi secret, which fleet cannot decrypt outside Pulumi"
 			}
 			missing = append(missing, fmt.Sprintf("%s.teams[%d].%s: runnerfleet:%s %s: create the Secret yourself: kubectl -n %s create secret generic %s --from-literal=token=…",
-				stackconfig.Root, i, field, key, how, t.Namespace, secret))
+				stackconfig.Root, i, sec.Field, sec.Key, how, t.Namespace, sec.Secret.Name))
 		}
-		rs := kube.RunnerSet(t, f.ClusterName)
-		rs.Labels = s.labels()
-		out = append(out, rs)
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, errors.New(strings.Join(missing, "\n"))
+	}
+	var out []client.Object
+	for _, o := range p.All() {
+		if !drop[o] {
+			out = append(out, o)
+		}
 	}
 	return out, nil
 }

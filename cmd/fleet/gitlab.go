@@ -1,6 +1,6 @@
 package main
 
-// The local stack's loopback GitLab: gitlabtest's server as a process beside
+// The local stack's loopback GitLab: gitlabserver's server as a process beside
 // the control plane, listening where the real node's pods reach this machine
 // (localcluster.HostIP), so that the stand-in managers poll it for jobs. A
 // control API on 127.0.0.1 lets fleet register the stack's runners (their
@@ -9,8 +9,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,9 +25,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 const (
@@ -44,26 +42,6 @@ func localGitLabURL() string {
 	return fmt.Sprintf("http://%s:%d", localcluster.HostIP, localGitLabPort)
 }
 
-type demoRunner struct {
-	Token string   `json:"token"`
-	Tags  []string `json:"tags"`
-}
-
-type demoJobs struct {
-	Tags     []string `json:"tags"`
-	Duration string   `json:"duration"`
-	Count    int      `json:"count"`
-}
-
-type jobJSON struct {
-	ID       int64     `json:"id"`
-	Tags     []string  `json:"tags"`
-	Duration string    `json:"duration"`
-	State    string    `json:"state"`
-	SystemID string    `json:"systemID,omitempty"`
-	PickedAt time.Time `json:"pickedAt,omitzero"`
-}
-
 // serveLocalGitLab is `fleet local-gitlab`: it runs until SIGTERM.
 func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleet local-gitlab", flag.ContinueOnError)
@@ -75,7 +53,7 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 		return err
 	}
 	_ = stateDir
-	srv, err := gitlabtest.NewOn(*listen)
+	srv, err := gitlabserver.NewOn(*listen)
 	if err != nil {
 		return err
 	}
@@ -87,52 +65,11 @@ func serveLocalGitLab(ctx context.Context, args []string, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line)
 	})
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /runners", func(w http.ResponseWriter, r *http.Request) {
-		var in demoRunner
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Token == "" {
-			http.Error(w, "want {token, tags}", http.StatusBadRequest)
-			return
-		}
-		for _, rn := range srv.Runners() {
-			if rn.Token == in.Token {
-				w.WriteHeader(http.StatusOK)
-				return
-			}
-		}
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: in.Tags, Token: in.Token, Description: "runnerfleet local stack"})
-		w.WriteHeader(http.StatusCreated)
-	})
-	mux.HandleFunc("POST /jobs", func(w http.ResponseWriter, r *http.Request) {
-		var in demoJobs
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Count <= 0 {
-			http.Error(w, "want {tags, duration, count}", http.StatusBadRequest)
-			return
-		}
-		d, err := time.ParseDuration(in.Duration)
-		if err != nil {
-			http.Error(w, "duration: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		for range in.Count {
-			srv.QueueJob(in.Tags, d)
-		}
-		w.WriteHeader(http.StatusCreated)
-	})
-	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
-		var out []jobJSON
-		for _, j := range srv.Jobs() {
-			out = append(out, jobJSON{ID: j.ID, Tags: j.Tags, Duration: j.Duration.String(), State: j.State, SystemID: j.SystemID, PickedAt: j.PickedAt})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {})
 	l, err := net.Listen("tcp", *control)
 	if err != nil {
 		return err
 	}
-	cs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	cs := &http.Server{Handler: srv.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = cs.Serve(l) }()
 	defer cs.Close()
 	fmt.Fprintf(stderr, "loopback GitLab on %s, control API on %s\n", srv.URL(), l.Addr())
@@ -177,30 +114,12 @@ func (s *localStack) startGitLab(ctx context.Context, cl *localcluster.Cluster) 
 	return nil
 }
 
-func (s *localStack) gitlabControl() (string, error) {
+func (s *localStack) gitlabControl() (gitlabserver.Control, error) {
 	b, err := os.ReadFile(filepath.Join(s.dir, "gitlab-control"))
 	if err != nil {
-		return "", fmt.Errorf("the loopback GitLab's control address: %w", err)
+		return gitlabserver.Control{}, fmt.Errorf("the loopback GitLab's control address: %w", err)
 	}
-	return string(bytes.TrimSpace(b)), nil
-}
-
-func postJSON(ctx context.Context, url string, v any) error {
-	b, _ := json.Marshal(v)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
-	}
-	return nil
+	return gitlabserver.Control{URL: string(bytes.TrimSpace(b))}, nil
 }
 
 // registerRunners tells the loopback GitLab the token and tags of every
@@ -228,7 +147,7 @@ func (s *localStack) registerRunners(ctx context.Context, cl *localcluster.Clust
 		if tok == "" {
 			return fmt.Errorf("Secret %s/%s has no key %s: the RunnerSet's runner token", rs.Namespace, ref.Name, ref.KeyOrDefault())
 		}
-		if err := postJSON(ctx, control+"/runners", demoRunner{Token: tok, Tags: rs.Spec.Tags}); err != nil {
+		if err := control.AddRunner(ctx, tok, rs.Spec.Tags); err != nil {
 			return err
 		}
 	}
@@ -246,7 +165,7 @@ func (s *localStack) queueDemoJobs(ctx context.Context, cl *localcluster.Cluster
 		return err
 	}
 	for _, rs := range list.Items {
-		if err := postJSON(ctx, control+"/jobs", demoJobs{Tags: rs.Spec.Tags, Duration: d.String(), Count: n}); err != nil {
+		if err := control.QueueJobs(ctx, rs.Spec.Tags, d, n); err != nil {
 			return err
 		}
 		fmt.Fprintf(s.stderr, "Queued %d demo jobs of %s for tags %v in the loopback GitLab\n", n, d, rs.Spec.Tags)
@@ -255,23 +174,10 @@ func (s *localStack) queueDemoJobs(ctx context.Context, cl *localcluster.Cluster
 }
 
 // jobs lists the loopback GitLab's jobs.
-func (s *localStack) jobs(ctx context.Context) ([]jobJSON, error) {
+func (s *localStack) jobs(ctx context.Context) ([]gitlabserver.ControlJob, error) {
 	control, err := s.gitlabControl()
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, control+"/jobs", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New("GET /jobs: " + resp.Status)
-	}
-	var out []jobJSON
-	return out, json.NewDecoder(resp.Body).Decode(&out)
+	return control.Jobs(ctx)
 }

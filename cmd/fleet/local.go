@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/infra/kube"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/stacks"
@@ -28,7 +28,7 @@ import (
 
 const stackLocal = "local"
 
-// localStack is a control plane on this machine (provisioning/localcluster)
+// localStack is a control plane on this machine (localstack/localcluster)
 // with the runnerset-controller running beside it as a process.
 type localStack struct {
 	root           string   // the runnerfleet checkout, "" when fleet runs outside one

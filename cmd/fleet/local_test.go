@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 )
 
 func TestManagerTroubleNamesAnImageTheNodeLacks(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
 

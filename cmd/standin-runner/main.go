@@ -1,5 +1,5 @@
 // Command standin-runner is the stand-in for gitlab-runner that the local
-// cluster's real node runs as its managers (see provisioning/standin): the
+// cluster's real node runs as its managers (see localstack/standin): the
 // image names it gitlab-runner, so the manager Deployment's command
 // `gitlab-runner run --config … --working-directory …` starts it.
 package main
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/standin"
+	"github.com/runnerfleet/runnerfleet/localstack/standin"
 )
 
 func main() {

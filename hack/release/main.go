@@ -1,5 +1,5 @@
 // Command release builds a runnerfleet release into a directory (see
-// internal/release); hack/release.sh and make image run it.
+// charts/release); hack/release.sh and make image run it.
 //
 //	go run ./hack/release --version v0.1.0 --out dist/v0.1.0 [--images-only] [--only runnerset-controller]
 package main
@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/runnerfleet/runnerfleet/internal/release"
+	"github.com/runnerfleet/runnerfleet/charts/release"
 )
 
 func main() {

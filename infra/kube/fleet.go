@@ -10,11 +10,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -70,16 +70,18 @@ func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.Res
 		return append(append([]pulumi.ResourceOption{}, on...), pulumi.DependsOn(deps))
 	}
 
-	// The API first: nothing of ours can be created before its CRDs.
-	defs, err := crds.CRDs()
+	// The objects come from the one plan fleet up --kubeconfig applies too;
+	// the program adds the resources' names, their order and what is known
+	// only at deploy time (the tokens, the cache bucket, the identities).
+	plan, err := PlanStack(PlanArgs{Fleet: f, Cluster: c, Labels: Labels(stack), ManagerPool: true})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: %s: %w", name, err)
 	}
+
+	// The API first: nothing of ours can be created before its CRDs.
 	var apiDeps []pulumi.Resource
 	apiDeps = append(apiDeps, c.DependsOn...)
-	for _, crd := range defs {
-		crd.SetGroupVersionKind(crdGVK)
-		crd.Labels = pulumix.Merge(crd.Labels, Labels(stack))
+	for _, crd := range plan.CRDs {
 		o, err := Declare(ctx, name+"-crd-"+crd.Spec.Names.Plural, crd, nil, with(c.DependsOn...)...)
 		if err != nil {
 			return nil, err
@@ -87,7 +89,7 @@ func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.Res
 		apiDeps = append(apiDeps, o)
 	}
 
-	ctrlNS, err := Declare(ctx, name+"-ns-"+f.Controller.Namespace, Namespace(f.Controller.Namespace, stack), nil, on...)
+	ctrlNS, err := Declare(ctx, name+"-ns-"+f.Controller.Namespace, plan.ControllerNamespace, nil, on...)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.Res
 		if a.ClusterRole == nil {
 			return nil, fmt.Errorf("kube: %s: the controller runs in the cluster but no ClusterRole was given", name)
 		}
-		deployed, err := controller(ctx, name, f, stack, with(ready...))
+		deployed, err := controller(ctx, name, plan.Controller, with(ready...))
 		if err != nil {
 			return nil, err
 		}
@@ -107,41 +109,34 @@ func NewFleet(ctx *pulumi.Context, name string, a *FleetArgs, opts ...pulumi.Res
 	} else {
 		// A controller outside the cluster (the local stack's process)
 		// binds the same executor ClusterRole in each jobs namespace.
-		o := install.Defaults()
-		o.Labels = Labels(stack)
-		executor, err := Declare(ctx, name+executorSuffix, install.ExecutorClusterRole(o), nil, on...)
+		executor, err := Declare(ctx, name+executorSuffix, plan.Controller[0], nil, on...)
 		if err != nil {
 			return nil, err
 		}
 		ready = append(ready, executor)
 	}
 
-	class := RunnerClass(f, c)
-	class.Labels = Labels(stack)
 	classSet := map[string]pulumi.Input{}
 	if c.Cache != nil {
 		classSet["spec.defaults.cache.bucket"] = c.Cache.Bucket
 	}
-	classObj, err := Declare(ctx, name+"-class", class, classSet, with(ready...)...)
+	classObj, err := Declare(ctx, name+"-class", plan.Class, classSet, with(ready...)...)
 	if err != nil {
 		return nil, err
 	}
 
-	namespaces := map[string]*Object{}
-	for _, t := range f.Teams {
-		if _, ok := namespaces[t.Namespace]; ok || t.Namespace == f.Controller.Namespace {
-			continue
-		}
-		ns, err := Declare(ctx, name+"-ns-"+t.Namespace, Namespace(t.Namespace, stack), nil, on...)
+	namespaces := map[string]*Object{f.Controller.Namespace: ctrlNS}
+	for _, n := range plan.Namespaces {
+		ns, err := Declare(ctx, name+"-ns-"+n.Name, n, nil, on...)
 		if err != nil {
 			return nil, err
 		}
-		namespaces[t.Namespace] = ns
+		namespaces[n.Name] = ns
 	}
-	namespaces[f.Controller.Namespace] = ctrlNS
 
-	for _, t := range f.Teams {
-		rs, err := team(ctx, name, t, f, c, a.Secrets, stack, classObj, namespaces[t.Namespace], with)
+	for _, tp := range plan.Teams {
+		t := tp.Team
+		rs, err := team(ctx, name, tp, f, c, a.Secrets, classObj, namespaces[t.Namespace], with)
 		if err != nil {
 			return nil, err
 		}
@@ -213,41 +208,25 @@ func RunnerSet(t stackconfig.Team, className string) *v1alpha1.RunnerSet {
 	return t.RunnerSet(className, TokenSecretName(t), APITokenSecretName(t))
 }
 
-func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.Fleet, c *Cluster, secrets map[string]pulumi.StringOutput,
-	stack string, class, ns *Object, with func(...pulumi.Resource) []pulumi.ResourceOption) (*Object, error) {
+func team(ctx *pulumi.Context, name string, tp TeamPlan, f *stackconfig.Fleet, c *Cluster, secrets map[string]pulumi.StringOutput,
+	class, ns *Object, with func(...pulumi.Resource) []pulumi.ResourceOption) (*Object, error) {
+	t := tp.Team
 	// '/' and ':' cannot occur in a namespace or a name, so no two teams'
 	// resources share a name (team a-b/c and a/b-c would, joined by '-').
 	prefix := fmt.Sprintf("%s/%s/%s", name, t.Namespace, t.Name)
 	deps := []pulumi.Resource{class, ns}
-	secret := func(suffix, secretName, key string) error {
-		v, ok := secrets[key]
+	for _, s := range tp.Secrets {
+		v, ok := secrets[s.Key]
 		if !ok {
-			return fmt.Errorf("kube: team %s/%s: config secret %q was not read", t.Namespace, t.Name, key)
+			return nil, fmt.Errorf("kube: team %s/%s: config secret %q was not read", t.Namespace, t.Name, s.Key)
 		}
-		s := &corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: secretName, Labels: Labels(stack)},
-			Type:       corev1.SecretTypeOpaque,
-		}
-		o, err := Declare(ctx, prefix+":"+suffix, s, map[string]pulumi.Input{"stringData.token": pulumi.ToSecret(v).(pulumi.StringOutput)}, with(ns)...)
+		o, err := Declare(ctx, prefix+":"+s.Suffix, s.Secret, map[string]pulumi.Input{"stringData.token": pulumi.ToSecret(v).(pulumi.StringOutput)}, with(ns)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		deps = append(deps, o)
-		return nil
 	}
-	if t.TokenConfigKey != "" {
-		if err := secret("token", TokenSecretName(t), t.TokenConfigKey); err != nil {
-			return nil, err
-		}
-	}
-	if t.APITokenConfigKey != "" {
-		if err := secret("api-token", APITokenSecretName(t), t.APITokenConfigKey); err != nil {
-			return nil, err
-		}
-	}
-	rs := RunnerSet(t, f.ClusterName)
-	rs.Labels = Labels(stack)
+	rs := tp.RunnerSet
 	set := map[string]pulumi.Input{}
 	if id, ok := c.Identities[IdentityKey(t.Namespace, t.Name)]; ok && t.WantsIdentity(f.Platform) {
 		switch c.Class.Provider {
@@ -278,22 +257,7 @@ const executorSuffix = "-executor-clusterrole"
 
 // controller declares the in-cluster runnerset-controller: the objects
 // runnerset/install builds for the chart and the manifests too.
-func controller(ctx *pulumi.Context, name string, f *stackconfig.Fleet, stack string, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
-	o := install.Defaults()
-	o.Namespace, o.Replicas, o.Labels = f.Controller.Namespace, f.Controller.Replicas, Labels(stack)
-	// Beside the managers, on the on-demand pool (the local stack runs
-	// the controller as a process).
-	o.NodeSelector, o.Tolerations = resources.ManagerNodeSelector(), resources.ManagerTolerations()
-	if f.Controller.Image != "" {
-		o.Image = f.Controller.Image
-	}
-	m := f.Controller.Monitoring
-	o.ServiceMonitor, o.PrometheusRule, o.Dashboards = m.ServiceMonitors, m.PrometheusRule, m.Dashboards
-	o.ServiceMonitorLabels, o.PrometheusRuleLabels, o.DashboardLabels = m.Labels, m.Labels, m.Labels
-	objs, err := install.Objects(o)
-	if err != nil {
-		return nil, fmt.Errorf("kube: %s: the controller: %w", name, err)
-	}
+func controller(ctx *pulumi.Context, name string, objs []client.Object, opts []pulumi.ResourceOption) ([]pulumi.Resource, error) {
 	suffix := map[string]string{
 		"ServiceAccount": "-controller-sa", "ClusterRole": "-controller-clusterrole", "ClusterRoleBinding": "-controller-clusterrolebinding",
 		"Deployment": "-controller", "PodDisruptionBudget": "-controller-pdb", "Service": "-controller-metrics",

@@ -15,13 +15,15 @@ import (
 const Module = "github.com/runnerfleet/runnerfleet"
 
 // Rule forbids packages under From (a folder of the module, "" for every
-// package) to import packages under any of Not, unless the import is one of
-// Except (from-package → to-packages, all module-relative). A Reach rule
+// package) but not under any of But to import packages under any of Not,
+// unless the import is one of Except (from-package → to-packages, all
+// module-relative). A Reach rule
 // holds for every package From reaches through the module's imports, not
 // only for its own imports: what it forbids may not come in through another
 // package either.
 type Rule struct {
 	From   string
+	But    []string
 	Not    []string
 	Why    string
 	Except map[string][]string
@@ -30,8 +32,10 @@ type Rule struct {
 
 // Rules are the layers, lowest first: runnerset/ (everything a RunnerSet
 // owns, the controller and its API), provisioning/ (what runs the shared and
-// VM fleets and the local control plane), infra/ (the Pulumi program), cmd/
-// (binaries). providers/ are the cloud VM APIs the fleets operate.
+// VM fleets), infra/ (the Pulumi program), cmd/ (binaries). providers/ are
+// the cloud VM APIs the fleets operate; localstack/ is the local stack's
+// wing (control plane, real node, stand-in runner, loopback GitLab), which
+// only the binaries that run it and the tests import.
 var Rules = []Rule{
 	{From: "runnerset/api", Not: []string{"runnerset/controller", "runnerset/capacity", "runnerset/resources", "runnerset/runnerconfig", "runnerset/gitlab", "runnerset/install", "runnerset/testenv", "internal/"},
 		Why: "the API types are the bottom of the graph: every builder reads them, they read nothing of the project"},
@@ -57,8 +61,28 @@ var Rules = []Rule{
 		Why: "a platform declares the cluster and reads the names it grants from provisioning/ (the shared fleets' identities from provisioning/sharedfleet); it never depends on the fleets' declarations or another platform"},
 	{From: "infra/local", Not: []string{"infra/sharedfleet", "infra/aws", "infra/gcp"},
 		Why: "a platform declares the cluster; it never depends on the fleets' declarations or another platform"},
-	{From: "internal/", Not: []string{"runnerset/", "provisioning/", "infra/", "cmd/", "providers/", "stacks"},
-		Why: "internal/ holds leaf helpers", Except: map[string][]string{"internal/release": {"charts"}}},
+	{From: "internal/", Not: []string{"runnerset/", "provisioning/", "infra/", "cmd/", "providers/", "localstack/", "stacks", "charts"},
+		Why: "internal/ holds leaf helpers; what packages the chart (charts/release) sits beside the chart, above everything it packages"},
+	{From: "localstack/", Not: []string{"infra/", "cmd/", "stacks", "charts"},
+		Why: "the local stack's wing runs what runnerset/'s builders build; fleet and the tests call it, never the reverse"},
+	{From: "", But: []string{"localstack/", "cmd/fleet", "cmd/standin-runner", "e2e/"}, Not: []string{"localstack/"},
+		Why: "the local stack's wing (control plane, real node, stand-in runner, loopback GitLab) is run by fleet, the stand-in's binary and the tests; no other production package depends on a stand-in"},
+	{From: "", But: append([]string{"e2e/"}, TestOnly...), Not: TestOnly,
+		Why: "a test fake or test environment serves tests (and e2e/, which is tests): production code never imports one"},
+}
+
+// TestOnly are the packages that exist for tests: fakes of the clouds'
+// APIs, the API server of envtest, the program under Pulumi's mocks, the
+// scheduler's filters. Every package named *test or testenv is one (the
+// layering test holds the tree to this list); the local stack's stand-ins
+// are production code of localstack/, not test fakes.
+var TestOnly = []string{"runnerset/testenv", "infra/infratest", "internal/schedtest", "providers/gcp/gcetest", "providers/aws/ec2test"}
+
+// IsTestOnlyName reports whether a package's name says it exists for tests:
+// it ends in "test" or is "testenv".
+func IsTestOnlyName(pkg string) bool {
+	base := pkg[strings.LastIndex(pkg, "/")+1:]
+	return strings.HasSuffix(base, "test") || base == "testenv"
 }
 
 // builders are the packages that render files or build objects from the
@@ -73,14 +97,14 @@ func Violations(imports map[string][]string, rules []Rule) []string {
 	var out []string
 	for pkg, deps := range imports {
 		for _, r := range rules {
-			if !under(pkg, r.From) {
+			if !under(pkg, r.From) || slices.ContainsFunc(r.But, func(b string) bool { return under(pkg, b) }) {
 				continue
 			}
-			via := map[string]string{}
+			ds, via := deps, map[string]string{}
 			if r.Reach {
-				deps, via = reach(imports, pkg)
+				ds, via = reach(imports, pkg)
 			}
-			for _, d := range deps {
+			for _, d := range ds {
 				if slices.Contains(r.Except[pkg], d) {
 					continue
 				}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +14,8 @@ import (
 
 // imports reads every non-test Go file of the module (build tags ignored, so
 // e2e-only and platform-only files count too) and returns module-relative
-// package → module-relative imports.
+// package → module-relative imports, with every package of the module as a
+// key.
 func imports(t *testing.T, root string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -40,6 +42,9 @@ func imports(t *testing.T, root string) map[string][]string {
 		}
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		pkg := filepath.ToSlash(rel)
+		if _, ok := out[pkg]; !ok {
+			out[pkg] = nil // a package that imports nothing of the module is one too
+		}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if p == Module {
@@ -69,11 +74,20 @@ func TestImportsPointOneWay(t *testing.T) {
 // The negative control: each rule catches the import it forbids, and the
 // exception lets exactly its one import through.
 func TestEachRuleCatchesTheImportItForbids(t *testing.T) {
-	for _, r := range Rules {
-		from := strings.TrimSuffix(r.From, "/") + "/x"
-		if !strings.HasSuffix(r.From, "/") {
-			from = r.From
+	// A package under folder (a rule's From or But): below it when it ends
+	// in a slash, the package itself otherwise; any production package for
+	// "" (every package).
+	pkgIn := func(folder string) string {
+		switch {
+		case folder == "":
+			return "provisioning/x"
+		case strings.HasSuffix(folder, "/"):
+			return folder + "x"
 		}
+		return folder
+	}
+	for _, r := range Rules {
+		from := pkgIn(r.From)
 		for _, n := range r.Not {
 			to := strings.TrimSuffix(n, "/") + "/y"
 			if got := Violations(map[string][]string{from: {to}}, []Rule{r}); len(got) != 1 {
@@ -83,6 +97,15 @@ func TestEachRuleCatchesTheImportItForbids(t *testing.T) {
 		for pkg, exs := range r.Except {
 			if got := Violations(map[string][]string{pkg: exs}, []Rule{r}); len(got) != 0 {
 				t.Errorf("excepted %s → %s reported: %v", pkg, exs, got)
+			}
+		}
+		// But lets exactly its folders through.
+		for _, b := range r.But {
+			for _, n := range r.Not {
+				to := strings.TrimSuffix(n, "/") + "/y"
+				if got := Violations(map[string][]string{pkgIn(b): {to}}, []Rule{r}); len(got) != 0 {
+					t.Errorf("%s is let through %s's rule, but %s → %s is reported: %v", b, r.From, pkgIn(b), to, got)
+				}
 			}
 		}
 	}
@@ -116,6 +139,74 @@ func TestTheStackConfigReachesNoRendererThroughTheModel(t *testing.T) {
 			if !strings.Contains(got, want) {
 				t.Errorf("model importing %s: want %q in\n%s", renderer, want, got)
 			}
+		}
+	}
+}
+
+// The rules the local stack's wing and the test fakes add, each refusing
+// the import that brought it: a production package importing a test fake
+// (what cmd/fleet and the stand-in runner did with runnerset/gitlab's
+// gitlabtest), a package other than fleet importing the wing, internal/
+// importing the chart (what internal/release did).
+func TestTheWingTheFakesAndTheChartRules(t *testing.T) {
+	refused := map[string]string{
+		"cmd/fleet → runnerset/testenv":                  "a test fake or test environment serves tests",
+		"provisioning/vmfleet → providers/gcp/gcetest":   "a test fake or test environment serves tests",
+		"infra/kube → infra/infratest":                   "a test fake or test environment serves tests",
+		"localstack/standin → runnerset/testenv":         "a test fake or test environment serves tests",
+		"runnerset/controller → localstack/gitlabserver": "the local stack's wing",
+		"infra/local → localstack/localcluster":          "the local stack's wing",
+		"cmd/runnerset-controller → localstack/standin":  "the local stack's wing",
+		"internal/version → charts":                      "internal/ holds leaf helpers",
+		"internal/ociimage → charts/release":             "internal/ holds leaf helpers",
+		"localstack/localcluster → infra/stackconfig":    "the local stack's wing runs",
+	}
+	for imp, why := range refused {
+		from, to, _ := strings.Cut(imp, " → ")
+		got := strings.Join(Violations(map[string][]string{from: {to}}, Rules), "\n")
+		if !strings.Contains(got, from+" imports "+to+": ") || !strings.Contains(got, why) {
+			t.Errorf("%s: want it refused (%q), got %q", imp, why, got)
+		}
+	}
+	allowed := []string{
+		"cmd/fleet → localstack/gitlabserver",
+		"cmd/fleet → localstack/localcluster",
+		"cmd/standin-runner → localstack/standin",
+		"e2e/cmd/controlplane → localstack/localcluster",
+		"e2e/cmd/controlplane → runnerset/testenv",
+		"localstack/standin → localstack/gitlabserver",
+		"runnerset/testenv → runnerset/crds",
+		"charts/release → charts",
+		"charts/release → internal/ociimage",
+	}
+	for _, imp := range allowed {
+		from, to, _ := strings.Cut(imp, " → ")
+		if got := Violations(map[string][]string{from: {to}}, Rules); len(got) != 0 {
+			t.Errorf("%s: want it allowed, got %v", imp, got)
+		}
+	}
+}
+
+// Every package of the tree whose name says it exists for tests is on the
+// TestOnly list, so a new fake is kept out of production code the day it
+// is written; and every package on the list exists.
+func TestEveryTestPackageIsListed(t *testing.T) {
+	all := imports(t, "../..")
+	pkgs := map[string]bool{}
+	for p, deps := range all {
+		pkgs[p] = true
+		for _, d := range deps {
+			pkgs[d] = true
+		}
+	}
+	for p := range pkgs {
+		if IsTestOnlyName(p) && !slices.Contains(TestOnly, p) {
+			t.Errorf("%s is named as a test package but is not in layering.TestOnly: add it (or rename it if production code needs it)", p)
+		}
+	}
+	for _, p := range TestOnly {
+		if !pkgs[p] {
+			t.Errorf("layering.TestOnly lists %s, which is not in the tree", p)
 		}
 	}
 }

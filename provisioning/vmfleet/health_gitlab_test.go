@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
+	"github.com/runnerfleet/runnerfleet/localstack/standin"
 	"github.com/runnerfleet/runnerfleet/providers"
-	"github.com/runnerfleet/runnerfleet/provisioning/standin"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 // vmRunner runs the stand-in runner, as a new manager VM would, with
 // token, against srv; its metrics are at the returned URL.
-func vmRunner(t *testing.T, srv *gitlabtest.Server, token, systemID string) string {
+func vmRunner(t *testing.T, srv *gitlabserver.Server, token, systemID string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.toml")
 	cfg := "concurrent = 1\ncheck_interval = 1\nlisten_address = \":9252\"\n\n[[runners]]\n  name = \"shared\"\n  url = \"" + srv.URL() +
@@ -49,12 +49,12 @@ func vmRunner(t *testing.T, srv *gitlabtest.Server, token, systemID string) stri
 // GitLab's own record of its manager, read with the SDK client from the
 // loopback GitLab.
 func TestGitLabHealthNeedsGitLabsRecordOfTheVMsRunner(t *testing.T) {
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
 	const pat = "glpat-rotate-reader"
-	srv.AddUser(pat, gitlabtest.User{Admin: true, Scopes: []string{gitlabtest.ScopeReadAPI}})
-	shared := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"shared"}})
-	other := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"other"}})
+	srv.AddUser(pat, gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeReadAPI}})
+	shared := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"shared"}})
+	other := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"other"}})
 
 	health := func(metrics string) vmfleet.GitLabHealth {
 		return vmfleet.GitLabHealth{

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 // steadyWindow is how long the benchmark watches a converged fleet for writes.
@@ -226,8 +226,8 @@ func peakRSSMiB() float64 {
 func BenchmarkGitLabCalls(b *testing.B) {
 	const n = 100
 	for range b.N {
-		srv := gitlabtest.New()
-		srv.AddUser(pat, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{groupID}})
+		srv := gitlabserver.New()
+		srv.AddUser(pat, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{groupID}})
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-gitlab-"}}
 		if err := k8s.Create(ctx, ns); err != nil {
 			b.Fatal(err)

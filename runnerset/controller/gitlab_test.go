@@ -16,10 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -32,16 +32,16 @@ const (
 
 // gitlabServer is a loopback GitLab with a group 42 whose maintainer's token
 // can create and manage runners.
-func gitlabServer(t *testing.T) *gitlabtest.Server {
+func gitlabServer(t *testing.T) *gitlabserver.Server {
 	t.Helper()
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	srv.AddUser(pat, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{groupID}})
+	srv.AddUser(pat, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{groupID}})
 	return srv
 }
 
 // createdRunnerSet asks the controller to create a group runner in srv.
-func createdRunnerSet(srv *gitlabtest.Server, ns, name, class string) *v1alpha1.RunnerSet {
+func createdRunnerSet(srv *gitlabserver.Server, ns, name, class string) *v1alpha1.RunnerSet {
 	rs := runnerSet(ns, name, class)
 	rs.Spec.GitLab = v1alpha1.GitLabSpec{
 		URL: srv.URL(),
@@ -57,8 +57,8 @@ func createdRunnerSet(srv *gitlabtest.Server, ns, name, class string) *v1alpha1.
 	return rs
 }
 
-func runnersOf(srv *gitlabtest.Server, uid string) []gitlabtest.Runner {
-	var out []gitlabtest.Runner
+func runnersOf(srv *gitlabserver.Server, uid string) []gitlabserver.Runner {
+	var out []gitlabserver.Runner
 	for _, r := range srv.Runners() {
 		if strings.Contains(r.Description, runnertoken.Marker(uid)) {
 			out = append(out, r)
@@ -91,8 +91,8 @@ func TestACreatedRunnerLivesAndDiesWithItsRunnerSet(t *testing.T) {
 		t.Fatalf("GitLab has %d runners of this RunnerSet, want 1: %+v", len(runners), runners)
 	}
 	r := runners[0]
-	if r.Type != gitlabtest.GroupType || r.GroupID != groupID || strings.Join(r.Tags, ",") != "team-a,docker" || !r.RunUntagged ||
-		r.AccessLevel != gitlabtest.RefProtected || r.MaximumTimeout != 3600 || r.MaintenanceNote != "owned by team "+ns {
+	if r.Type != gitlabserver.GroupType || r.GroupID != groupID || strings.Join(r.Tags, ",") != "team-a,docker" || !r.RunUntagged ||
+		r.AccessLevel != gitlabserver.RefProtected || r.MaximumTimeout != 3600 || r.MaintenanceNote != "owned by team "+ns {
 		t.Errorf("runner in GitLab: %+v", r)
 	}
 	if cur.Status.RunnerID != r.ID {
@@ -214,7 +214,7 @@ func TestDuplicatesAnEarlierAttemptLeftAreDeleted(t *testing.T) {
 	must(t, k8s.Create(ctx, rs)) // no API token yet: nothing happens
 	cur := waitCondition(t, rs, v1alpha1.ConditionRunnerRegistered, metav1.ConditionFalse, v1alpha1.ReasonAPITokenMissing)
 	for range 3 {
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: groupID, Description: "x " + runnertoken.Marker(string(cur.UID))})
+		srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: groupID, Description: "x " + runnertoken.Marker(string(cur.UID))})
 	}
 	newSecret(t, ns, patName, pat)
 	cur = waitReady(t, rs)
@@ -262,8 +262,8 @@ func TestTokensAreRotatedBeforeTheyExpireAndTheManagersRoll(t *testing.T) {
 
 func TestGitLabRefusalsSayWhatToFixWithoutARetryStorm(t *testing.T) {
 	srv := gitlabServer(t)
-	srv.AddUser("glpat-no-scope-000000000000", gitlabtest.User{Scopes: []string{gitlabtest.ScopeReadAPI}, Groups: []int64{groupID}})
-	srv.AddUser("glpat-expired-0000000000000", gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, ExpiresAt: time.Now().Add(-time.Hour)})
+	srv.AddUser("glpat-no-scope-000000000000", gitlabserver.User{Scopes: []string{gitlabserver.ScopeReadAPI}, Groups: []int64{groupID}})
+	srv.AddUser("glpat-expired-0000000000000", gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, ExpiresAt: time.Now().Add(-time.Hour)})
 	ns := newNamespace(t)
 	class := newClass(t, nil)
 	cases := []struct {

@@ -14,15 +14,15 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // gitlabCalls counts every API request srv answered (faulted ones included).
-func gitlabCalls(srv *gitlabtest.Server) int {
+func gitlabCalls(srv *gitlabserver.Server) int {
 	n := 0
 	for _, p := range []string{"/api/v4/*", "/api/v4/*/*", "/api/v4/*/*/*", "/api/v4/*/*/*/*"} {
 		n += srv.Calls("*", p)
@@ -157,7 +157,7 @@ func TestVerifyCarriesTheControllersOwnStableSystemID(t *testing.T) {
 
 // waitRecovered waits until rs has exactly one runner in GitLab, other than
 // old, whose valid token is the stored one, and rs is Ready.
-func waitRecovered(t *testing.T, srv *gitlabtest.Server, rs *v1alpha1.RunnerSet, old int64) {
+func waitRecovered(t *testing.T, srv *gitlabserver.Server, rs *v1alpha1.RunnerSet, old int64) {
 	t.Helper()
 	eventuallyWithin(t, time.Minute, "one working replacement runner, the old one deleted", func() error {
 		cur := get(t, rs.Namespace, rs.Name, &v1alpha1.RunnerSet{})
@@ -243,20 +243,20 @@ func TestEachRunnerTypeWorksWithTheLeastScopesGitLabDocuments(t *testing.T) {
 	const projectID = int64(77)
 	cases := []struct {
 		typ    v1alpha1.RunnerType
-		user   gitlabtest.User
+		user   gitlabserver.User
 		mutate func(*v1alpha1.RunnerRegistration)
 	}{
-		{v1alpha1.RunnerTypeGroup, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{groupID}}, nil},
-		{v1alpha1.RunnerTypeProject, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Projects: []int64{projectID}},
+		{v1alpha1.RunnerTypeGroup, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{groupID}}, nil},
+		{v1alpha1.RunnerTypeProject, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Projects: []int64{projectID}},
 			func(r *v1alpha1.RunnerRegistration) {
 				r.Type, r.GroupID, r.ProjectID = v1alpha1.RunnerTypeProject, nil, ptr.To(projectID)
 			}},
-		{v1alpha1.RunnerTypeInstance, gitlabtest.User{Admin: true, Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner, gitlabtest.ScopeReadAPI}},
+		{v1alpha1.RunnerTypeInstance, gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner, gitlabserver.ScopeReadAPI}},
 			func(r *v1alpha1.RunnerRegistration) { r.Type, r.GroupID = v1alpha1.RunnerTypeInstance, nil }},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.typ), func(t *testing.T) {
-			srv := gitlabtest.New()
+			srv := gitlabserver.New()
 			t.Cleanup(srv.Close)
 			srv.AddUser(pat, tc.user)
 			srv.SetTokenLifetime(6 * time.Second)
@@ -294,9 +294,9 @@ func TestEachRunnerTypeWorksWithTheLeastScopesGitLabDocuments(t *testing.T) {
 }
 
 func TestAnInstanceRunnerWithoutAListingScopeSaysWhichScopeToAdd(t *testing.T) {
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	srv.AddUser(pat, gitlabtest.User{Admin: true, Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}})
+	srv.AddUser(pat, gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}})
 	ns := newNamespace(t)
 	class := newClass(t, nil)
 	newSecret(t, ns, patName, pat)

@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 )
 
 const pat = "glpat-wrapper-test-000000000000"
 
-func setup(t *testing.T) (*gitlabtest.Server, gitlab.Client) {
+func setup(t *testing.T) (*gitlabserver.Server, gitlab.Client) {
 	t.Helper()
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	srv.AddUser(pat, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{7}, Projects: []int64{9}})
+	srv.AddUser(pat, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{7}, Projects: []int64{9}})
 	c, err := gitlab.New(srv.URL(), pat, gitlab.Options{Timeout: 2 * time.Second, Retries: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +34,8 @@ func TestCreateMapsEveryOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := srv.Runners()[0]
-	if r.ID != tok.RunnerID || r.Token != tok.Value || r.Type != gitlabtest.ProjectType || r.ProjectID != 9 || !r.Locked || !r.Paused ||
-		!r.RunUntagged || r.AccessLevel != gitlabtest.RefProtected || r.MaximumTimeout != 7200 || r.MaintenanceNote != "n" || len(r.Tags) != 2 {
+	if r.ID != tok.RunnerID || r.Token != tok.Value || r.Type != gitlabserver.ProjectType || r.ProjectID != 9 || !r.Locked || !r.Paused ||
+		!r.RunUntagged || r.AccessLevel != gitlabserver.RefProtected || r.MaximumTimeout != 7200 || r.MaintenanceNote != "n" || len(r.Tags) != 2 {
 		t.Errorf("runner %+v from token %+v", r, tok)
 	}
 }
@@ -47,7 +47,7 @@ func TestFindRunnersPagesAndMatchesTheMarkerOnly(t *testing.T) {
 		if i%40 == 0 {
 			desc = "ours [runnerfleet u2]"
 		}
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: 7, Description: desc})
+		srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: 7, Description: desc})
 	}
 	ids, err := c.FindRunners(context.Background(), gitlab.Scope{Type: "group", GroupID: 7}, "[runnerfleet u2]")
 	if err != nil {

@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -60,9 +60,9 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 	}
 	go func() { _ = testenv.SimulateDeployments(ctx, ww, nil) }()
 
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	defer srv.Close()
-	srv.AddUser(pat, gitlabtest.User{Scopes: []string{gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}, Groups: []int64{groupID}})
+	srv.AddUser(pat, gitlabserver.User{Scopes: []string{gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}, Groups: []int64{groupID}})
 	srv.SetTokenLifetime(30 * 24 * time.Hour)
 
 	addr := freeAddr(t)

@@ -12,7 +12,7 @@ import (
 // controller, Karpenter, KEDA, the ingress controller, Prometheus), run on
 // a small on-demand pool: the EKS managed node group and the GKE node pool
 // the program declares (infra/aws, infra/gcp), the local cluster's real node
-// (provisioning/localcluster). The pool carries LabelNodeRole=
+// (localstack/localcluster). The pool carries LabelNodeRole=
 // NodeRoleManagers, which manager pods select, and ManagerNodeTaint, which
 // they tolerate; job capacity stays spot and tainted per tag.
 //

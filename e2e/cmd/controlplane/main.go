@@ -20,7 +20,7 @@ import (
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
-	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 )
 
 func main() {

@@ -14,14 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 )
 
 // flakyKube is a Kubernetes API for one job pod that refuses its first
 // deletions, and notes what GitLab knew of the job when the deletion was
 // finally taken.
 type flakyKube struct {
-	srv *gitlabtest.Server
+	srv *gitlabserver.Server
 	// refuse is how many DELETEs are answered 403 before one is taken: a
 	// refusal the client does not send again by itself (a 5xx it does,
 	// apiTries times), so what is tested is the manager's own retry.
@@ -77,9 +77,9 @@ func TestAManagerDeletesItsJobPodBeforeReportingAndExitsOnlyAfter(t *testing.T) 
 }
 
 func deletesBeforeReporting(t *testing.T, refuse int) {
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	rn := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"team"}})
+	rn := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"team"}})
 	kube := &flakyKube{srv: srv, refuse: refuse}
 	api := httptest.NewServer(kube)
 	t.Cleanup(api.Close)
@@ -107,7 +107,7 @@ func deletesBeforeReporting(t *testing.T, refuse int) {
 	})
 
 	srv.QueueJob([]string{"team"}, 500*time.Millisecond)
-	f.waitJobs(t, "the job is in its script", func(j []gitlabtest.Job) bool {
+	f.waitJobs(t, "the job is in its script", func(j []gitlabserver.Job) bool {
 		return len(j) == 1 && strings.Contains(string(j[0].Trace), "$ sleep")
 	})
 	// The graceful stop a manager pod's preStop hook sends: the job
@@ -130,11 +130,11 @@ func deletesBeforeReporting(t *testing.T, refuse int) {
 	if kube.deletes != kube.refuse+1 {
 		t.Errorf("%d deletions, want %d: the refused ones retried until one was taken", kube.deletes, kube.refuse+1)
 	}
-	if kube.jobAtDelete != gitlabtest.JobRunning {
+	if kube.jobAtDelete != gitlabserver.JobRunning {
 		t.Errorf("when its pod's deletion was taken the job was already %q in GitLab: the result went before the pod", kube.jobAtDelete)
 	}
-	if j := srv.Jobs()[0]; j.State != gitlabtest.JobSuccess {
-		t.Errorf("the job is %s, want %s", j.State, gitlabtest.JobSuccess)
+	if j := srv.Jobs()[0]; j.State != gitlabserver.JobSuccess {
+		t.Errorf("the job is %s, want %s", j.State, gitlabserver.JobSuccess)
 	}
 	if refuse > 0 && !strings.Contains(f.log.String(), "(attempt 1)") {
 		t.Errorf("the refused deletion is not in the log:\n%s", f.log.String())

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
@@ -72,9 +72,9 @@ func startKubeVia(t *testing.T, pollTimeout time.Duration, via func(http.RoundTr
 		t.Fatal(err)
 	}
 
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	rn := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"team"}})
+	rn := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"team"}})
 	rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "build"}, Spec: v1alpha1.RunnerSetSpec{
 		Tags: []string{"team"}, Managers: v1alpha1.ManagerSpec{Concurrent: 2},
 	}}
@@ -204,11 +204,11 @@ func TestAJobRunsInAPodPlacedAsItsConfigSaysAndTheJobEndsWithIt(t *testing.T) {
 
 	// Until the pod runs, the job waits.
 	time.Sleep(2 * time.Second)
-	if j := f.srv.Jobs()[0]; j.State != gitlabtest.JobRunning || strings.Contains(string(j.Trace), "$ sleep") {
+	if j := f.srv.Jobs()[0]; j.State != gitlabserver.JobRunning || strings.Contains(string(j.Trace), "$ sleep") {
 		t.Fatalf("before its pod ran the job is %s with log %q", j.State, j.Trace)
 	}
 	f.run(t, &p)
-	f.waitJobs(t, "the job succeeded", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobSuccess) == 1 })
+	f.waitJobs(t, "the job succeeded", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobSuccess) == 1 })
 	f.pods(t, 0) // and its pod is gone: capacity can go back to zero
 	if j := f.srv.Jobs()[0]; j.ID != id || !strings.Contains(string(j.Trace), "Running on "+p.Name) {
 		t.Errorf("job log %q does not name its pod %s", j.Trace, p.Name)
@@ -222,11 +222,11 @@ func TestAJobWhosePodIsDeletedFails(t *testing.T) {
 	f.srv.QueueJob([]string{"team"}, time.Hour)
 	p := f.pods(t, 1)[0]
 	f.run(t, &p)
-	f.waitJobs(t, "the job is in its script", func(j []gitlabtest.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
+	f.waitJobs(t, "the job is in its script", func(j []gitlabserver.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
 	if err := f.c.Delete(context.Background(), &p, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobFailed) == 1 })
 	if jobs[0].FailureReason != "runner_system_failure" || !strings.Contains(string(jobs[0].Trace), "pod was deleted") {
 		t.Errorf("failure %q log %q", jobs[0].FailureReason, jobs[0].Trace)
 	}
@@ -274,14 +274,14 @@ func TestAJobOutlivesABusyAPIServer(t *testing.T) {
 	f := startKubeVia(t, 60*time.Second, func(next http.RoundTripper) http.RoundTripper { busy.next = next; return busy })
 	f.srv.QueueJob([]string{"team"}, 500*time.Millisecond)
 	p := f.pods(t, 1)[0]
-	f.waitJobs(t, "the job waits for its pod", func(j []gitlabtest.Job) bool {
+	f.waitJobs(t, "the job waits for its pod", func(j []gitlabserver.Job) bool {
 		busy.mu.Lock()
 		defer busy.mu.Unlock()
 		return busy.failed["read cut"] == 1
 	})
 	f.run(t, &p)
-	jobs := f.waitJobs(t, "the job ended", func(j []gitlabtest.Job) bool { return j[0].State != gitlabtest.JobRunning })
-	if jobs[0].State != gitlabtest.JobSuccess {
+	jobs := f.waitJobs(t, "the job ended", func(j []gitlabserver.Job) bool { return j[0].State != gitlabserver.JobRunning })
+	if jobs[0].State != gitlabserver.JobSuccess {
 		t.Errorf("the job is %s (%s), log %q; the manager's log:\n%s", jobs[0].State, jobs[0].FailureReason, jobs[0].Trace, f.log.String())
 	}
 	busy.mu.Lock()
@@ -308,7 +308,7 @@ func TestAPodCreateThatFailedIsNotSentAgain(t *testing.T) {
 		})
 	})
 	f.srv.QueueJob([]string{"team"}, time.Second)
-	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobFailed) == 1 })
 	if !strings.Contains(string(jobs[0].Trace), "creating the job's pod") || jobs[0].FailureReason != "runner_system_failure" {
 		t.Errorf("failure %q, log %q", jobs[0].FailureReason, jobs[0].Trace)
 	}
@@ -351,7 +351,7 @@ func TestAJobWhosePodNeverRunsFailsAfterPollTimeout(t *testing.T) {
 	f := startKube(t, 2*time.Second)
 	f.srv.QueueJob([]string{"team"}, time.Second)
 	f.pods(t, 1)
-	jobs := f.waitJobs(t, "the job failed", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobFailed) == 1 })
+	jobs := f.waitJobs(t, "the job failed", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobFailed) == 1 })
 	if !strings.Contains(string(jobs[0].Trace), "timed out waiting for pod") {
 		t.Errorf("log %q", jobs[0].Trace)
 	}
@@ -367,11 +367,11 @@ func TestStopsLeaveNoJobPod(t *testing.T) {
 			f.srv.QueueJob([]string{"team"}, 2*time.Second)
 			p := f.pods(t, 1)[0]
 			f.run(t, &p)
-			f.waitJobs(t, "the job is in its script", func(j []gitlabtest.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
+			f.waitJobs(t, "the job is in its script", func(j []gitlabserver.Job) bool { return strings.Contains(string(j[0].Trace), "$ sleep") })
 			f.sigs <- sig
 			<-f.exited
 			f.pods(t, 0)
-			want := map[syscall.Signal]string{syscall.SIGQUIT: gitlabtest.JobSuccess, syscall.SIGTERM: gitlabtest.JobFailed}[sig]
+			want := map[syscall.Signal]string{syscall.SIGQUIT: gitlabserver.JobSuccess, syscall.SIGTERM: gitlabserver.JobFailed}[sig]
 			if j := f.srv.Jobs()[0]; j.State != want {
 				t.Errorf("after %s the job is %s, want %s", sig, j.State, want)
 			}

@@ -1,4 +1,4 @@
-package gitlabtest
+package gitlabserver
 
 import (
 	"net/http"

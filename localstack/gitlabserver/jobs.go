@@ -1,4 +1,4 @@
-package gitlabtest
+package gitlabserver
 
 // The runner API's job queue: what gitlab-runner calls to take a job, stream
 // its log and report its result. A test queues jobs with QueueJob; a runner

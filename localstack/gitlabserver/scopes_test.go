@@ -1,4 +1,4 @@
-package gitlabtest_test
+package gitlabserver_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 )
 
 // scopeTable is GitLab's documented rule of which access token scopes may
@@ -50,16 +50,16 @@ var scopeTable = []struct {
 // administrator whose token holds exactly one scope, and checks that the
 // fake refuses with insufficient_scope exactly where GitLab does.
 func TestEveryEndpointEnforcesGitLabsScopeTable(t *testing.T) {
-	scopes := []string{gitlabtest.ScopeAPI, gitlabtest.ScopeReadAPI, gitlabtest.ScopeCreateRunner, gitlabtest.ScopeManageRunner}
-	srv := gitlabtest.New()
+	scopes := []string{gitlabserver.ScopeAPI, gitlabserver.ScopeReadAPI, gitlabserver.ScopeCreateRunner, gitlabserver.ScopeManageRunner}
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
 	for _, sc := range scopes {
-		srv.AddUser("glpat-only-"+sc, gitlabtest.User{Admin: true, Scopes: []string{sc}, Groups: []int64{groupID}, Projects: []int64{projectID}})
+		srv.AddUser("glpat-only-"+sc, gitlabserver.User{Admin: true, Scopes: []string{sc}, Groups: []int64{groupID}, Projects: []int64{projectID}})
 	}
 	for _, row := range scopeTable {
 		for _, sc := range scopes {
 			t.Run(fmt.Sprintf("%s %s with %s", row.method, row.path, sc), func(t *testing.T) {
-				r := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: groupID, Description: "scope"})
+				r := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: groupID, Description: "scope"})
 				p := strings.NewReplacer(":id", fmt.Sprint(r.ID), ":group", fmt.Sprint(groupID), ":project", fmt.Sprint(projectID)).Replace(row.path)
 				var body io.Reader
 				if row.method == "POST" && row.path == "/user/runners" {

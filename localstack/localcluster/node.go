@@ -187,7 +187,7 @@ func (c *Cluster) startServiceProxy(ctx context.Context, opts Options) error {
 		}
 	}
 	bin := filepath.Join(nodeDir(c.Dir), "bin", ServiceProxy)
-	if err := ociimage.GoBuild(ctx, opts.RepoRoot, "./provisioning/localcluster/internal/serviceproxy", bin, "", ""); err != nil {
+	if err := ociimage.GoBuild(ctx, opts.RepoRoot, "./localstack/localcluster/internal/serviceproxy", bin, "", ""); err != nil {
 		return fmt.Errorf("building %s: %w", ServiceProxy, err)
 	}
 	listen := net.JoinHostPort(kubernetesService, strconv.Itoa(kubernetesServicePort))

@@ -6,9 +6,9 @@
 //     check_interval, listen_address, and each [[runners]] url, token, name
 //     and limit);
 //   - it asks the GitLab of each runner for jobs (POST /api/v4/jobs/request,
-//     the runner API, as served by runnerset/gitlab/gitlabtest) while it has
+//     the runner API, as served by localstack/gitlabserver) while it has
 //     free slots, runs each job for the duration its
-//     gitlabtest.DurationVariable asks, streams a log (PATCH
+//     gitlabserver.DurationVariable asks, streams a log (PATCH
 //     /api/v4/jobs/:id/trace) and reports the result (PUT /api/v4/jobs/:id),
 //     after it deleted the job's pod, as gitlab-runner's executor cleans up
 //     before the final update;
@@ -43,7 +43,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -316,7 +316,7 @@ type jobPayload struct {
 
 func (j *jobPayload) duration() (time.Duration, error) {
 	for _, v := range j.Variables {
-		if v.Key == gitlabtest.DurationVariable {
+		if v.Key == gitlabserver.DurationVariable {
 			return time.ParseDuration(v.Value)
 		}
 	}
@@ -377,7 +377,7 @@ func (m *manager) request(ctx context.Context, r Runner) (*jobPayload, error) {
 func (m *manager) run(r Runner, j *jobPayload) {
 	d, err := j.duration()
 	if err != nil {
-		m.log("job %d: bad %s: %v", j.ID, gitlabtest.DurationVariable, err)
+		m.log("job %d: bad %s: %v", j.ID, gitlabserver.DurationVariable, err)
 	}
 	m.log("job %d: started on runner %s for %s", j.ID, r.Name, d)
 	var sent int
@@ -390,7 +390,7 @@ func (m *manager) run(r Runner, j *jobPayload) {
 		sent += len(b)
 	}
 	trace(fmt.Sprintf("Running with gitlab-runner %s on %s\n", Version, m.o.SystemID))
-	state, reason := gitlabtest.JobSuccess, ""
+	state, reason := gitlabserver.JobSuccess, ""
 	var pod string
 	unknownPod := false // a create whose outcome is unknown
 	if r.jobPods() {
@@ -410,11 +410,11 @@ func (m *manager) run(r Runner, j *jobPayload) {
 		unknownPod = err != nil && pod == "" && !isAPIError(err)
 		if err != nil {
 			m.log("job %d: %v", j.ID, err)
-			state, reason = gitlabtest.JobFailed, "runner_system_failure"
+			state, reason = gitlabserver.JobFailed, "runner_system_failure"
 			trace("ERROR: Job failed (system failure): " + err.Error() + "\n")
 		}
 	}
-	if state == gitlabtest.JobSuccess {
+	if state == gitlabserver.JobSuccess {
 		trace(fmt.Sprintf("$ sleep %s\n", d))
 		end := time.After(d)
 		// A pod is looked at every second: a job whose pod was deleted
@@ -432,13 +432,13 @@ func (m *manager) run(r Runner, j *jobPayload) {
 				trace("Job succeeded\n")
 				break wait
 			case <-m.abort:
-				state, reason = gitlabtest.JobFailed, "runner_system_failure"
+				state, reason = gitlabserver.JobFailed, "runner_system_failure"
 				trace("ERROR: Job failed: aborted: the runner was stopped (SIGTERM)\n")
 				break wait
 			case <-tick:
 				if why := m.podGone(context.Background(), r.Kubernetes.Namespace, pod); why != "" {
 					m.log("job %d: %s", j.ID, why)
-					state, reason = gitlabtest.JobFailed, "runner_system_failure"
+					state, reason = gitlabserver.JobFailed, "runner_system_failure"
 					trace("ERROR: Job failed (system failure): " + why + "\n")
 					break wait
 				}

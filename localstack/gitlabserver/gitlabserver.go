@@ -1,11 +1,14 @@
-// Package gitlabtest is a loopback fake of the part of the GitLab v4 REST API
-// that creates, lists, rotates and deletes CI runners. It speaks the wire
-// protocol closely enough that the real gitlab.com/gitlab-org/api/client-go
-// works against it unchanged:
+// Package gitlabserver is the local stack's GitLab: a loopback server of the
+// part of the GitLab v4 REST API that creates, lists, rotates and deletes CI
+// runners, and of the runner API's job queue. fleet up --stack local runs it
+// as a process beside the control plane (cmd/fleet's gitlab.go), the
+// stand-in runner (localstack/standin) takes jobs from it, and the tests use
+// it as their GitLab. It speaks the wire protocol closely enough that the
+// real gitlab.com/gitlab-org/api/client-go works against it unchanged:
 //
-//	srv := gitlabtest.New()
+//	srv := gitlabserver.New()
 //	defer srv.Close()
-//	srv.AddUser("glpat-admin", gitlabtest.User{Admin: true, Scopes: []string{gitlabtest.ScopeAPI}})
+//	srv.AddUser("glpat-admin", gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeAPI}})
 //	c, _ := gitlab.NewClient("glpat-admin", gitlab.WithBaseURL(srv.URL()+"/api/v4"))
 //
 // The server keeps state (users and their personal access tokens, groups,
@@ -32,7 +35,7 @@
 //
 // The server never logs a token: log lines (see SetLogf) carry methods, paths,
 // statuses and runner IDs only.
-package gitlabtest
+package gitlabserver
 
 import (
 	"bytes"
@@ -185,7 +188,7 @@ func New() *Server {
 func NewOn(addr string) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("gitlabtest: listening on %s: %w", addr, err)
+		return nil, fmt.Errorf("gitlabserver: listening on %s: %w", addr, err)
 	}
 	s := newServer()
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
@@ -231,7 +234,7 @@ func (s *Server) log(format string, args ...any) {
 	logf := s.logf
 	s.mu.Unlock()
 	if logf != nil {
-		logf("gitlabtest: "+format, args...)
+		logf("gitlabserver: "+format, args...)
 	}
 }
 
@@ -340,7 +343,7 @@ func (s *Server) ValidToken(tok string) bool {
 // earliest added that matches and has uses left.
 func (s *Server) FailNext(method, pathPattern string, status int, times int) {
 	if status < 100 || status > 599 {
-		panic(fmt.Sprintf("gitlabtest: FailNext: bad status %d", status))
+		panic(fmt.Sprintf("gitlabserver: FailNext: bad status %d", status))
 	}
 	s.addFault(&fault{kind: faultFail, method: method, pattern: pathPattern, status: status, left: times})
 }
@@ -360,7 +363,7 @@ func (s *Server) DropAfterNext(method, pathPattern string, times int) {
 // the request is dropped unhandled. Matching is as for FailNext.
 func (s *Server) DelayNext(method, pathPattern string, d time.Duration, times int) {
 	if d < 0 {
-		panic("gitlabtest: DelayNext: negative delay")
+		panic("gitlabserver: DelayNext: negative delay")
 	}
 	s.addFault(&fault{kind: faultDelay, method: method, pattern: pathPattern, delay: d, left: times})
 }
@@ -391,7 +394,7 @@ func (s *Server) Reset() {
 
 func (s *Server) addFault(f *fault) {
 	if f.left < 1 {
-		panic(fmt.Sprintf("gitlabtest: times must be at least 1, got %d", f.left))
+		panic(fmt.Sprintf("gitlabserver: times must be at least 1, got %d", f.left))
 	}
 	mustValidPattern(f.pattern)
 	s.mu.Lock()
@@ -417,7 +420,7 @@ func (s *Server) takeFaultLocked(method, p string, delay bool) *fault {
 
 func mustValidPattern(p string) {
 	if _, err := path.Match(p, ""); err != nil {
-		panic(fmt.Sprintf("gitlabtest: bad path pattern %q: %v", p, err))
+		panic(fmt.Sprintf("gitlabserver: bad path pattern %q: %v", p, err))
 	}
 }
 

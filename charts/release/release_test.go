@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/runnerfleet/runnerfleet/internal/release"
+	"github.com/runnerfleet/runnerfleet/charts/release"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 )
 

@@ -1,4 +1,4 @@
-package gitlabtest_test
+package gitlabserver_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 )
 
 const (
@@ -33,22 +33,22 @@ const (
 )
 
 // newServer starts a server with a few users, and logs its requests to t.
-func newServer(t *testing.T) *gitlabtest.Server {
+func newServer(t *testing.T) *gitlabserver.Server {
 	t.Helper()
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
 	srv.SetLogf(t.Logf)
-	srv.AddUser(adminPAT, gitlabtest.User{Admin: true, Scopes: []string{gitlabtest.ScopeAPI}})
-	owner := gitlabtest.User{Groups: []int64{groupID}, Projects: []int64{projectID}}
-	withScopes := func(u gitlabtest.User, scopes ...string) gitlabtest.User {
+	srv.AddUser(adminPAT, gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeAPI}})
+	owner := gitlabserver.User{Groups: []int64{groupID}, Projects: []int64{projectID}}
+	withScopes := func(u gitlabserver.User, scopes ...string) gitlabserver.User {
 		u.Scopes = scopes
 		return u
 	}
-	srv.AddUser(ownerPAT, withScopes(owner, gitlabtest.ScopeAPI))
-	srv.AddUser(creatorPAT, withScopes(owner, gitlabtest.ScopeCreateRunner))
-	srv.AddUser(readerPAT, withScopes(owner, gitlabtest.ScopeReadAPI))
-	srv.AddUser(managerPAT, withScopes(owner, gitlabtest.ScopeManageRunner, gitlabtest.ScopeCreateRunner))
-	expired := withScopes(owner, gitlabtest.ScopeAPI)
+	srv.AddUser(ownerPAT, withScopes(owner, gitlabserver.ScopeAPI))
+	srv.AddUser(creatorPAT, withScopes(owner, gitlabserver.ScopeCreateRunner))
+	srv.AddUser(readerPAT, withScopes(owner, gitlabserver.ScopeReadAPI))
+	srv.AddUser(managerPAT, withScopes(owner, gitlabserver.ScopeManageRunner, gitlabserver.ScopeCreateRunner))
+	expired := withScopes(owner, gitlabserver.ScopeAPI)
 	expired.ExpiresAt = time.Now().Add(-time.Minute)
 	srv.AddUser(expiredPAT, expired)
 	srv.AddGroup(otherID)
@@ -58,7 +58,7 @@ func newServer(t *testing.T) *gitlabtest.Server {
 
 // newClient is the real client-go against srv, with retries off so that
 // every injected fault reaches the caller.
-func newClient(t *testing.T, srv *gitlabtest.Server, pat string, opts ...gitlab.ClientOptionFunc) *gitlab.Client {
+func newClient(t *testing.T, srv *gitlabserver.Server, pat string, opts ...gitlab.ClientOptionFunc) *gitlab.Client {
 	t.Helper()
 	opts = append([]gitlab.ClientOptionFunc{
 		gitlab.WithBaseURL(srv.URL() + "/api/v4"),
@@ -72,7 +72,7 @@ func newClient(t *testing.T, srv *gitlabtest.Server, pat string, opts ...gitlab.
 }
 
 // newDefaultClient keeps client-go's default retry policy.
-func newDefaultClient(t *testing.T, srv *gitlabtest.Server, pat string) *gitlab.Client {
+func newDefaultClient(t *testing.T, srv *gitlabserver.Server, pat string) *gitlab.Client {
 	t.Helper()
 	c, err := gitlab.NewClient(pat, gitlab.WithBaseURL(srv.URL()+"/api/v4"))
 	if err != nil {
@@ -83,7 +83,7 @@ func newDefaultClient(t *testing.T, srv *gitlabtest.Server, pat string) *gitlab.
 
 func groupRunner(desc string) *gitlab.CreateUserRunnerOptions {
 	return &gitlab.CreateUserRunnerOptions{
-		RunnerType:  gitlab.Ptr(gitlabtest.GroupType),
+		RunnerType:  gitlab.Ptr(gitlabserver.GroupType),
 		GroupID:     gitlab.Ptr(groupID),
 		Description: gitlab.Ptr(desc),
 	}
@@ -132,14 +132,14 @@ func TestRunnerLifecycleThroughClientGo(t *testing.T) {
 	c := newClient(t, srv, ownerPAT)
 
 	created, resp, err := c.Users.CreateUserRunner(&gitlab.CreateUserRunnerOptions{
-		RunnerType:      gitlab.Ptr(gitlabtest.GroupType),
+		RunnerType:      gitlab.Ptr(gitlabserver.GroupType),
 		GroupID:         gitlab.Ptr(groupID),
 		Description:     gitlab.Ptr("fleet-a/0"),
 		Paused:          gitlab.Ptr(true),
 		Locked:          gitlab.Ptr(true),
 		RunUntagged:     gitlab.Ptr(false),
 		TagList:         &[]string{"k8s", "amd64"},
-		AccessLevel:     gitlab.Ptr(gitlabtest.RefProtected),
+		AccessLevel:     gitlab.Ptr(gitlabserver.RefProtected),
 		MaximumTimeout:  gitlab.Ptr(int64(3600)),
 		MaintenanceNote: gitlab.Ptr("managed by runnerfleet"),
 	})
@@ -149,8 +149,8 @@ func TestRunnerLifecycleThroughClientGo(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("create status = %d, want 201", resp.StatusCode)
 	}
-	if !strings.HasPrefix(created.Token, gitlabtest.TokenPrefix) {
-		t.Errorf("token does not start with %s", gitlabtest.TokenPrefix)
+	if !strings.HasPrefix(created.Token, gitlabserver.TokenPrefix) {
+		t.Errorf("token does not start with %s", gitlabserver.TokenPrefix)
 	}
 	if created.TokenExpiresAt == nil || time.Until(*created.TokenExpiresAt) < 59*time.Minute {
 		t.Errorf("token_expires_at = %v, want about an hour from now", created.TokenExpiresAt)
@@ -163,10 +163,10 @@ func TestRunnerLifecycleThroughClientGo(t *testing.T) {
 	if len(stored) != 1 {
 		t.Fatalf("server has %d runners, want 1", len(stored))
 	}
-	want := gitlabtest.Runner{
-		ID: created.ID, Type: gitlabtest.GroupType, GroupID: groupID, Description: "fleet-a/0",
+	want := gitlabserver.Runner{
+		ID: created.ID, Type: gitlabserver.GroupType, GroupID: groupID, Description: "fleet-a/0",
 		Tags: []string{"k8s", "amd64"}, RunUntagged: false, Locked: true, Paused: true,
-		AccessLevel: gitlabtest.RefProtected, MaximumTimeout: 3600, MaintenanceNote: "managed by runnerfleet",
+		AccessLevel: gitlabserver.RefProtected, MaximumTimeout: 3600, MaintenanceNote: "managed by runnerfleet",
 		Token: created.Token, TokenExpiresAt: *created.TokenExpiresAt, CreatedAt: stored[0].CreatedAt,
 	}
 	if got := stored[0]; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -177,8 +177,8 @@ func TestRunnerLifecycleThroughClientGo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("details: %v", err)
 	}
-	if details.ID != created.ID || details.RunnerType != gitlabtest.GroupType || details.Description != "fleet-a/0" ||
-		!details.Paused || !details.Locked || details.RunUntagged || details.AccessLevel != gitlabtest.RefProtected ||
+	if details.ID != created.ID || details.RunnerType != gitlabserver.GroupType || details.Description != "fleet-a/0" ||
+		!details.Paused || !details.Locked || details.RunUntagged || details.AccessLevel != gitlabserver.RefProtected ||
 		details.MaximumTimeout != 3600 || details.MaintenanceNote != "managed by runnerfleet" ||
 		!slices.Equal(details.TagList, []string{"k8s", "amd64"}) || details.IsShared ||
 		len(details.Groups) != 1 || details.Groups[0].ID != groupID || details.Status != "never_contacted" {
@@ -197,7 +197,7 @@ func TestRunnerLifecycleThroughClientGo(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("reset status = %d, want 201 as GitLab answers", resp.StatusCode)
 	}
-	if *reset.Token == created.Token || !strings.HasPrefix(*reset.Token, gitlabtest.TokenPrefix) || reset.TokenExpiresAt == nil {
+	if *reset.Token == created.Token || !strings.HasPrefix(*reset.Token, gitlabserver.TokenPrefix) || reset.TokenExpiresAt == nil {
 		t.Errorf("reset gave no fresh token with an expiry")
 	}
 	if code, _ := verify(c, created.Token); code != http.StatusForbidden {
@@ -243,22 +243,22 @@ func TestCreatedRunnerTypesLandInTheirScope(t *testing.T) {
 		name string
 		pat  string
 		opts *gitlab.CreateUserRunnerOptions
-		want gitlabtest.Runner
+		want gitlabserver.Runner
 	}{{
 		name: "instance runner by an admin",
 		pat:  adminPAT,
-		opts: &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.InstanceType)},
-		want: gitlabtest.Runner{Type: gitlabtest.InstanceType},
+		opts: &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.InstanceType)},
+		want: gitlabserver.Runner{Type: gitlabserver.InstanceType},
 	}, {
 		name: "group runner with a create_runner-only token",
 		pat:  creatorPAT,
 		opts: groupRunner("g"),
-		want: gitlabtest.Runner{Type: gitlabtest.GroupType, GroupID: groupID, Description: "g"},
+		want: gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: groupID, Description: "g"},
 	}, {
 		name: "project runner",
 		pat:  ownerPAT,
-		opts: &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.ProjectType), ProjectID: gitlab.Ptr(projectID)},
-		want: gitlabtest.Runner{Type: gitlabtest.ProjectType, ProjectID: projectID},
+		opts: &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.ProjectType), ProjectID: gitlab.Ptr(projectID)},
+		want: gitlabserver.Runner{Type: gitlabserver.ProjectType, ProjectID: projectID},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,13 +266,13 @@ func TestCreatedRunnerTypesLandInTheirScope(t *testing.T) {
 			if r.TokenExpiresAt != nil {
 				t.Errorf("token_expires_at = %v, want null with no token lifetime", r.TokenExpiresAt)
 			}
-			i := slices.IndexFunc(srv.Runners(), func(s gitlabtest.Runner) bool { return s.ID == r.ID })
+			i := slices.IndexFunc(srv.Runners(), func(s gitlabserver.Runner) bool { return s.ID == r.ID })
 			if i < 0 {
 				t.Fatal("runner not on the server")
 			}
 			got := srv.Runners()[i]
 			if got.Type != tt.want.Type || got.GroupID != tt.want.GroupID || got.ProjectID != tt.want.ProjectID ||
-				got.Description != tt.want.Description || !got.RunUntagged || got.AccessLevel != gitlabtest.NotProtected {
+				got.Description != tt.want.Description || !got.RunUntagged || got.AccessLevel != gitlabserver.NotProtected {
 				t.Errorf("stored %+v, want type/scope/defaults of %+v", got, tt.want)
 			}
 		})
@@ -286,18 +286,18 @@ func TestListingEndpointsPaginateLikeGitLab(t *testing.T) {
 	admin := newClient(t, srv, adminPAT)
 	for i := range 2 {
 		mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{
-			RunnerType: gitlab.Ptr(gitlabtest.InstanceType), Description: gitlab.Ptr(fmt.Sprintf("shared-%d", i)),
+			RunnerType: gitlab.Ptr(gitlabserver.InstanceType), Description: gitlab.Ptr(fmt.Sprintf("shared-%d", i)),
 		})
 	}
 	for i := range 23 {
 		mustCreate(t, owner, groupRunner(fmt.Sprintf("g-%d", i)))
 		mustCreate(t, owner, &gitlab.CreateUserRunnerOptions{
-			RunnerType: gitlab.Ptr(gitlabtest.ProjectType), ProjectID: gitlab.Ptr(projectID),
+			RunnerType: gitlab.Ptr(gitlabserver.ProjectType), ProjectID: gitlab.Ptr(projectID),
 			Description: gitlab.Ptr(fmt.Sprintf("p-%d", i)),
 		})
 	}
 	// A runner of a group the owner cannot see must not leak into listings.
-	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(otherID)})
+	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(otherID)})
 
 	const perPage = 10
 	tests := []struct {
@@ -374,9 +374,9 @@ func TestListFiltersNarrowRunners(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t)
 	admin := newClient(t, srv, adminPAT)
-	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.InstanceType), TagList: &[]string{"a", "b"}})
-	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(groupID), Paused: gitlab.Ptr(true)})
-	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.ProjectType), ProjectID: gitlab.Ptr(projectID), TagList: &[]string{"a"}})
+	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.InstanceType), TagList: &[]string{"a", "b"}})
+	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(groupID), Paused: gitlab.Ptr(true)})
+	mustCreate(t, admin, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.ProjectType), ProjectID: gitlab.Ptr(projectID), TagList: &[]string{"a"}})
 
 	tests := []struct {
 		name string
@@ -384,8 +384,8 @@ func TestListFiltersNarrowRunners(t *testing.T) {
 		want int
 	}{
 		{"no filter", gitlab.ListRunnersOptions{}, 3},
-		{"instance type", gitlab.ListRunnersOptions{Type: gitlab.Ptr(gitlabtest.InstanceType)}, 1},
-		{"group type", gitlab.ListRunnersOptions{Type: gitlab.Ptr(gitlabtest.GroupType)}, 1},
+		{"instance type", gitlab.ListRunnersOptions{Type: gitlab.Ptr(gitlabserver.InstanceType)}, 1},
+		{"group type", gitlab.ListRunnersOptions{Type: gitlab.Ptr(gitlabserver.GroupType)}, 1},
 		{"paused", gitlab.ListRunnersOptions{Paused: gitlab.Ptr(true)}, 1},
 		{"tag a", gitlab.ListRunnersOptions{TagList: &[]string{"a"}}, 2},
 		{"tags a and b", gitlab.ListRunnersOptions{TagList: &[]string{"a", "b"}}, 1},
@@ -411,7 +411,7 @@ func TestListFiltersNarrowRunners(t *testing.T) {
 func TestAuthAndPermissionErrorsMatchGitLab(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t)
-	instanceRunner := mustCreate(t, newClient(t, srv, adminPAT), &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.InstanceType)})
+	instanceRunner := mustCreate(t, newClient(t, srv, adminPAT), &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.InstanceType)})
 	groupRun := mustCreate(t, newClient(t, srv, ownerPAT), groupRunner("x"))
 
 	create := func(pat string, o *gitlab.CreateUserRunnerOptions) func(*testing.T) (*gitlab.Response, error) {
@@ -432,22 +432,22 @@ func TestAuthAndPermissionErrorsMatchGitLab(t *testing.T) {
 		{"PAT without create_runner is 403 insufficient_scope", create(readerPAT, groupRunner("x")), 403, `"error":"insufficient_scope"`},
 		{
 			"non-admin instance runner is 403",
-			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.InstanceType)}),
+			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.InstanceType)}),
 			403, "403 Forbidden - Insufficient permissions",
 		},
 		{
 			"unknown group is 404",
-			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(int64(999))}),
+			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(int64(999))}),
 			404, "",
 		},
 		{
 			"group the user cannot reach is 404",
-			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(otherID)}),
+			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(otherID)}),
 			404, "",
 		},
 		{
 			"unknown project is 404",
-			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.ProjectType), ProjectID: gitlab.Ptr(int64(999))}),
+			create(ownerPAT, &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.ProjectType), ProjectID: gitlab.Ptr(int64(999))}),
 			404, "",
 		},
 		{
@@ -542,21 +542,21 @@ func TestCreateRunnerRejectsBadParameters(t *testing.T) {
 	}{
 		{"runner_type missing", &gitlab.CreateUserRunnerOptions{}, `{"error":"runner_type is missing"}`},
 		{"runner_type unknown", &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr("specific")}, "runner_type does not have a valid value"},
-		{"group_id missing", &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType)}, "group_id is missing"},
-		{"project_id missing", &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.ProjectType)}, "project_id is missing"},
+		{"group_id missing", &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType)}, "group_id is missing"},
+		{"project_id missing", &gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.ProjectType)}, "project_id is missing"},
 		{
 			"access_level unknown",
-			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(groupID), AccessLevel: gitlab.Ptr("protected")},
+			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(groupID), AccessLevel: gitlab.Ptr("protected")},
 			"access_level does not have a valid value",
 		},
 		{
 			"maximum_timeout under ten minutes",
-			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(groupID), MaximumTimeout: gitlab.Ptr(int64(60))},
+			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(groupID), MaximumTimeout: gitlab.Ptr(int64(60))},
 			"Maximum timeout needs to be at least 10 minutes",
 		},
 		{
 			"untagged jobs refused without tags",
-			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabtest.GroupType), GroupID: gitlab.Ptr(groupID), RunUntagged: gitlab.Ptr(false)},
+			&gitlab.CreateUserRunnerOptions{RunnerType: gitlab.Ptr(gitlabserver.GroupType), GroupID: gitlab.Ptr(groupID), RunUntagged: gitlab.Ptr(false)},
 			"Tags list can not be empty",
 		},
 	}
@@ -926,7 +926,7 @@ func TestLogsNeverCarryTokens(t *testing.T) {
 		t.Fatal("nothing logged")
 	}
 	for _, l := range lines {
-		for _, secret := range []string{r.Token, *reset.Token, ownerPAT, gitlabtest.TokenPrefix} {
+		for _, secret := range []string{r.Token, *reset.Token, ownerPAT, gitlabserver.TokenPrefix} {
 			if strings.Contains(l, secret) {
 				t.Errorf("log line carries a token: %q", l)
 			}
@@ -982,7 +982,7 @@ func TestWireFormat(t *testing.T) {
 		resp, m := do(http.MethodPost, "/api/v4/user/runners", "application/json",
 			`{"runner_type":"group_type","group_id":"10","tag_list":"a, b","paused":"true"}`, ownerPAT)
 		if resp.StatusCode != http.StatusCreated || len(m) != 3 || m["token_expires_at"] != nil ||
-			!strings.HasPrefix(fmt.Sprint(m["token"]), gitlabtest.TokenPrefix) || m["id"] == nil {
+			!strings.HasPrefix(fmt.Sprint(m["token"]), gitlabserver.TokenPrefix) || m["id"] == nil {
 			t.Errorf("got %d %v", resp.StatusCode, m)
 		}
 		r := srv.Runners()[0]
@@ -1005,7 +1005,7 @@ func TestWireFormat(t *testing.T) {
 		}
 	})
 	t.Run("pagination headers", func(t *testing.T) {
-		srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType})
+		srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType})
 		resp, _ := do(http.MethodGet, "/api/v4/runners/all?per_page=1&page=2", "", "", adminPAT)
 		want := map[string]string{
 			"X-Page": "2", "X-Per-Page": "1", "X-Total": "3", "X-Total-Pages": "3", "X-Next-Page": "3", "X-Prev-Page": "1",

@@ -1,4 +1,4 @@
-package gitlabtest_test
+package gitlabserver_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 )
 
 // call sends one runner-API request as gitlab-runner does.
@@ -39,7 +39,7 @@ type job struct {
 	} `json:"variables"`
 }
 
-func request(t *testing.T, srv *gitlabtest.Server, token string) (*job, int) {
+func request(t *testing.T, srv *gitlabserver.Server, token string) (*job, int) {
 	t.Helper()
 	resp := call(t, http.MethodPost, srv.URL()+"/api/v4/jobs/request", nil, fmt.Sprintf(`{"token":%q,"system_id":"s_test","info":{"name":"gitlab-runner"}}`, token))
 	if resp.StatusCode != http.StatusCreated {
@@ -53,11 +53,11 @@ func request(t *testing.T, srv *gitlabtest.Server, token string) (*job, int) {
 }
 
 func TestJobQueueHandsEachJobToOneRunnerWhoseTagsCoverIt(t *testing.T) {
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	a := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"a", "linux"}})
-	b := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"b"}, RunUntagged: true})
-	paused := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"a"}, Paused: true})
+	a := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"a", "linux"}})
+	b := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"b"}, RunUntagged: true})
+	paused := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"a"}, Paused: true})
 
 	forA := srv.QueueJob([]string{"a"}, 3*time.Second)
 	untagged := srv.QueueJob(nil, time.Second)
@@ -77,10 +77,10 @@ func TestJobQueueHandsEachJobToOneRunnerWhoseTagsCoverIt(t *testing.T) {
 	}
 	found := false
 	for _, v := range j.Variables {
-		found = found || v.Key == gitlabtest.DurationVariable && v.Value == "3s"
+		found = found || v.Key == gitlabserver.DurationVariable && v.Value == "3s"
 	}
 	if !found {
-		t.Errorf("job variables %+v lack %s=3s", j.Variables, gitlabtest.DurationVariable)
+		t.Errorf("job variables %+v lack %s=3s", j.Variables, gitlabserver.DurationVariable)
 	}
 	jb, code := request(t, srv, b.Token)
 	if code != http.StatusCreated || jb.ID != untagged {
@@ -112,11 +112,11 @@ func TestJobQueueHandsEachJobToOneRunnerWhoseTagsCoverIt(t *testing.T) {
 	for _, got := range srv.Jobs() {
 		switch got.ID {
 		case forA:
-			if got.State != gitlabtest.JobSuccess || got.RunnerID != a.ID || got.SystemID != "s_test" || !bytes.Equal(got.Trace, []byte("hello\n")) || got.PickedAt.IsZero() {
+			if got.State != gitlabserver.JobSuccess || got.RunnerID != a.ID || got.SystemID != "s_test" || !bytes.Equal(got.Trace, []byte("hello\n")) || got.PickedAt.IsZero() {
 				t.Errorf("job %d = %+v", got.ID, got)
 			}
 		case untagged:
-			if got.State != gitlabtest.JobRunning || got.RunnerID != b.ID {
+			if got.State != gitlabserver.JobRunning || got.RunnerID != b.ID {
 				t.Errorf("untagged job = %+v", got)
 			}
 		}

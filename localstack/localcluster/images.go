@@ -57,7 +57,7 @@ func buildImages(ctx context.Context, root, dir string, log io.Writer) (pause, s
 	}
 	start := time.Now()
 	pauseBin := filepath.Join(dir, "pause")
-	if err := ociimage.GoBuild(ctx, root, "./provisioning/localcluster/internal/pause", pauseBin, "", ""); err != nil {
+	if err := ociimage.GoBuild(ctx, root, "./localstack/localcluster/internal/pause", pauseBin, "", ""); err != nil {
 		return pause, standin, fmt.Errorf("building the pause image's binary: %w", err)
 	}
 	img, err := ociimage.Build(ociimage.Spec{Binary: pauseBin, Path: "/pause", User: "65535:65535"})

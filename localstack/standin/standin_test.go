@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlab/gitlabtest"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 )
 
 type syncBuffer struct {
@@ -36,7 +36,7 @@ func (s *syncBuffer) String() string {
 }
 
 type fixture struct {
-	srv     *gitlabtest.Server
+	srv     *gitlabserver.Server
 	sigs    chan os.Signal
 	log     *syncBuffer
 	metrics string
@@ -48,9 +48,9 @@ type fixture struct {
 // tag "team", reading config.toml from disk as the container does.
 func start(t *testing.T, concurrent int) *fixture {
 	t.Helper()
-	srv := gitlabtest.New()
+	srv := gitlabserver.New()
 	t.Cleanup(srv.Close)
-	rn := srv.AddRunner(gitlabtest.Runner{Type: gitlabtest.InstanceType, Tags: []string{"team"}})
+	rn := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"team"}})
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
 	cfg := "concurrent = " + itoa(concurrent) + "\ncheck_interval = 1\nlisten_address = \":9252\"\n\n[[runners]]\n  name = \"team\"\n  url = \"" +
 		srv.URL() + "\"\n  token = \"" + rn.Token + "\"\n  executor = \"kubernetes\"\n"
@@ -83,7 +83,7 @@ func start(t *testing.T, concurrent int) *fixture {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func (f *fixture) waitJobs(t *testing.T, what string, ok func([]gitlabtest.Job) bool) []gitlabtest.Job {
+func (f *fixture) waitJobs(t *testing.T, what string, ok func([]gitlabserver.Job) bool) []gitlabserver.Job {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -98,7 +98,7 @@ func (f *fixture) waitJobs(t *testing.T, what string, ok func([]gitlabtest.Job) 
 	}
 }
 
-func count(jobs []gitlabtest.Job, state string) int {
+func count(jobs []gitlabserver.Job, state string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.State == state {
@@ -140,7 +140,7 @@ func TestSIGQUITFinishesRunningJobsAndTakesNoNewOne(t *testing.T) {
 		f.srv.QueueJob([]string{"team"}, 1500*time.Millisecond)
 	}
 	f.srv.QueueJob([]string{"other"}, time.Second) // never this runner's
-	f.waitJobs(t, "both team jobs running", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobRunning) == 2 })
+	f.waitJobs(t, "both team jobs running", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobRunning) == 2 })
 	if m := f.scrape(t); !strings.Contains(m, `gitlab_runner_jobs{executor_stage="step_script",runner="team",stage="step_script",state="running",system_id="s_test"} 2`) ||
 		!strings.Contains(m, `gitlab_runner_version_info{`) {
 		t.Errorf("metrics while 2 jobs run:\n%s", m)
@@ -159,10 +159,10 @@ func TestSIGQUITFinishesRunningJobsAndTakesNoNewOne(t *testing.T) {
 	for _, j := range f.srv.Jobs() {
 		switch {
 		case j.ID == late || j.Tags[0] == "other":
-			if j.State != gitlabtest.JobPending {
+			if j.State != gitlabserver.JobPending {
 				t.Errorf("job %d (%v) is %s, want pending: a draining runner took it", j.ID, j.Tags, j.State)
 			}
-		case j.State != gitlabtest.JobSuccess:
+		case j.State != gitlabserver.JobSuccess:
 			t.Errorf("job %d is %s (%s), want success", j.ID, j.State, j.FailureReason)
 		case j.PickedAt.After(drained) || j.SystemID != "s_test":
 			t.Errorf("job %d picked at %s by %s, drain logged at %s", j.ID, j.PickedAt, j.SystemID, drained)
@@ -177,13 +177,13 @@ func TestSIGTERMAbortsRunningJobsAndReportsThemFailed(t *testing.T) {
 	for range 2 {
 		f.srv.QueueJob([]string{"team"}, time.Hour)
 	}
-	f.waitJobs(t, "both jobs running", func(j []gitlabtest.Job) bool { return count(j, gitlabtest.JobRunning) == 2 })
+	f.waitJobs(t, "both jobs running", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobRunning) == 2 })
 	f.sigs <- syscall.SIGTERM
 	if code := <-f.exit; code != ExitAborted {
 		t.Fatalf("exit code %d after SIGTERM, want %d", code, ExitAborted)
 	}
 	jobs := f.srv.Jobs()
-	if count(jobs, gitlabtest.JobFailed) != 2 {
+	if count(jobs, gitlabserver.JobFailed) != 2 {
 		t.Fatalf("after SIGTERM jobs are %+v, want both failed", jobs)
 	}
 	if jobs[0].FailureReason != "runner_system_failure" {
@@ -197,9 +197,9 @@ func TestConcurrentCapsRunningJobs(t *testing.T) {
 		f.srv.QueueJob([]string{"team"}, 300*time.Millisecond)
 	}
 	max := 0
-	f.waitJobs(t, "all three jobs done one at a time", func(j []gitlabtest.Job) bool {
-		max = maxInt(max, count(j, gitlabtest.JobRunning))
-		return count(j, gitlabtest.JobSuccess) == 3
+	f.waitJobs(t, "all three jobs done one at a time", func(j []gitlabserver.Job) bool {
+		max = maxInt(max, count(j, gitlabserver.JobRunning))
+		return count(j, gitlabserver.JobSuccess) == 3
 	})
 	if max > 1 {
 		t.Errorf("%d jobs ran at once with concurrent = 1", max)
