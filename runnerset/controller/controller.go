@@ -962,7 +962,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	// The RunnerClass controller counts a class's RunnerSets through the
 	// className index registered above.
-	return (&ClassReconciler{Client: r.Client}).setupWithManager(mgr)
+	return errors.Join((&ClassReconciler{Client: r.Client}).setupWithManager(mgr), watchInterruptions(mgr, r.Recorder))
 }
 
 // ownerOfCapacity maps a capacity object, or an object of a jobs
