@@ -25,16 +25,28 @@ type Controller interface {
 var (
 	_ Controller = (*Reconciler)(nil)
 	_ Controller = (*ClassReconciler)(nil)
+	_ Controller = interruptionsController{}
 )
 
 // NewControllers returns every controller of runnerset-controller: the
-// RunnerSet controller (New with opts) and the RunnerClass controller.
+// RunnerSet controller (New with opts), the RunnerClass controller and the
+// leader's watch of job pods taken away under their jobs (interruptions.go).
 // They read the field indexes Register adds to the manager.
 func NewControllers(c client.Client, apiReader client.Reader, rec events.EventRecorder, opts ...Option) []Controller {
 	return []Controller{
 		New(c, apiReader, rec, opts...),
 		&ClassReconciler{Client: c},
+		interruptionsController{recorder: rec},
 	}
+}
+
+// interruptionsController registers the watch of interrupted job pods.
+type interruptionsController struct{ recorder events.EventRecorder }
+
+func (interruptionsController) Name() string { return "jobinterruptions" }
+
+func (c interruptionsController) Register(_ context.Context, mgr ctrl.Manager) error {
+	return watchInterruptions(mgr, c.recorder)
 }
 
 // Register adds to mgr the field indexes the controllers share, then each

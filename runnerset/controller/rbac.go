@@ -57,7 +57,9 @@ package controller
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;delete
 
 // Pods: finalize lists a RunnerSet's manager and job pods by metadata; the
-// cache watches manager pods by metadata for the drain metrics. finalize
+// cache watches manager pods by metadata for the drain metrics, and the
+// leader watches job pods for the ones a disruption takes away
+// (interruptions.go). finalize
 // deletes the job pods of a RunnerSet being deleted that no manager pod is
 // left to delete (waitForPods, orphans.go), by UID, in its own jobs
 // namespace or (jobs of the layout before jobs namespaces) its namespace.

@@ -2,7 +2,8 @@
 // served beside controller-runtime's on its metrics registry.
 //
 // Two kinds: counters the controller increments as it works (reconcile
-// errors by step, GitLab API requests by endpoint and code), and a Collector
+// errors by step, GitLab API requests by endpoint and code, job pods
+// interrupted by a disruption), and a Collector
 // that reads the state at scrape time from the manager's cache (RunnerSets by
 // condition, per-RunnerSet readiness and token expiry, capacity objects,
 // drains). State read at scrape time cannot go stale and costs nothing
@@ -38,6 +39,7 @@ const (
 	ReconcileErrorsTotal  = Prefix + "reconcile_errors_total"
 	GitLabRequestsTotal   = Prefix + "gitlab_api_requests_total"
 	GitLabRequestDuration = Prefix + "gitlab_api_request_duration_seconds"
+	JobsInterruptedTotal  = Prefix + "jobs_interrupted_total"
 )
 
 // Label names.
@@ -84,6 +86,15 @@ var GitLabDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 }, []string{LabelEndpoint})
 
+// JobsInterrupted counts the job pods of a RunnerSet that a disruption
+// took away while they ran (their node deleted, evicted, preempted, shut
+// down), by the reason of the pod's DisruptionTarget condition; the
+// controller counts each pod once, when it sees it deleted.
+var JobsInterrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: JobsInterruptedTotal,
+	Help: "Job pods of a RunnerSet taken away while their job ran, by the reason of their DisruptionTarget condition (DeletionByPodGC: their node was deleted; DeletionByTaintManager, EvictionByEvictionAPI, PreemptionByScheduler, TerminationByKubelet; Other).",
+}, []string{LabelNamespace, LabelRunnerSet, LabelReason})
+
 // Steps are every value of ReconcileErrors' step label.
 func Steps() []string {
 	return append(append([]string{}, v1alpha1.DependentConditions...), StepStatus, StepFinalize)
@@ -91,7 +102,7 @@ func Steps() []string {
 
 // Counters are the metrics the controller increments.
 func Counters() []prometheus.Collector {
-	return []prometheus.Collector{ReconcileErrors, GitLabRequests, GitLabDuration}
+	return []prometheus.Collector{ReconcileErrors, GitLabRequests, GitLabDuration, JobsInterrupted}
 }
 
 func init() {

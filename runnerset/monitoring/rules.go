@@ -40,6 +40,10 @@ const (
 	JobQueueThreshold = 5 * time.Minute
 	// CapacityLimitRatio of a NodePool's limit in use counts as at the limit.
 	CapacityLimitRatio = 0.95
+	// JobsInterruptedPerHour is how many of a RunnerSet's jobs a
+	// disruption may take in an hour before it is alerted on: one spot
+	// reclaim now and then is expected, a pool that keeps losing jobs is not.
+	JobsInterruptedPerHour = 3
 )
 
 // Alert names.
@@ -51,6 +55,7 @@ const (
 	AlertCapacityAtLimit   = "RunnerCapacityAtLimit"
 	AlertReconcileFailures = "RunnerfleetReconcileErrors"
 	AlertTokenRefused      = "RunnerTokenRefused"
+	AlertJobsInterrupted   = "RunnerJobsInterrupted"
 )
 
 // RunnerRequestJobEndpoint is the endpoint label gitlab-runner gives its
@@ -117,6 +122,11 @@ func RuleGroups() []monitoringv1.RuleGroup {
 				10*time.Minute, "critical",
 				"GitLab refuses the runner token of {{ $labels.namespace }}/{{ $labels.runnerset }}",
 				"The managers of RunnerSet {{ $labels.namespace }}/{{ $labels.runnerset }} have been asking GitLab for jobs with a token it refuses (403) for 10 minutes: they run no job. The controller makes no GitLab call while nothing changes, so this is how a revoked token shows first. A runner the controller created (spec.gitlab.runner) is re-created at its next token check; a stored token (spec.gitlab.tokenSecretRef) must be replaced by you: reset the runner's token in GitLab and store the new glrt- token in its Secret."),
+			rule(AlertJobsInterrupted,
+				fmt.Sprintf("sum by (namespace, runnerset) (increase(%s[1h])) > %d", metrics.JobsInterruptedTotal, JobsInterruptedPerHour),
+				0, "warning",
+				"Jobs of {{ $labels.namespace }}/{{ $labels.runnerset }} keep losing their nodes",
+				fmt.Sprintf("More than %d job pods of RunnerSet {{ $labels.namespace }}/{{ $labels.runnerset }} were taken away while their job ran in the last hour (runnerfleet_jobs_interrupted_total by reason; the RunnerSet's JobInterrupted Events name each pod and node): DeletionByPodGC is a node that went away under its jobs, as a spot reclaim does. Those jobs failed; if spot capacity is being reclaimed this often, allow on-demand (spec.capacity.capacityTypes) or more instance families.", JobsInterruptedPerHour)),
 			rule(AlertReconcileFailures,
 				fmt.Sprintf("sum by (step) (increase(%s[15m])) > 0", metrics.ReconcileErrorsTotal),
 				15*time.Minute, "warning",

@@ -101,6 +101,7 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 			errs = s
 		}
 	}
+	interrupted := pick(t, ctl, metrics.JobsInterruptedTotal)
 	refused := runnerSeries(t, monitoring.RunnerAPIRequests, map[string]string{"endpoint": monitoring.RunnerRequestJobEndpoint, "status": "403"})
 	answered := runnerSeries(t, monitoring.RunnerAPIRequests, map[string]string{"endpoint": monitoring.RunnerRequestJobEndpoint, "status": "204"})
 	usage := pick(t, kp, monitoring.KarpenterNodePoolUsage)
@@ -137,6 +138,10 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 		// neighbour's are answered (204: no job).
 		{refused.with(team).String(), "0x5 1+4x25"},
 		{answered.with(ok).String(), "0+4x30"},
+		// A node taken under one team's jobs every minute from minute 10;
+		// the neighbour loses one job, once.
+		{interrupted.with(team).String(), "0x10 1+1x20"},
+		{interrupted.with(ok).String(), "0x10 1x20"},
 	}
 	for _, s := range in {
 		name := s.Series[:strings.Index(s.Series, "{")]
@@ -153,6 +158,8 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 		{"20m", monitoring.AlertCapacityAtLimit, []expAlert{expect(t, monitoring.AlertCapacityAtLimit, map[string]string{"nodepool": "rf-team-a-build", "resource_type": usage.labels["resource_type"]})}},
 		{"10m", monitoring.AlertTokenRefused, nil},
 		{"20m", monitoring.AlertTokenRefused, []expAlert{expect(t, monitoring.AlertTokenRefused, team)}},
+		{"12m", monitoring.AlertJobsInterrupted, nil},
+		{"20m", monitoring.AlertJobsInterrupted, []expAlert{expect(t, monitoring.AlertJobsInterrupted, team)}},
 		{"20m", monitoring.AlertReconcileFailures, []expAlert{expect(t, monitoring.AlertReconcileFailures, map[string]string{"step": v1alpha1.ConditionCapacityReady})}},
 	}
 	rules, err := monitoring.RuleFileYAML()

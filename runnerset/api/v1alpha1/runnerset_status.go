@@ -87,6 +87,10 @@ const (
 	// controller deleted because no manager pod was left to delete it for
 	// spec.managers.orphanedJobGracePeriod.
 	ReasonOrphanedJobPodDeleted = "OrphanedJobPodDeleted"
+	// ReasonJobInterrupted is the Warning Event of a job pod a disruption
+	// took away while its job ran (its node deleted, an eviction, a
+	// preemption, a node shutdown), naming the pod and its node.
+	ReasonJobInterrupted = "JobInterrupted"
 	// ReasonObjectInTheWay: an object the RunnerSet needs exists and was
 	// not created by runnerfleet for it; the controller never takes it over.
 	ReasonObjectInTheWay = "ObjectInTheWay"
