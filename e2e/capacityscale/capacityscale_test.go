@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,6 +56,7 @@ import (
 	karpapis "sigs.k8s.io/karpenter/pkg/apis"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
@@ -112,11 +112,8 @@ func settingsFromEnv(b *testing.B) settings {
 func BenchmarkKarpenterCapacity(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
 	s := settingsFromEnv(b)
-	root, err := filepath.Abs("../..")
+	root, err := checkout.Root()
 	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "hack", "tools.sh")); err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
 	}
 	node := realNodeState()
