@@ -16,6 +16,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -27,7 +28,7 @@ const ControllerName = install.Name
 func Labels(stack string) map[string]string {
 	return map[string]string{
 		resources.LabelManagedBy: "runnerfleet-pulumi",
-		"runnerfleet.dev/stack":  stack,
+		naming.LabelStack:        stack,
 	}
 }
 

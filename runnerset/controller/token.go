@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // TokenSource gets the runner authentication token of a RunnerSet and gives
@@ -54,7 +55,7 @@ type RunnerToken struct {
 // (2027-01-31T00:00:00Z): GitLab's token_expires_at of the runner. The
 // controller exports it as runnerfleet_runnerset_token_expiry_timestamp_seconds,
 // so an alert fires before the managers lose GitLab.
-const AnnotationTokenExpiresAt = "runnerfleet.dev/token-expires-at"
+const AnnotationTokenExpiresAt = naming.AnnotationTokenExpiresAt
 
 // registrationTokenPrefix starts the runner registration tokens GitLab no
 // longer accepts.
