@@ -3,7 +3,6 @@ package kube
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -265,7 +265,7 @@ func team(ctx *pulumi.Context, name string, t stackconfig.Team, f *stackconfig.F
 	// Changing what the API makes immutable (the class, the runner's
 	// scope) replaces the RunnerSet: the old one drains and releases its
 	// runner before the new one registers.
-	drain := rs.Spec.Managers.ShutdownTimeoutOrDefault() + 10*time.Minute
+	drain := rs.Spec.Managers.ShutdownTimeoutOrDefault() + gitlabrunner.DrainMargin
 	opts := append(with(deps...),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Delete: drain.String(), Update: "10m"}),
 		pulumi.ReplaceOnChanges([]string{"spec.className", "spec.gitlab.runner.type", "spec.gitlab.runner.groupID", "spec.gitlab.runner.projectID"}),
