@@ -133,7 +133,7 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 		Spec: v1alpha1.RunnerClassSpec{
 			Provider:  v1alpha1.CapacityProviderKWOK,
 			GitLabURL: e.gl.URL(),
-			Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(e.imgs.Standin), JobImage: "alpine:3.22"},
+			Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(e.imgs.Standin), JobImage: v1alpha1.DefaultJobImage},
 		},
 	})
 	return e
