@@ -61,6 +61,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -438,7 +439,7 @@ func waitRunning(b *testing.B, c client.Client, pods []*corev1.Pod, created map[
 		}
 		time.Sleep(250 * time.Millisecond)
 		list := &corev1.PodList{}
-		if err := c.List(ctx, list, client.MatchingLabels{"app.kubernetes.io/managed-by": "runnerfleet"}); err != nil {
+		if err := c.List(ctx, list, client.MatchingLabels{resources.LabelManagedBy: resources.ManagedBy}); err != nil {
 			b.Fatal(err)
 		}
 		live := map[string]bool{}
