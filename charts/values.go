@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -108,9 +109,9 @@ func DefaultValues() Values {
 // Labels are the labels the chart adds to every object of a release.
 func Labels(release, service string) map[string]string {
 	return map[string]string{
-		resources.LabelManagedBy:     service,
-		"app.kubernetes.io/instance": release,
-		"helm.sh/chart":              ChartName + "-" + version.Release,
+		resources.LabelManagedBy: service,
+		naming.LabelInstance:     release,
+		naming.LabelHelmChart:    ChartName + "-" + version.Release,
 	}
 }
 

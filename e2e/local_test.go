@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -202,11 +203,8 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("..")
+	dir, err := checkout.Root()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "hack", "tools.sh")); err != nil {
 		t.Fatalf("run the e2e tests from the e2e directory of a runnerfleet checkout: %v", err)
 	}
 	return dir

@@ -45,6 +45,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 type nodeEnv struct {
@@ -133,7 +134,7 @@ func startNodeEnv(t *testing.T) *nodeEnv {
 		Spec: v1alpha1.RunnerClassSpec{
 			Provider:  v1alpha1.CapacityProviderKWOK,
 			GitLabURL: e.gl.URL(),
-			Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(e.imgs.Standin), JobImage: "alpine:3.22"},
+			Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(e.imgs.Standin), JobImage: v1alpha1.DefaultJobImage},
 		},
 	})
 	return e
@@ -217,7 +218,7 @@ func (e *nodeEnv) newTeam(ns string, replicas, concurrent int32, shutdown time.D
 // managers lists the team's manager pods.
 func (e *nodeEnv) managers(tm *team) []corev1.Pod {
 	pods := &corev1.PodList{}
-	if err := e.c.List(context.Background(), pods, client.InNamespace(tm.ns), client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+	if err := e.c.List(context.Background(), pods, client.InNamespace(tm.ns), client.MatchingLabels{resources.LabelComponent: resources.ComponentManager}); err != nil {
 		e.t.Fatal(err)
 	}
 	return pods.Items
@@ -685,7 +686,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		jobsNS := naming.For(tm.ns, "build").JobsNamespace()
 		jobPods := func() []corev1.Pod {
 			pods := &corev1.PodList{}
-			if err := e.c.List(ctx, pods, client.InNamespace(jobsNS), client.MatchingLabels{"app.kubernetes.io/component": "job"}); err != nil {
+			if err := e.c.List(ctx, pods, client.InNamespace(jobsNS), client.MatchingLabels{resources.LabelComponent: resources.ComponentJob}); err != nil {
 				t.Fatal(err)
 			}
 			return pods.Items
@@ -852,7 +853,7 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 		ours := e.deployment(tm)
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "sigterm-managers"}}
 		d.Spec = *ours.Spec.DeepCopy()
-		sel := map[string]string{"app.kubernetes.io/name": "sigterm-managers"}
+		sel := map[string]string{naming.LabelName: "sigterm-managers"}
 		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: sel}
 		d.Spec.Template.Labels = sel
 		d.Spec.Replicas = ptr.To[int32](1)

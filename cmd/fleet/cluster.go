@@ -31,6 +31,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
@@ -180,7 +181,7 @@ func kubeContexts(path string) []string {
 }
 
 func (s *clusterStack) labels() map[string]string {
-	return map[string]string{resources.LabelManagedBy: fieldOwner, "runnerfleet.dev/stack": s.name}
+	return map[string]string{resources.LabelManagedBy: fieldOwner, naming.LabelStack: s.name}
 }
 
 // plan is every object fleet up applies, in order: the stack's one plan

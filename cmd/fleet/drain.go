@@ -435,9 +435,9 @@ func (s setView) managerRuns(now time.Time) bool {
 // The kubernetes executor labels and annotates a job pod with its job (the
 // local stack's stand-in labels it with the ID).
 const (
-	jobIDKey   = "job.runner.gitlab.com/id"
-	jobNameKey = "job.runner.gitlab.com/name"
-	jobURLKey  = "job.runner.gitlab.com/url"
+	jobIDKey   = naming.LabelGitLabJobID
+	jobNameKey = naming.LabelGitLabJobName
+	jobURLKey  = naming.LabelGitLabJobURL
 )
 
 func jobID(p *corev1.Pod) string {

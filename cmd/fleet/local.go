@@ -23,6 +23,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
@@ -343,7 +344,7 @@ func countNodes(ctx context.Context, c client.Client) (*nodeCount, error) {
 // printManagers lists the manager pods and where they run.
 func printManagers(ctx context.Context, w io.Writer, c client.Client) error {
 	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+	if err := c.List(ctx, pods, client.MatchingLabels{resources.LabelComponent: resources.ComponentManager}); err != nil {
 		return fmt.Errorf("listing manager pods: %w", err)
 	}
 	if len(pods.Items) == 0 {
@@ -567,7 +568,7 @@ func managerTrouble(cl *localcluster.Cluster) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pods := &corev1.PodList{}
-	if err := cl.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+	if err := cl.Client.List(ctx, pods, client.MatchingLabels{resources.LabelComponent: resources.ComponentManager}); err != nil {
 		return ""
 	}
 	var b strings.Builder

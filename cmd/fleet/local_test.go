@@ -16,18 +16,19 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 func TestManagerTroubleNamesAnImageTheNodeLacks(t *testing.T) {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-1", Labels: map[string]string{"app.kubernetes.io/component": "manager"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-1", Labels: map[string]string{resources.LabelComponent: resources.ComponentManager}},
 		Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{
 			Name:  "config",
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: `failed to pull "registry.example.com/runner:1"`}},
 		}}},
 	}
 	pending := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-2", Labels: map[string]string{"app.kubernetes.io/component": "manager"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build-manager-2", Labels: map[string]string{resources.LabelComponent: resources.ComponentManager}},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/1 nodes are available: 1 node(s) were unschedulable",
 		}}},

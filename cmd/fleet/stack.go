@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
@@ -75,18 +76,9 @@ func repoRoot() string {
 	if exe, err := os.Executable(); err == nil {
 		starts = append(starts, filepath.Dir(exe))
 	}
-	for _, dir := range starts {
-		for {
-			b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-			if err == nil && strings.HasPrefix(string(b), "module github.com/runnerfleet/runnerfleet\n") {
-				return dir
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
+	root, err := checkout.Root(starts...)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return root
 }

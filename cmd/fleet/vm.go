@@ -136,7 +136,7 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&r.Settle, "settle", 2*time.Minute, "how long every new VM must stay healthy before the old color drains")
 	fs.DurationVar(&r.HealthTimeout, "health-timeout", 15*time.Minute, "how long the new color may take to become healthy; a new VM that never does is deleted")
 	fs.DurationVar(&jobTimeout, "job-timeout", 3*time.Hour, "the longest job timeout of the group's runners")
-	fs.DurationVar(&r.DrainTimeout, "drain-timeout", 0, "how long the old color's jobs may take to finish (default --job-timeout + 10m; never less than --job-timeout)")
+	fs.DurationVar(&r.DrainTimeout, "drain-timeout", 0, "how long the old color's jobs may take to finish (default --job-timeout + "+strconv.Itoa(gitlabrunner.DrainMarginSeconds/60)+"m; never less than --job-timeout)")
 	fs.DurationVar(&r.Poll, "poll", 10*time.Second, "how often to look")
 	fs.StringVar(&webhook, "webhook", "", "URL to POST the rotation's report to, on success and on failure")
 	fs.StringVar(&notifyFormat, "notify-format", vmfleet.NotifyFormats[0], "the --webhook's payload: "+vmfleet.NotifySlack+" (a Slack incoming-webhook message) or "+vmfleet.NotifyJSON+" (the report as JSON)")
@@ -169,10 +169,10 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	if r.DrainTimeout == 0 {
-		r.DrainTimeout = jobTimeout + 10*time.Minute
+		r.DrainTimeout = jobTimeout + gitlabrunner.DrainMargin
 	}
 	if r.DrainTimeout < jobTimeout {
-		return fmt.Errorf("--drain-timeout %s is below the longest job timeout %s (--job-timeout): a job could still run when the wait ends; use --drain-timeout %s or more", r.DrainTimeout, jobTimeout, jobTimeout+10*time.Minute)
+		return fmt.Errorf("--drain-timeout %s is below the longest job timeout %s (--job-timeout): a job could still run when the wait ends; use --drain-timeout %s or more", r.DrainTimeout, jobTimeout, jobTimeout+gitlabrunner.DrainMargin)
 	}
 	gitlabSet := map[string]bool{"--gitlab-url": glURL != "", "--gitlab-token-file": glTokenF != "", "--gitlab-runner-id": glRunner != 0}
 	var glMissing []string

@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -57,10 +56,12 @@ import (
 	karpapis "sigs.k8s.io/karpenter/pkg/apis"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
@@ -112,11 +113,8 @@ func settingsFromEnv(b *testing.B) settings {
 func BenchmarkKarpenterCapacity(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
 	s := settingsFromEnv(b)
-	root, err := filepath.Abs("../..")
+	root, err := checkout.Root()
 	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "hack", "tools.sh")); err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
 	}
 	node := realNodeState()
@@ -441,7 +439,7 @@ func waitRunning(b *testing.B, c client.Client, pods []*corev1.Pod, created map[
 		}
 		time.Sleep(250 * time.Millisecond)
 		list := &corev1.PodList{}
-		if err := c.List(ctx, list, client.MatchingLabels{"app.kubernetes.io/managed-by": "runnerfleet"}); err != nil {
+		if err := c.List(ctx, list, client.MatchingLabels{resources.LabelManagedBy: resources.ManagedBy}); err != nil {
 			b.Fatal(err)
 		}
 		live := map[string]bool{}

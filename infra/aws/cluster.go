@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -275,25 +274,8 @@ func issuerOf(ids []eks.ClusterIdentity) (string, error) {
 // Kubeconfig is a kubeconfig for an EKS cluster that gets its token from
 // the AWS CLI with the caller's credentials.
 func Kubeconfig(cluster, endpoint, caData, region string) (string, error) {
-	if endpoint == "" || caData == "" {
-		return "", fmt.Errorf("EKS cluster %s has no endpoint or certificate authority yet", cluster)
-	}
-	cfg := map[string]any{
-		"apiVersion":      "v1",
-		"kind":            "Config",
-		"current-context": cluster,
-		"clusters": []any{map[string]any{"name": cluster, "cluster": map[string]any{
-			"server":                     endpoint,
-			"certificate-authority-data": caData,
-		}}},
-		"contexts": []any{map[string]any{"name": cluster, "context": map[string]any{"cluster": cluster, "user": cluster}}},
-		"users": []any{map[string]any{"name": cluster, "user": map[string]any{"exec": map[string]any{
-			"apiVersion":      "client.authentication.k8s.io/v1beta1",
-			"command":         "aws",
-			"args":            []string{"eks", "get-token", "--cluster-name", cluster, "--region", region, "--output", "json"},
-			"interactiveMode": "Never",
-		}}}},
-	}
-	b, err := json.Marshal(cfg)
-	return string(b), err
+	return kube.Kubeconfig{Platform: "EKS", Cluster: cluster, Server: endpoint, CAData: caData, Exec: kube.Exec{
+		Command: "aws",
+		Args:    []string{"eks", "get-token", "--cluster-name", cluster, "--region", region, "--output", "json"},
+	}}.JSON()
 }

@@ -201,7 +201,7 @@ func newKarpenter(ctx *pulumi.Context, p *platform, name string, c *Cluster, opt
 			},
 			"serviceAccount": pulumi.Map{
 				"name":        pulumi.String(KarpenterServiceAccount),
-				"annotations": pulumi.Map{"eks.amazonaws.com/role-arn": controller.Arn},
+				"annotations": pulumi.Map{naming.AnnotationIRSA: controller.Arn},
 			},
 			"controller": pulumi.Map{"resources": pulumi.Map{
 				"requests": pulumi.Map{"cpu": pulumi.String("500m"), "memory": pulumi.String("1Gi")},

@@ -29,7 +29,7 @@ const (
 	TagCluster = "runnerfleet:cluster"
 	// TagDiscovery marks the subnets and security group Karpenter launches
 	// runner nodes into; runnerset/capacity selects by it.
-	TagDiscovery = "karpenter.sh/discovery"
+	TagDiscovery = naming.TagKarpenterDiscovery
 )
 
 // AMIAlias is the image of Karpenter's runner nodes.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/container"
@@ -269,28 +268,15 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 // certificate is caData (base64 PEM, as GKE gives it), authenticating
 // through gke-gcloud-auth-plugin with the caller's Google credentials.
 func Kubeconfig(cluster, endpoint, caData string) (string, error) {
-	if endpoint == "" || caData == "" {
-		return "", fmt.Errorf("GKE cluster %s has no endpoint or CA certificate yet", cluster)
+	server := ""
+	if endpoint != "" {
+		server = "https://" + endpoint
 	}
-	cfg := map[string]any{
-		"apiVersion":      "v1",
-		"kind":            "Config",
-		"current-context": cluster,
-		"clusters": []any{map[string]any{"name": cluster, "cluster": map[string]any{
-			"server":                     "https://" + endpoint,
-			"certificate-authority-data": caData,
-		}}},
-		"contexts": []any{map[string]any{"name": cluster, "context": map[string]any{"cluster": cluster, "user": cluster}}},
-		"users": []any{map[string]any{"name": cluster, "user": map[string]any{"exec": map[string]any{
-			"apiVersion":         "client.authentication.k8s.io/v1beta1",
-			"command":            "gke-gcloud-auth-plugin",
-			"provideClusterInfo": true,
-			"interactiveMode":    "Never",
-			"installHint":        "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
-		}}}},
-	}
-	b, err := yaml.Marshal(cfg)
-	return string(b), err
+	return kube.Kubeconfig{Platform: "GKE", Cluster: cluster, Server: server, CAData: caData, Exec: kube.Exec{
+		Command:            "gke-gcloud-auth-plugin",
+		ProvideClusterInfo: true,
+		InstallHint:        "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
+	}}.YAML()
 }
 
 // soakDuration is d as GKE's API writes a duration: whole seconds and "s".

@@ -3,7 +3,6 @@ package kube
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -27,7 +28,7 @@ const ControllerName = install.Name
 func Labels(stack string) map[string]string {
 	return map[string]string{
 		resources.LabelManagedBy: "runnerfleet-pulumi",
-		"runnerfleet.dev/stack":  stack,
+		naming.LabelStack:        stack,
 	}
 }
 
@@ -243,7 +244,7 @@ func team(ctx *pulumi.Context, name string, tp TeamPlan, f *stackconfig.Fleet, c
 	// Changing what the API makes immutable (the class, the runner's
 	// scope) replaces the RunnerSet: the old one drains and releases its
 	// runner before the new one registers.
-	drain := rs.Spec.Managers.ShutdownTimeoutOrDefault() + 10*time.Minute
+	drain := rs.Spec.Managers.ShutdownTimeoutOrDefault() + gitlabrunner.DrainMargin
 	opts := append(with(deps...),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Delete: drain.String(), Update: "10m"}),
 		pulumi.ReplaceOnChanges([]string{"spec.className", "spec.gitlab.runner.type", "spec.gitlab.runner.groupID", "spec.gitlab.runner.projectID"}),

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 )
 
 // EnvDir names the directory holding promtool and amtool, as
@@ -45,8 +47,8 @@ func find() (string, error) {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d, nil
 	}
-	root, ok := repoRoot()
-	if !ok {
+	root, err := checkout.Root()
+	if err != nil {
 		return "", fmt.Errorf("promtool and amtool: %s is not set and this is not a runnerfleet checkout; run hack/tools.sh promtool and set %s to the directory it prints", EnvDir, EnvDir)
 	}
 	cmd := exec.Command(filepath.Join(root, "hack", "tools.sh"), "promtool")
@@ -56,23 +58,6 @@ func find() (string, error) {
 		return "", fmt.Errorf("building promtool and amtool with hack/tools.sh promtool: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-func repoRoot() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/runnerfleet/runnerfleet\n") {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
 }
 
 // Run runs promtool with args in dir, stdin fed to it, and returns its

@@ -28,6 +28,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -389,15 +390,15 @@ func fakeNode(name string) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
-			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeValue, "node.alpha.kubernetes.io/ttl": "0"},
+			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeValue, corev1.ObjectTTLAnnotationKey: "0"},
 			Labels: map[string]string{
-				NodeLabel:                         NodeLabelValue,
-				corev1.LabelHostname:              name,
-				corev1.LabelOSStable:              "linux",
-				corev1.LabelArchStable:            "amd64",
-				corev1.LabelInstanceTypeStable:    "kwok",
-				"node-role.kubernetes.io/agent":   "",
-				"runnerfleet.dev/local-fake-node": "true",
+				NodeLabel:                      NodeLabelValue,
+				corev1.LabelHostname:           name,
+				corev1.LabelOSStable:           "linux",
+				corev1.LabelArchStable:         "amd64",
+				corev1.LabelInstanceTypeStable: "kwok",
+				naming.LabelNodeRoleAgent:      "",
+				naming.LabelLocalFakeNode:      "true",
 			},
 		},
 		// Without a real node the fake nodes are the managers' pool:

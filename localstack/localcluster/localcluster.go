@@ -29,6 +29,8 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // The processes of a local cluster, by name.
@@ -61,9 +63,9 @@ var StopOrder = []string{Controller, Karpenter, Kubelet, Containerd, ServiceProx
 // Kwok selects the nodes it manages by this annotation; the nodes Up creates
 // carry it and NodeLabel.
 const (
-	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	KwokNodeAnnotation = naming.AnnotationKwokNode
 	KwokNodeValue      = "fake"
-	NodeLabel          = "type"
+	NodeLabel          = naming.LabelKwokNodeType
 	NodeLabelValue     = "kwok"
 )
 

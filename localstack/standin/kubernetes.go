@@ -33,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // Kubernetes is the part of [runners.kubernetes] the stand-in reads.
@@ -53,7 +55,7 @@ type Kubernetes struct {
 
 // jobIDLabel is the label gitlab-runner's executor gives a job's pod: the
 // job's ID.
-const jobIDLabel = "job.runner.gitlab.com/id"
+const jobIDLabel = naming.LabelGitLabJobID
 
 // defaultPollTimeout is gitlab-runner's poll_timeout default.
 const defaultPollTimeout = 180 * time.Second

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -61,7 +62,7 @@ func AlertmanagerAddress() string {
 // only the pods and CronJobs of the fleet's namespace, with a Role that may
 // only read them, and exports only KubeStateMetricsMetrics.
 func planKubeStateMetrics(ns string) []runtime.Object {
-	sel := map[string]string{"app.kubernetes.io/name": KubeStateMetricsName}
+	sel := map[string]string{naming.LabelName: KubeStateMetricsName}
 	labels := merged(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
 	meta := metav1.ObjectMeta{Name: KubeStateMetricsName, Namespace: ns, Labels: labels}
 	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta}
@@ -140,7 +141,7 @@ func PlanAlertmanager(a *fleetspec.Alerting, key string) (*AlertmanagerPlan, err
 		return nil, fmt.Errorf("rendering %s: %w", AlertmanagerConfigFile, err)
 	}
 	ns := fleetspec.MonitoringNamespace
-	sel := map[string]string{"app.kubernetes.io/name": alertmanagerName}
+	sel := map[string]string{naming.LabelName: alertmanagerName}
 	labels := merged(sel, map[string]string{resources.LabelManagedBy: resources.ManagedBy})
 	meta := metav1.ObjectMeta{Name: alertmanagerName, Namespace: ns, Labels: labels}
 	ap := &AlertmanagerPlan{File: string(b), SecretKey: keys[0]}
@@ -149,7 +150,7 @@ func PlanAlertmanager(a *fleetspec.Alerting, key string) (*AlertmanagerPlan, err
 	ap.Secret = &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: corev1.SecretTypeOpaque}
 	sum := sha256.Sum256(b)
 	deploy := monitoringDeployment(meta, sel, map[string]string{
-		"runnerfleet.dev/config-hash": hex.EncodeToString(sum[:])[:16],
+		naming.AnnotationConfigHash: hex.EncodeToString(sum[:])[:16],
 	}, true, corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
 		Containers: []corev1.Container{monitoringContainer(corev1.Container{

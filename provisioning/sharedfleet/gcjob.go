@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -86,7 +87,7 @@ func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 	}
 	image := p.Spec.Images.OrDefault().GC
 	name := GCName(p.Namespace)
-	labels := map[string]string{"app.kubernetes.io/name": "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
+	labels := map[string]string{naming.LabelName: "fleet-gc", resources.LabelManagedBy: resources.ManagedBy}
 	grace := p.Monitoring.GCGrace()
 	project, zones, err := GCScope(p.Spec)
 	if err != nil {
@@ -102,7 +103,7 @@ func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},
 	}
-	sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": account}
+	sa.Annotations = map[string]string{naming.AnnotationWorkloadIdentity: account}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels},

@@ -12,6 +12,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // Monitoring ports. The VMs' node_exporter port is the fleet's
@@ -36,7 +37,7 @@ const MetricsPortName = "metrics"
 
 // LabelManagerPod is the pod label that names a manager, so that its metrics
 // and its VMs' (label runnerfleet-manager) can be joined.
-const LabelManagerPod = "runnerfleet.dev/manager"
+const LabelManagerPod = naming.LabelSharedFleetManager
 
 // Fleet is one fleet namespace (production, staging, …) and its manager groups.
 type Fleet struct {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
@@ -229,7 +230,7 @@ func networkPolicy(manager, ns string, labels map[string]string, w *fleetspec.We
 
 // AnnotationExternalDNSHostname has external-dns point a manager's
 // terminal hostname at its load balancer.
-const AnnotationExternalDNSHostname = "external-dns.alpha.kubernetes.io/hostname"
+const AnnotationExternalDNSHostname = naming.AnnotationExternalDNSHostname
 
 // passthrough makes a manager's session Service its dedicated TCP
 // passthrough load balancer, the only way in to its session server: the

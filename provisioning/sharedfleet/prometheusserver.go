@@ -19,6 +19,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -43,7 +44,7 @@ const PrometheusServiceAccount = prometheusName
 
 // prometheusSelector selects the Prometheus pods; the managers'
 // NetworkPolicy admits them to the metrics port.
-var prometheusSelector = map[string]string{"app.kubernetes.io/name": prometheusName}
+var prometheusSelector = map[string]string{naming.LabelName: prometheusName}
 
 // PrometheusPlan is one Prometheus: its objects, and its files by name.
 type PrometheusPlan struct {
@@ -175,7 +176,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention, storage str
 		},
 	}
 	if gsa != "" {
-		pp.ServiceAccount.Annotations = map[string]string{"iam.gke.io/gcp-service-account": gsa}
+		pp.ServiceAccount.Annotations = map[string]string{naming.AnnotationWorkloadIdentity: gsa}
 	}
 	pp.ConfigMap = &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -184,7 +185,7 @@ func planPrometheus(ns string, files map[string]any, gsa, retention, storage str
 	}
 	// A new configuration rolls Prometheus.
 	pp.Deployment = monitoringDeployment(meta, prometheusSelector, map[string]string{
-		"runnerfleet.dev/config-hash": hex.EncodeToString(h.Sum(nil))[:16],
+		naming.AnnotationConfigHash: hex.EncodeToString(h.Sum(nil))[:16],
 	}, true, corev1.PodSpec{
 		ServiceAccountName: PrometheusServiceAccount,
 		Containers: []corev1.Container{monitoringContainer(corev1.Container{

@@ -45,7 +45,7 @@ const (
 	LabelRelease = vmfleet.PodLabelManager
 	// DrainMarginSeconds is added to the job timeout for a manager's grace
 	// period: the last job's report and its VM's removal.
-	DrainMarginSeconds = 600
+	DrainMarginSeconds = gitlabrunner.DrainMarginSeconds
 )
 
 // Token Secret keys the chart's runners.secret must have.

@@ -23,13 +23,14 @@ import (
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // Job defaults of a group.
 const (
-	DefaultJobImage = "alpine:3.22"
+	DefaultJobImage = string(v1alpha1.DefaultJobImage)
 	DefaultCacheDir = "/cache"
 	// WindowsJobImage matches the Windows Server 2022 VMs.
 	WindowsJobImage = "mcr.microsoft.com/windows/servercore:ltsc2022"

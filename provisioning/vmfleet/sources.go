@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/providers"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // Kubernetes labels and annotations of managers that run in a cluster (the
@@ -19,15 +20,15 @@ import (
 const (
 	// PodLabelManager names the manager on its pods and Deployment: the
 	// Helm release, the same name as the VMs' LabelManager.
-	PodLabelManager = "runnerfleet.dev/release"
+	PodLabelManager = naming.LabelRelease
 	// AnnotationIdleTime on a manager's pods is the longest IdleTime of
 	// its config.toml, a Go duration: fleet gc refuses a grace below it.
-	AnnotationIdleTime = "runnerfleet.dev/idle-time"
+	AnnotationIdleTime = naming.AnnotationIdleTime
 	// PodLabelIncarnation on a manager's pods names the incarnation of a
 	// manager whose docker+machine state lives on a volume of its own (the
 	// volume's claim): every pod that mounts it is that incarnation. Pods
 	// without it are incarnations of their own (IncarnationOfPod).
-	PodLabelIncarnation = "runnerfleet.dev/incarnation"
+	PodLabelIncarnation = naming.LabelIncarnation
 )
 
 // KubeSource proves Kubernetes-hosted managers: every pod labelled

@@ -34,7 +34,7 @@ import (
 // Labels and taints of tag capacity.
 const (
 	// LabelCapacity is on every node of a tag and is the key of its taint.
-	LabelCapacity = "runnerfleet.dev/capacity"
+	LabelCapacity = naming.LabelCapacity
 	// LabelOwnerNamespace and LabelOwnerName tie cluster-scoped capacity to
 	// its namespaced RunnerSet, which cannot own it through an ownerReference.
 	LabelOwnerNamespace = resources.LabelOwnerNamespace
@@ -44,7 +44,7 @@ const (
 	// node while a job pod runs on it.
 	AnnotationSafeToEvict = resources.AnnotationSafeToEvict
 	// LabelComputeClass selects a GKE ComputeClass; GKE taints its nodes with it.
-	LabelComputeClass = "cloud.google.com/compute-class"
+	LabelComputeClass = naming.LabelComputeClass
 )
 
 // ComputeClassGVK is the GKE kind; no Go module ships its types.
@@ -340,7 +340,7 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 // by tag through that.
 func EC2NodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) *awsv1.EC2NodeClass {
 	k := class.Spec.Karpenter
-	discovery := map[string]string{"karpenter.sh/discovery": k.ClusterName}
+	discovery := map[string]string{naming.TagKarpenterDiscovery: k.ClusterName}
 	tags := maps.Clone(k.Tags)
 	if tags == nil {
 		tags = map[string]string{}
@@ -366,7 +366,7 @@ func EC2NodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) *awsv1.EC2
 }
 
 // TagRunnerClass is the EC2 tag that names a node's RunnerClass.
-const TagRunnerClass = "runnerfleet.dev/runner-class"
+const TagRunnerClass = naming.TagRunnerClass
 
 // KWOKNodeClass is the node class of class's tags on a local cluster.
 func KWOKNodeClass(class *v1alpha1.RunnerClass) *kwokv1alpha1.KWOKNodeClass {

@@ -8,6 +8,7 @@ package gitlabrunner
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // MetricsPort is where gitlab-runner serves Prometheus metrics.
@@ -24,6 +25,18 @@ var LocalMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", MetricsPort)
 // what cannot be a token (a pasted newline or label) before any manager
 // sees it.
 var TokenFormat = regexp.MustCompile(`^[A-Za-z0-9._-]{8,512}$`)
+
+// DrainMarginSeconds is what a wait for a draining gitlab-runner adds to
+// the longest job it may still run: the last job's report, the process's
+// exit and its pod's or VM's removal. A shared fleet's manager pods get it
+// on top of the job timeout as their grace, fleet rotate on top of
+// --job-timeout as its default --drain-timeout, and the program on top of
+// a RunnerSet's shutdownTimeout as the wait of its deletion. Untyped, for
+// the grace periods counted in seconds.
+const DrainMarginSeconds = 600
+
+// DrainMargin is DrainMarginSeconds as a duration.
+const DrainMargin = DrainMarginSeconds * time.Second
 
 // DrainCommand is a manager pod's preStop hook: SIGQUIT makes gitlab-runner
 // take no new job and exit once its jobs are done, and the hook waits for it

@@ -27,6 +27,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -52,7 +53,7 @@ const MetricsReader = Name + "-metrics-reader"
 const MetricsPath = "/metrics"
 
 // NameLabel selects the controller's pods.
-const NameLabel = "app.kubernetes.io/name"
+const NameLabel = naming.LabelName
 
 // Options are what an install may change; Defaults gives the release's.
 type Options struct {
@@ -151,8 +152,8 @@ func (o Options) labels() map[string]string {
 		l = map[string]string{}
 	}
 	maps.Copy(l, Selector())
-	l["app.kubernetes.io/component"] = "controller"
-	l["app.kubernetes.io/part-of"] = "runnerfleet"
+	l[naming.LabelComponent] = "controller"
+	l[naming.LabelPartOf] = "runnerfleet"
 	return l
 }
 

@@ -2,10 +2,12 @@ package resources
 
 import (
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // LabelComponent tells a RunnerSet's managers from its job pods and the rest.
-const LabelComponent = "app.kubernetes.io/component"
+const LabelComponent = naming.LabelComponent
 
 // ComponentManager is LabelComponent's value on manager pods and what
 // serves them.

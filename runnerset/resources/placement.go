@@ -4,6 +4,8 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // Where managers run. A manager never runs on spot capacity: a preemption
@@ -25,7 +27,7 @@ import (
 // stranding DNS.
 const (
 	// LabelNodeRole with value NodeRoleManagers marks the managers' nodes.
-	LabelNodeRole    = "runnerfleet.dev/node-role"
+	LabelNodeRole    = naming.LabelNodeRole
 	NodeRoleManagers = "managers"
 
 	managerTaintKey   = "CriticalAddonsOnly"

@@ -25,46 +25,46 @@ import (
 
 // Labels and annotations runnerfleet puts on what it creates.
 const (
-	LabelRunnerSet = "runnerfleet.dev/runnerset"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelRunnerSet = naming.LabelRunnerSet
+	LabelManagedBy = naming.LabelManagedBy
 	ManagedBy      = "runnerfleet"
 
 	// LabelOwnerNamespace and LabelOwnerName tie an object to a RunnerSet
 	// that cannot own it through an ownerReference: cluster-scoped capacity,
 	// the jobs namespace and what lives in it (an ownerReference never
 	// crosses namespaces).
-	LabelOwnerNamespace = "runnerfleet.dev/runnerset-namespace"
-	LabelOwnerName      = "runnerfleet.dev/runnerset-name"
+	LabelOwnerNamespace = naming.LabelOwnerNamespace
+	LabelOwnerName      = naming.LabelOwnerName
 
 	// AnnotationJobsNamespace on the manager pod template names the
 	// namespace the managers create job pods in. A manager pod without it
 	// (or with another) runs an older layout and keeps its rights in the
 	// team's namespace until it has drained.
-	AnnotationJobsNamespace = "runnerfleet.dev/jobs-namespace"
+	AnnotationJobsNamespace = naming.AnnotationJobsNamespace
 
 	// AnnotationConfigHash on the manager pod template rolls the managers when
 	// config.toml or the token changes.
-	AnnotationConfigHash = "runnerfleet.dev/config-hash"
+	AnnotationConfigHash = naming.AnnotationConfigHash
 	// AnnotationIdentityHash on the manager pod template rolls the managers
 	// when spec.jobs.identity changes: IRSA binds a pod to its
 	// ServiceAccount's role only when the pod is created, so managers started
 	// before their ServiceAccount got the role would never sign cache URLs.
-	AnnotationIdentityHash = "runnerfleet.dev/identity-hash"
+	AnnotationIdentityHash = naming.AnnotationIdentityHash
 	// AnnotationSpecHash on every object records the hash of the desired state
 	// it was written from; the controller rewrites an object only when it differs.
-	AnnotationSpecHash = "runnerfleet.dev/spec-hash"
+	AnnotationSpecHash = naming.AnnotationSpecHash
 
 	// AnnotationIRSA and AnnotationWorkloadIdentity bind a ServiceAccount to a
 	// cloud identity on EKS and GKE.
-	AnnotationIRSA             = "eks.amazonaws.com/role-arn"
-	AnnotationWorkloadIdentity = "iam.gke.io/gcp-service-account"
+	AnnotationIRSA             = naming.AnnotationIRSA
+	AnnotationWorkloadIdentity = naming.AnnotationWorkloadIdentity
 
 	// AnnotationSafeToEvict "false" keeps the cluster autoscaler (GKE's,
 	// or an upstream one) from removing the node a pod runs on to scale
 	// down: it would evict the pod with at most 10 minutes of grace. Every
 	// manager pod (a RunnerSet's and a shared fleet's, which drain for
 	// hours) and every job pod carries it (docs/operations/disruptions.md).
-	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	AnnotationSafeToEvict = naming.AnnotationSafeToEvict
 
 	ConfigKey = "config.toml"
 )
@@ -80,7 +80,7 @@ const (
 func Labels(rs *v1alpha1.RunnerSet, component string) map[string]string {
 	l := SelectorLabels(rs, component)
 	l[LabelManagedBy] = ManagedBy
-	l["app.kubernetes.io/name"] = "gitlab-runner"
+	l[naming.LabelName] = "gitlab-runner"
 	return l
 }
 
@@ -238,8 +238,8 @@ func managerRoleBinding(rs *v1alpha1.RunnerSet, m metav1.ObjectMeta) *rbacv1.Rol
 
 // Pod Security admission labels of the jobs namespace.
 const (
-	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
-	LabelPodSecurityWarn    = "pod-security.kubernetes.io/warn"
+	LabelPodSecurityEnforce = naming.LabelPodSecurityEnforce
+	LabelPodSecurityWarn    = naming.LabelPodSecurityWarn
 )
 
 // JobsNamespace is the namespace rs's jobs run in, created and owned by
@@ -327,9 +327,9 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 		AnnotationJobsNamespace: jobsNamespace,
 		// No scale-down of the managers' pool under a manager: the cluster
 		// autoscaler would give it 10 minutes, not the shutdown timeout.
-		AnnotationSafeToEvict:  "false",
-		"prometheus.io/scrape": "true",
-		"prometheus.io/port":   fmt.Sprint(gitlabrunner.MetricsPort),
+		AnnotationSafeToEvict:             "false",
+		naming.AnnotationPrometheusScrape: "true",
+		naming.AnnotationPrometheusPort:   fmt.Sprint(gitlabrunner.MetricsPort),
 	}
 	if id := rs.Spec.Jobs.Identity; id != nil {
 		podAnnotations[AnnotationIdentityHash] = identityHash(id)

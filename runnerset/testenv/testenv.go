@@ -31,6 +31,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
 
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 	"github.com/runnerfleet/runnerfleet/internal/gomod"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
@@ -210,7 +211,7 @@ func Assets() (string, error) {
 			assetsDir = d
 			return
 		}
-		root, err := RepoRoot()
+		root, err := checkout.Root()
 		if err != nil {
 			assetsErr = err
 			return
@@ -225,24 +226,6 @@ func Assets() (string, error) {
 		assetsDir = strings.TrimSpace(string(out))
 	})
 	return assetsDir, assetsErr
-}
-
-// RepoRoot finds the repository root from the working directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/runnerfleet/runnerfleet\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no runnerfleet go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // SimulateDeployments stands in for the Deployment controller and the

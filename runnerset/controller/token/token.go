@@ -30,6 +30,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // RunnerToken is what the managers need to authenticate.
@@ -58,7 +59,7 @@ type RunnerToken struct {
 // (2027-01-31T00:00:00Z): GitLab's token_expires_at of the runner. The
 // controller exports it as runnerfleet_runnerset_token_expiry_timestamp_seconds,
 // so an alert fires before the managers lose GitLab.
-const AnnotationTokenExpiresAt = "runnerfleet.dev/token-expires-at"
+const AnnotationTokenExpiresAt = naming.AnnotationTokenExpiresAt
 
 // registrationTokenPrefix starts the runner registration tokens GitLab no
 // longer accepts.
