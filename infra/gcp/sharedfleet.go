@@ -107,16 +107,13 @@ func serviceAccountID(email string) string {
 	return "projects/" + strings.TrimSuffix(domain, ".iam.gserviceaccount.com") + "/serviceAccounts/" + email
 }
 
-// vmProjects are the projects fleet s's groups run VMs in, sorted.
-func vmProjects(s fleetspec.SharedFleet, platform string) []string {
+// vmProjects are the projects the Effective fleet s's groups run VMs in,
+// sorted.
+func vmProjects(s fleetspec.SharedFleet) []string {
 	var out []string
 	for _, g := range s.Groups {
-		p := g.Project
-		if p == "" {
-			p = platform
-		}
-		if !slices.Contains(out, p) {
-			out = append(out, p)
+		if !slices.Contains(out, g.Project) {
+			out = append(out, g.Project)
 		}
 	}
 	slices.Sort(out)
@@ -165,7 +162,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 					return nil, err
 				}
 			}
-			for _, p := range vmProjects(s, project) {
+			for _, p := range vmProjects(s) {
 				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
 					return nil, err
 				}
@@ -224,7 +221,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 			if err := workloadIdentity(gsa, ns, sharedfleet.PrometheusServiceAccount); err != nil {
 				return nil, err
 			}
-			for _, p := range vmProjects(s, project) {
+			for _, p := range vmProjects(s) {
 				if err := projectRole(gsa, PrometheusComputeRole, p); err != nil {
 					return nil, err
 				}

@@ -73,18 +73,11 @@ func Namespace(s fleetspec.SharedFleet) string { return s.Namespace }
 // gcpServiceAccount for Workload Identity.
 func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerName() }
 
-// monitoringSpec is fleet s as its Prometheus sees it; its VM quota
-// defaults to the groups' maxVMs times their maxManagers. Its quota
-// exporter runs in the Prometheus pod (quotaExporterContainer).
+// monitoringSpec is the Effective fleet s as its Prometheus sees it. Its
+// quota exporter runs in the Prometheus pod (quotaExporterContainer).
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
-	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
+	return Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
 		QuotaExporter: fmt.Sprintf("localhost:%d", quotaexporter.DefaultPort)}
-	if m.VMQuota == 0 {
-		for _, g := range s.Groups {
-			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
-		}
-	}
-	return m
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time
@@ -92,14 +85,13 @@ func monitoringSpec(s fleetspec.SharedFleet) Fleet {
 const placeholderBucket = "runnerfleet-cache-bucket"
 
 // PlanFleet plans fleet s, whose stack config key is key (errors name
-// it); gcAccount is the Google service account its gc acts as.
+// it); gcAccount is the Google service account its gc acts as. s is the
+// stack's Effective fleet (its defaults resolved by
+// fleetspec.SharedFleet.Effective, which PlanFleet applies again without a
+// platform: that changes nothing of an Effective fleet and fills the
+// platform-free defaults of one built by hand).
 func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, error) {
-	// The groups' VMs run what the fleet says (its images and
-	// node_exporter port): the same port its Prometheus scrapes.
-	s.Groups = slices.Clone(s.Groups)
-	for j := range s.Groups {
-		s.Groups[j].VMAgents = s.VMAgents()
-	}
+	s = s.Effective(fleetspec.Platform{})
 	p := &FleetPlan{
 		Spec:       s,
 		Namespace:  Namespace(s),
