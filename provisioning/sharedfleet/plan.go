@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
@@ -77,7 +77,7 @@ func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerNa
 // quota exporter runs in the Prometheus pod (quotaExporterContainer).
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
 	return Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
-		QuotaExporter: fmt.Sprintf("localhost:%d", quotaexporter.DefaultPort)}
+		QuotaExporter: fmt.Sprintf("localhost:%d", gcenames.QuotaExporterPort)}
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time
