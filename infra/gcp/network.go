@@ -36,7 +36,7 @@ type Network struct {
 	NodeTag string
 }
 
-func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.ResourceOption) (*Network, error) {
+func newNetwork(ctx *pulumi.Context, name string, e *platform, opts ...pulumi.ResourceOption) (*Network, error) {
 	n := &Network{NodeTag: e.args.Cluster + "-node"}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Network", name, n, opts...); err != nil {
 		return nil, err

@@ -100,6 +100,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
@@ -116,7 +117,9 @@ type SharedFleets struct {
 	Monitoring *CentralMonitoring
 }
 
-// SharedFleet is one fleet: the runnerfleet:gke:SharedFleet component.
+// SharedFleet is one fleet: the runnerfleet:sharedfleet:SharedFleet
+// component, which holds all of it (its VM network and its Kubernetes
+// objects).
 type SharedFleet struct {
 	pulumi.ResourceState
 
@@ -167,6 +170,9 @@ type Args struct {
 	// Alerting is the stack config's alerting: the receiver of the
 	// shared fleets' Alertmanager.
 	Alerting *fleetspec.Alerting
+	// Platform is the gke platform the fleets' cloud side (VM network,
+	// identities and grants) is composed from.
+	Platform *gcp.Platform
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is
@@ -177,6 +183,10 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if len(fleets) == 0 {
 		return out, nil
 	}
+	if args.Platform == nil || args.Platform.Args == nil || args.Platform.Args.GCP == nil {
+		return nil, fmt.Errorf("%s: shared fleets run on the gke platform, which was not declared", stackconfig.Root.Child("sharedFleets"))
+	}
+	e := &cloud{p: args.Platform, fleets: fleets}
 	for i, s := range fleets {
 		for j, g := range s.Groups {
 			if _, ok := secrets[g.TokenConfigKey]; !ok {
@@ -188,7 +198,8 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	plans := make([]*shared.FleetPlan, len(fleets))
 	for i := range fleets {
 		key := stackconfig.Root.Child("sharedFleets").Index(i).String()
-		if plans[i], err = shared.PlanFleet(fleets[i], key, c.GCServiceAccounts[shared.Namespace(fleets[i])]); err != nil {
+		gcAccount := shared.GCAccountEmail(e.project(), e.cluster(), shared.Namespace(fleets[i]))
+		if plans[i], err = shared.PlanFleet(fleets[i], key, gcAccount); err != nil {
 			return nil, err
 		}
 	}
@@ -209,11 +220,14 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		return nil, err
 	}
 	for _, p := range plans {
-		fl, err := declareFleet(ctx, p, c, secrets, opts...)
+		fl, err := declareFleet(ctx, p, c, e, secrets, opts...)
 		if err != nil {
 			return nil, err
 		}
 		out.Fleets = append(out.Fleets, fl)
+	}
+	if _, err := newSharedFleetIdentity(ctx, e.cluster()+"-shared-identity", e, opts...); err != nil {
+		return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
 	}
 	if out.Monitoring, err = declareCentral(ctx, central, am, alertSecret, c, out.Fleets, opts...); err != nil {
 		return nil, err

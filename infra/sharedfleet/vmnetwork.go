@@ -1,4 +1,4 @@
-package gcp
+package sharedfleet
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
-	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 // SharedFleetNetwork is where one shared fleet's VMs live, in the cluster's
@@ -77,19 +77,22 @@ func vmFirewallResource(name string, in fleetspec.VMIngress) string {
 	return name + "-" + in.Tag + "-" + in.Consumer
 }
 
-func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network, s fleetspec.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
-	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.gcp.Project, e.gcp.Region, e.args.Cluster), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
-	if err := ctx.RegisterComponentResource("runnerfleet:gcp:SharedFleetNetwork", name, n, opts...); err != nil {
+// newSharedFleetNetwork declares fleet s's VM network under its
+// component (it was the gke platform's child, whose URNs its alias keeps).
+func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *cloud, s fleetspec.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
+	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.project(), e.p.Args.GCP.Region, e.cluster()), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
+	opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String("runnerfleet:gcp:SharedFleetNetwork"), Parent: e.p}}))
+	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:VMNetwork", name, n, opts...); err != nil {
 		return nil, err
 	}
-	g, cluster, fleet := e.gcp, e.args.Cluster, s.Namespace
+	g, cluster, fleet := e.p.Args.GCP, e.cluster(), s.Namespace
 	subnetwork := pulumi.String(n.Subnetwork).ToStringOutput()
 	if cidr := s.VMNetwork.CIDR; cidr != "" {
 		subnetName := fleetspec.VMSubnetworkName(cluster, fleet)
 		sub, err := compute.NewSubnetwork(ctx, name+"-subnet", &compute.SubnetworkArgs{
 			Name:                  pulumi.String(subnetName),
 			Description:           pulumi.String("runnerfleet: the job VMs of shared fleet " + fleet),
-			Network:               nw.Network,
+			Network:               e.p.Network,
 			Region:                pulumi.String(g.Region),
 			IpCidrRange:           pulumi.String(cidr),
 			PrivateIpGoogleAccess: pulumi.Bool(true),
@@ -101,7 +104,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 		router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
 			Name:        pulumi.String(subnetName),
 			Description: pulumi.String("runnerfleet: Cloud NAT of the job VMs of shared fleet " + fleet),
-			Network:     nw.Network,
+			Network:     e.p.Network,
 			Region:      pulumi.String(g.Region),
 		}, e.opts(n)...)
 		if err != nil {
@@ -140,7 +143,7 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 		_, err := compute.NewFirewall(ctx, vmFirewallResource(name, in), &compute.FirewallArgs{
 			Name:         pulumi.String(in.FirewallName(cluster)),
 			Description:  pulumi.String("runnerfleet: the " + in.Consumer + " of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + in.Tag + " on tcp " + strings.Join(ports, ", ")),
-			Network:      nw.Network,
+			Network:      e.p.Network,
 			Direction:    pulumi.String("INGRESS"),
 			Priority:     pulumi.Int(1000),
 			SourceRanges: pulumix.Strings(vmSourceRanges(g, in.Consumer)),
@@ -169,16 +172,16 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *env, nw *Network
 					SourceImage: pulumi.String(grp.Image),
 					Boot:        pulumi.Bool(true),
 					AutoDelete:  pulumi.Bool(true),
-					Labels:      pulumix.StringMap(sharedfleet.InstanceTemplateLabels(grp, manager)),
+					Labels:      pulumix.StringMap(shared.InstanceTemplateLabels(grp, manager)),
 				}},
 				// No access config: no external address.
 				NetworkInterfaces: []compute.InstanceTemplateNetworkInterfaceArgs{{
-					Network:    nw.Network,
+					Network:    e.p.Network,
 					Subnetwork: subnetwork,
 				}},
 				Scheduling: scheduling(grp.SpotVMs()),
 				Tags:       pulumix.Strings(tags),
-				Labels:     pulumix.StringMap(sharedfleet.InstanceTemplateLabels(grp, manager)),
+				Labels:     pulumix.StringMap(shared.InstanceTemplateLabels(grp, manager)),
 			}, e.opts(n)...)
 			if err != nil {
 				return nil, fmt.Errorf("creating the instance template of manager %s: %w", manager, err)

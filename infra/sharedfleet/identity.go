@@ -1,4 +1,4 @@
-package gcp
+package sharedfleet
 
 import (
 	"fmt"
@@ -7,31 +7,22 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
-	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 // Roles of the shared fleets' Google service accounts.
 const (
-	// WorkloadIdentityRole lets one Kubernetes ServiceAccount act as a
-	// Google service account.
-	WorkloadIdentityRole = "roles/iam.workloadIdentityUser"
 	// ManagerComputeRole is the managers' role in each project their groups
 	// run VMs in: docker+machine creates and deletes instances (and their
 	// disks), docker-autoscaler's fleeting plugin resizes its managed
 	// instance group, reads its instances and sets their SSH metadata.
 	ManagerComputeRole = "roles/compute.instanceAdmin.v1"
-	// ManagerSignerRole is granted to the managers' account on itself, and
-	// only there: the managers' config.toml gives the GCS cache a bucket and
-	// no credentials, so gitlab-runner signs the cache URLs it hands to the
-	// jobs through the IAM signBlob API as the account the metadata server
-	// names, which needs iam.serviceAccounts.signBlob on that account. It
-	// lets the account sign as, or mint tokens for, nothing but itself.
-	ManagerSignerRole = "roles/iam.serviceAccountTokenCreator"
 	// VMUserRole is granted on a fleet's vmServiceAccount, and only there,
 	// to its managers' account and its gc's account: iam.serviceAccounts.actAs,
 	// which creating a VM that runs as the account and setting its
@@ -62,9 +53,9 @@ const (
 //     act as the fleet's gcpServiceAccount, and the fleet's Prometheus's,
 //     <namespace>/prometheus, as monitoring.gcpServiceAccount;
 //   - the managers' account gets ManagerComputeRole in every project the
-//     fleet's groups run VMs in, roles/storage.objectUser (CacheRole) on the
+//     fleet's groups run VMs in, roles/storage.objectUser (gcp.CacheRole) on the
 //     bucket its cache uses (the platform's cache bucket unless the fleet
-//     names its own) and ManagerSignerRole on itself;
+//     names its own) and gcp.ManagerSignerRole on itself;
 //   - the Prometheus account gets PrometheusComputeRole in those projects.
 //
 // Every grant is one IAMMember (never an IAMBinding or IAMPolicy, which
@@ -79,7 +70,7 @@ type SharedFleetIdentity struct {
 // sharedGrants declares the grants of a SharedFleetIdentity, each once.
 type sharedGrants struct {
 	name   string
-	e      *env
+	e      *cloud
 	parent pulumi.Resource
 	seen   map[string]bool
 	// roles are the custom roles declared, by resource name.
@@ -120,16 +111,21 @@ func vmProjects(s fleetspec.SharedFleet) []string {
 	return out
 }
 
-func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluster, cache *Cache, opts ...pulumi.ResourceOption) (*SharedFleetIdentity, error) {
+// newSharedFleetIdentity declares the SharedFleetIdentity of every fleet
+// of the stack: one component for all of them, at the stack's top level,
+// because a grant two fleets need is declared once (it was the gke
+// platform's child, whose URNs its alias keeps).
+func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *cloud, opts ...pulumi.ResourceOption) (*SharedFleetIdentity, error) {
 	c := &SharedFleetIdentity{}
-	if err := ctx.RegisterComponentResource("runnerfleet:gcp:SharedFleetIdentity", name, c, opts...); err != nil {
+	opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String("runnerfleet:gcp:SharedFleetIdentity"), Parent: e.p}}))
+	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:Identity", name, c, opts...); err != nil {
 		return nil, err
 	}
-	project := e.gcp.Project
-	platformBucket := BucketName(project, e.args.Cluster)
+	project := e.project()
+	platformBucket := gcp.BucketName(project, e.cluster())
 	g := &sharedGrants{name: name, e: e, parent: c, seen: map[string]bool{}, roles: map[string]pulumi.StringOutput{}}
 	// The project's identity pool exists once a cluster uses it.
-	afterCluster := pulumi.DependsOn([]pulumi.Resource{cl.Resource})
+	afterCluster := pulumi.DependsOn([]pulumi.Resource{e.p.GKE})
 	bindings := pulumi.StringMap{}
 
 	workloadIdentity := func(email, ns, ksa string) error {
@@ -137,14 +133,14 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		return g.grant("wi-"+ns+"/"+ksa, func(name string, opts ...pulumi.ResourceOption) error {
 			_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
 				ServiceAccountId: pulumi.String(serviceAccountID(email)),
-				Role:             pulumi.String(WorkloadIdentityRole),
-				Member:           pulumi.String(WorkloadIdentityMember(project, ns, ksa)),
+				Role:             pulumi.String(gcp.WorkloadIdentityRole),
+				Member:           pulumi.String(gcp.WorkloadIdentityMember(project, ns, ksa)),
 			}, opts...)
 			return err
 		}, afterCluster)
 	}
 	projectRole := func(email, role, p string) error {
-		return g.grant(roleSuffix(role)+"-"+p+"/"+email, func(name string, opts ...pulumi.ResourceOption) error {
+		return g.grant(gcp.RoleSuffix(role)+"-"+p+"/"+email, func(name string, opts ...pulumi.ResourceOption) error {
 			_, err := projects.NewIAMMember(ctx, name, &projects.IAMMemberArgs{
 				Project: pulumi.String(p),
 				Role:    pulumi.String(role),
@@ -154,11 +150,11 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		})
 	}
 
-	for _, s := range e.args.SharedFleets {
-		ns := sharedfleet.Namespace(s)
+	for _, s := range e.fleets {
+		ns := shared.Namespace(s)
 		if gsa := s.GCPServiceAccount; gsa != "" {
 			for _, grp := range s.Groups {
-				if err := workloadIdentity(gsa, ns, sharedfleet.ManagerServiceAccount(grp)); err != nil {
+				if err := workloadIdentity(gsa, ns, shared.ManagerServiceAccount(grp)); err != nil {
 					return nil, err
 				}
 			}
@@ -168,24 +164,24 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 				}
 			}
 			member := pulumi.String("serviceAccount:" + gsa)
-			bucket, key := pulumi.StringInput(cache.Bucket), "cache"
+			bucket, key := pulumi.StringInput(e.p.CacheBucket), "cache"
 			if b := s.CacheBucket; b != "" && b != platformBucket {
 				bucket, key = pulumi.String(b), "bucket-"+b
 			}
 			if err := g.grant(key+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
 				_, err := storage.NewBucketIAMMember(ctx, name, &storage.BucketIAMMemberArgs{
 					Bucket: bucket,
-					Role:   pulumi.String(CacheRole),
+					Role:   pulumi.String(gcp.CacheRole),
 					Member: member,
 				}, opts...)
 				return err
 			}); err != nil {
 				return nil, err
 			}
-			if err := g.grant(roleSuffix(ManagerSignerRole)+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
+			if err := g.grant(gcp.RoleSuffix(gcp.ManagerSignerRole)+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
 				_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
 					ServiceAccountId: pulumi.String(serviceAccountID(gsa)),
-					Role:             pulumi.String(ManagerSignerRole),
+					Role:             pulumi.String(gcp.ManagerSignerRole),
 					Member:           member,
 				}, opts...)
 				return err
@@ -200,12 +196,12 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 		// metadata, needs actAs on that account: the managers and gc
 		// get it on the fleet's VM account alone.
 		if vmsa := s.VMServiceAccount; vmsa != "" {
-			users := []string{sharedfleet.GCAccountEmail(project, e.args.Cluster, ns)}
+			users := []string{shared.GCAccountEmail(project, e.cluster(), ns)}
 			if s.GCPServiceAccount != "" {
 				users = append(users, s.GCPServiceAccount)
 			}
 			for _, user := range users {
-				if err := g.grant(roleSuffix(VMUserRole)+"/"+vmsa+"/"+user, func(name string, opts ...pulumi.ResourceOption) error {
+				if err := g.grant(gcp.RoleSuffix(VMUserRole)+"/"+vmsa+"/"+user, func(name string, opts ...pulumi.ResourceOption) error {
 					_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
 						ServiceAccountId: pulumi.String(serviceAccountID(vmsa)),
 						Role:             pulumi.String(VMUserRole),
@@ -218,7 +214,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *env, cl *Cluste
 			}
 		}
 		if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
-			if err := workloadIdentity(gsa, ns, sharedfleet.PrometheusServiceAccount); err != nil {
+			if err := workloadIdentity(gsa, ns, shared.PrometheusServiceAccount); err != nil {
 				return nil, err
 			}
 			for _, p := range vmProjects(s) {
@@ -269,20 +265,20 @@ func GCInstanceCondition(project string, zones []string) string {
 	return `resource.type == "compute.googleapis.com/Instance" && (` + strings.Join(names, " || ") + ")"
 }
 
-// gcIdentity declares fleet s's gc account (sharedfleet.GCAccountID, in
+// gcIdentity declares fleet s's gc account (shared.GCAccountID, in
 // the platform's project), lets only the fleet's gc ServiceAccount act as
 // it, and grants it GCListPermissions and, under GCInstanceCondition,
 // GCInstancePermissions in the project its groups run VMs in. Nothing
 // else: not the managers' account or roles (which create VMs), no
 // iam.serviceAccounts.actAs.
 func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
-	e, platform, cluster := g.e, g.e.gcp.Project, g.e.args.Cluster
-	ns := sharedfleet.Namespace(s)
-	vmProject, zones, err := sharedfleet.GCScope(s)
+	e, platform, cluster := g.e, g.e.project(), g.e.cluster()
+	ns := shared.Namespace(s)
+	vmProject, zones, err := shared.GCScope(s)
 	if err != nil {
 		return err
 	}
-	id := sharedfleet.GCAccountID(cluster, ns)
+	id := shared.GCAccountID(cluster, ns)
 	acct, err := serviceaccount.NewAccount(ctx, g.name+"-gc-"+ns, &serviceaccount.AccountArgs{
 		Project:     pulumi.String(platform),
 		AccountId:   pulumi.String(id),
@@ -292,12 +288,12 @@ func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, 
 	if err != nil {
 		return fmt.Errorf("creating fleet gc's service account of %s: %w", ns, err)
 	}
-	ksa := sharedfleet.GCName(ns)
+	ksa := shared.GCName(ns)
 	bindings[ns+"/"+ksa] = acct.Email
 	if _, err := serviceaccount.NewIAMMember(ctx, g.name+"-gc-"+ns+"-wi", &serviceaccount.IAMMemberArgs{
 		ServiceAccountId: acct.Name,
-		Role:             pulumi.String(WorkloadIdentityRole),
-		Member:           pulumi.String(WorkloadIdentityMember(platform, ns, ksa)),
+		Role:             pulumi.String(gcp.WorkloadIdentityRole),
+		Member:           pulumi.String(gcp.WorkloadIdentityMember(platform, ns, ksa)),
 	}, e.opts(g.parent, afterCluster)...); err != nil {
 		return fmt.Errorf("binding %s/%s to %s: %w", ns, ksa, id, err)
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
-	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -34,6 +33,16 @@ type Platform struct {
 
 	// Cluster is what the Kubernetes part of the program deploys into.
 	Cluster *kube.Cluster
+
+	// What infra/sharedfleet composes the shared fleets' cloud side from:
+	// the arguments, the gcp provider, the VPC's ID, the GKE cluster (which
+	// Workload Identity bindings wait for: the project's identity pool
+	// exists once a cluster uses it) and the cache bucket.
+	Args        *PlatformArgs
+	Provider    pulumi.ProviderResource
+	Network     pulumi.StringOutput
+	GKE         pulumi.Resource
+	CacheBucket pulumi.StringOutput
 }
 
 // PlatformArgs are what the gke platform is declared from.
@@ -47,7 +56,9 @@ type PlatformArgs struct {
 	Teams []Team
 	// CacheExpireDays is how long cache objects live.
 	CacheExpireDays int
-	// SharedFleets get their Workload Identity bindings and grants.
+	// SharedFleets are the stack's shared fleets, whose managers the
+	// managers' pool must outlast in an upgrade (ManagerPoolSoak); their
+	// cloud side is infra/sharedfleet's, composed from this platform.
 	SharedFleets []fleetspec.SharedFleet
 }
 
@@ -72,8 +83,8 @@ func ArgsFor(stack string, f *stackconfig.Fleet) (*PlatformArgs, error) {
 	return a, nil
 }
 
-// env is what every component of the platform shares.
-type env struct {
+// platform is what every component of the platform shares.
+type platform struct {
 	args   *PlatformArgs
 	gcp    *stackconfig.GCP
 	labels map[string]string
@@ -81,7 +92,7 @@ type env struct {
 }
 
 // opts are the options of a GCP resource that is a child of parent.
-func (e *env) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
+func (e *platform) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
 	return append([]pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(e.gcpp)}, more...)
 }
 
@@ -94,7 +105,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", name, p, opts...); err != nil {
 		return nil, fmt.Errorf("creating the gke platform: %w", err)
 	}
-	e := &env{args: args, gcp: args.GCP, labels: args.Labels}
+	e := &platform{args: args, gcp: args.GCP, labels: args.Labels}
 	gp, err := gcpsdk.NewProvider(ctx, name+"-gcp", &gcpsdk.ProviderArgs{
 		Project:       pulumi.String(args.GCP.Project),
 		Region:        pulumi.String(args.GCP.Region),
@@ -109,11 +120,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, fmt.Errorf("declaring the network: %w", err)
 	}
-	for _, s := range args.SharedFleets {
-		if _, err := newSharedFleetNetwork(ctx, name+"-"+s.Namespace+"-vms", e, nw, s, pulumi.Parent(p)); err != nil {
-			return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", s.Name, err)
-		}
-	}
 	cl, err := newCluster(ctx, name+"-cluster", e, nw, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the GKE cluster: %w", err)
@@ -125,11 +131,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	cache, err := newCache(ctx, name+"-cache", e, ids, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
-	}
-	if len(args.SharedFleets) > 0 {
-		if _, err := newSharedFleetIdentity(ctx, name+"-shared-identity", e, cl, cache, pulumi.Parent(p)); err != nil {
-			return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
-		}
 	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"clusterName": cl.Name,
@@ -144,11 +145,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	for _, t := range ids.Teams {
 		emails[kube.IdentityKey(t.Namespace, t.Name)] = t.Email
 	}
-	gcAccounts := map[string]string{}
-	for _, s := range args.SharedFleets {
-		ns := sharedfleet.Namespace(s)
-		gcAccounts[ns] = sharedfleet.GCAccountEmail(args.GCP.Project, args.Cluster, ns)
-	}
 	p.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
@@ -158,12 +154,12 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 				GCPServiceAccountPatterns: []string{ServiceAccountPattern(args.GCP.Project)},
 			}},
 		},
-		Identities:        emails,
-		GCServiceAccounts: gcAccounts,
-		Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
-		DependsOn:         []pulumi.Resource{cl.SystemPool},
-		InCluster:         true,
+		Identities: emails,
+		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
+		DependsOn:  []pulumi.Resource{cl.SystemPool},
+		InCluster:  true,
 	}
+	p.Args, p.Provider, p.Network, p.GKE, p.CacheBucket = args, gp, nw.Network, cl.Resource, cache.Bucket
 	return p, nil
 }
 

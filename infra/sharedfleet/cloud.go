@@ -1,0 +1,25 @@
+package sharedfleet
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+)
+
+// cloud is what the shared fleets' cloud side is composed from: the gke
+// platform's outputs (its provider, VPC, GKE cluster and cache bucket) and
+// the stack's Effective fleets.
+type cloud struct {
+	p      *gcp.Platform
+	fleets []fleetspec.SharedFleet
+}
+
+func (e *cloud) project() string { return e.p.Args.GCP.Project }
+func (e *cloud) cluster() string { return e.p.Args.Cluster }
+
+// opts are the options of a GCP resource that is a child of parent: the
+// platform's gcp provider.
+func (e *cloud) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
+	return append([]pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(e.p.Provider)}, more...)
+}
