@@ -7,6 +7,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
@@ -101,34 +102,16 @@ func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *cloud, s fleetsp
 			return nil, fmt.Errorf("creating the VM subnetwork of fleet %s: %w", fleet, err)
 		}
 		subnetwork = sub.ID().ToStringOutput()
-		router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
-			Name:        pulumi.String(subnetName),
-			Description: pulumi.String("runnerfleet: Cloud NAT of the job VMs of shared fleet " + fleet),
-			Network:     e.p.Network,
-			Region:      pulumi.String(g.Region),
-		}, e.opts(n)...)
-		if err != nil {
-			return nil, fmt.Errorf("creating the VM router of fleet %s: %w", fleet, err)
-		}
-		_, err = compute.NewRouterNat(ctx, name+"-nat", &compute.RouterNatArgs{
-			Name:                          pulumi.String(subnetName),
-			Router:                        router.Name,
-			Region:                        pulumi.String(g.Region),
-			NatIpAllocateOption:           pulumi.String("AUTO_ONLY"),
-			SourceSubnetworkIpRangesToNat: pulumi.String("LIST_OF_SUBNETWORKS"),
-			Subnetworks: []compute.RouterNatSubnetworkArgs{{
-				Name:                 sub.ID(),
-				SourceIpRangesToNats: pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
-			}},
-			// Jobs pull images: ports as a busy VM needs them.
-			EnableEndpointIndependentMapping: pulumi.Bool(false),
-			EnableDynamicPortAllocation:      pulumi.Bool(true),
-			MinPortsPerVm:                    pulumi.Int(64),
-			MaxPortsPerVm:                    pulumi.Int(8192),
-			LogConfig:                        &compute.RouterNatLogConfigArgs{Enable: pulumi.Bool(true), Filter: pulumi.String("ERRORS_ONLY")},
-		}, e.opts(n)...)
-		if err != nil {
-			return nil, fmt.Errorf("creating the VM Cloud NAT of fleet %s: %w", fleet, err)
+		// Jobs pull images: ports as a busy VM needs them.
+		if err := gcp.DeclareCloudNAT(ctx, name, gcp.CloudNAT{
+			Name:          subnetName,
+			Description:   "runnerfleet: Cloud NAT of the job VMs of shared fleet " + fleet,
+			Network:       e.p.Network,
+			Region:        g.Region,
+			Subnetwork:    sub.ID(),
+			MaxPortsPerVM: 8192,
+		}, e.opts(n)...); err != nil {
+			return nil, fmt.Errorf("the VM network of fleet %s: %w", fleet, err)
 		}
 	}
 

@@ -182,9 +182,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		pfx  netip.Prefix
 	}
 	var ranges []taken
-	for _, r := range []struct{ key, value string }{
-		{"subnetCIDR", f.GCP.SubnetCIDR}, {"podsCIDR", f.GCP.PodsCIDR}, {"servicesCIDR", f.GCP.ServicesCIDR}, {"masterCIDR", f.GCP.MasterCIDR},
-	} {
+	for _, r := range f.GCP.ranges() {
 		if pfx, msg := parseCIDR(r.value); msg == "" {
 			ranges = append(ranges, taken{"gcp." + r.key, pfx})
 		}
