@@ -4,7 +4,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/gcp"
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 // cloud is what the shared fleets' cloud side is composed from: the gke
@@ -13,6 +15,14 @@ import (
 type cloud struct {
 	p      *gcp.Platform
 	fleets []fleetspec.SharedFleet
+	// plans are the fleets' plans, once planned.
+	plans []*shared.FleetPlan
+}
+
+// platform is what the fleets take from the gke platform.
+func (e *cloud) platform() fleetspec.Platform {
+	g := e.p.Args.GCP
+	return fleetspec.Platform{Project: g.Project, Region: g.Region, Cluster: e.cluster(), Network: stackconfig.GCPNetworkPath(g.Project, e.cluster())}
 }
 
 func (e *cloud) project() string { return e.p.Args.GCP.Project }

@@ -150,7 +150,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *cloud, opts ...
 		})
 	}
 
-	for _, s := range e.fleets {
+	for i, s := range e.fleets {
 		ns := shared.Namespace(s)
 		if gsa := s.GCPServiceAccount; gsa != "" {
 			for _, grp := range s.Groups {
@@ -189,7 +189,7 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *cloud, opts ...
 				return nil, err
 			}
 		}
-		if err := g.gcIdentity(ctx, s, afterCluster, bindings); err != nil {
+		if err := g.gcIdentity(ctx, ns, e.plans[i].Cloud.GC, afterCluster, bindings); err != nil {
 			return nil, err
 		}
 		// Creating a VM that runs as an account, and setting its
@@ -227,83 +227,39 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *cloud, opts ...
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"workloadIdentity": bindings})
 }
 
-// fleet gc's permissions: exactly the calls providers/gcp.Compute makes
-// for it (fleet gc --apply --provider gce, as infra/sharedfleet runs it).
-var (
-	// GCListPermissions are granted on the project without a condition:
-	// listing is checked on the project, not on an instance, so no
-	// condition on an instance's name can hold for it; reading a zone
-	// operation is how gc waits for its deletes and metadata writes.
-	GCListPermissions = []string{"compute.instances.list", "compute.zoneOperations.get"}
-	// GCInstancePermissions are granted on the fleet's docker+machine VMs
-	// only (GCInstanceCondition): get and getGuestAttributes read a VM's
-	// job report, setMetadata writes and removes gc's orphan note, delete
-	// deletes an orphan proven idle.
-	GCInstancePermissions = []string{"compute.instances.delete", "compute.instances.get", "compute.instances.getGuestAttributes", "compute.instances.setMetadata"}
-)
-
-// Role IDs of gc's custom roles, per cluster: two stacks may share a VM
-// project.
-func gcRoleID(kind, cluster string) string {
-	return "runnerfleetGC" + kind + "_" + strings.ReplaceAll(cluster, "-", "_")
-}
-
-// GCInstanceCondition is the IAM condition of gc's instance permissions
-// for fleet gc in project and zones: the resource is a Compute Engine
-// instance in one of the zones whose name docker+machine gave it
-// (vmfleet.MachineVMNamePrefix). It is as tight as IAM conditions allow:
-// they see an instance's type and name (and Resource Manager tags, which
-// docker+machine cannot attach), not its labels, and the rest of a
-// docker+machine name begins with the runner token's characters, which
-// the program does not know. That a VM is the fleet's own, by its
-// runnerfleet-fleet label, is proven by gc itself before any call.
-func GCInstanceCondition(project string, zones []string) string {
-	var names []string
-	for _, z := range zones {
-		names = append(names, fmt.Sprintf("resource.name.startsWith(%q)", "projects/"+project+"/zones/"+z+"/instances/"+vmfleet.MachineVMNamePrefix))
-	}
-	return `resource.type == "compute.googleapis.com/Instance" && (` + strings.Join(names, " || ") + ")"
-}
-
-// gcIdentity declares fleet s's gc account (shared.GCAccountID, in
-// the platform's project), lets only the fleet's gc ServiceAccount act as
-// it, and grants it GCListPermissions and, under GCInstanceCondition,
-// GCInstancePermissions in the project its groups run VMs in. Nothing
-// else: not the managers' account or roles (which create VMs), no
-// iam.serviceAccounts.actAs.
-func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
-	e, platform, cluster := g.e, g.e.project(), g.e.cluster()
-	ns := shared.Namespace(s)
-	vmProject, zones, err := shared.GCScope(s)
-	if err != nil {
-		return err
-	}
-	id := shared.GCAccountID(cluster, ns)
+// gcIdentity declares fleet gc's account of a fleet as its plan says
+// (shared.CloudPlan.GC: in the platform's project), lets only the fleet's
+// gc ServiceAccount act as it, and grants it shared.GCListPermissions and,
+// under its condition, shared.GCInstancePermissions in the project its
+// groups run VMs in. Nothing else: not the managers' account or roles
+// (which create VMs), no iam.serviceAccounts.actAs.
+func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, ns string, gc shared.GCIdentityPlan, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
+	e, platform, vmProject := g.e, g.e.project(), gc.Project
 	acct, err := serviceaccount.NewAccount(ctx, g.name+"-gc-"+ns, &serviceaccount.AccountArgs{
 		Project:     pulumi.String(platform),
-		AccountId:   pulumi.String(id),
-		DisplayName: pulumi.String("runnerfleet gc " + ns),
-		Description: pulumi.String("fleet gc of shared fleet " + ns + " on GKE cluster " + cluster + ": lists the fleet's VMs and deletes the orphans among them."),
+		AccountId:   pulumi.String(gc.AccountID),
+		DisplayName: pulumi.String(gc.DisplayName),
+		Description: pulumi.String(gc.Description),
 	}, e.opts(g.parent)...)
 	if err != nil {
 		return fmt.Errorf("creating fleet gc's service account of %s: %w", ns, err)
 	}
-	ksa := shared.GCName(ns)
+	ksa := gc.ServiceAccount
 	bindings[ns+"/"+ksa] = acct.Email
 	if _, err := serviceaccount.NewIAMMember(ctx, g.name+"-gc-"+ns+"-wi", &serviceaccount.IAMMemberArgs{
 		ServiceAccountId: acct.Name,
 		Role:             pulumi.String(gcp.WorkloadIdentityRole),
 		Member:           pulumi.String(gcp.WorkloadIdentityMember(platform, ns, ksa)),
 	}, e.opts(g.parent, afterCluster)...); err != nil {
-		return fmt.Errorf("binding %s/%s to %s: %w", ns, ksa, id, err)
+		return fmt.Errorf("binding %s/%s to %s: %w", ns, ksa, gc.AccountID, err)
 	}
 	roles := map[string]pulumi.StringOutput{}
 	for _, r := range []struct {
-		kind, title string
-		perms       []string
+		kind, id, title string
+		perms           []string
 	}{
-		{"List", "runnerfleet gc: list instances", GCListPermissions},
-		{"Instance", "runnerfleet gc: delete orphaned instances", GCInstancePermissions},
+		{"List", gc.ListRoleID, "runnerfleet gc: list instances", shared.GCListPermissions},
+		{"Instance", gc.InstanceRoleID, "runnerfleet gc: delete orphaned instances", shared.GCInstancePermissions},
 	} {
 		name := g.name + "-gc-role-" + strings.ToLower(r.kind) + "-" + vmProject
 		if role, ok := g.roles[name]; ok {
@@ -312,9 +268,9 @@ func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, 
 		}
 		role, err := projects.NewIAMCustomRole(ctx, name, &projects.IAMCustomRoleArgs{
 			Project:     pulumi.String(vmProject),
-			RoleId:      pulumi.String(gcRoleID(r.kind, cluster)),
+			RoleId:      pulumi.String(r.id),
 			Title:       pulumi.String(r.title),
-			Description: pulumi.String("fleet gc of the shared fleets of GKE cluster " + cluster + " (runnerfleet)"),
+			Description: pulumi.String("fleet gc of the shared fleets of GKE cluster " + g.e.cluster() + " (runnerfleet)"),
 			Permissions: pulumi.ToStringArray(r.perms),
 			Stage:       pulumi.String("GA"),
 		}, e.opts(g.parent)...)
@@ -339,7 +295,7 @@ func (g *sharedGrants) gcIdentity(ctx *pulumi.Context, s fleetspec.SharedFleet, 
 		Condition: &projects.IAMMemberConditionArgs{
 			Title:       pulumi.String("fleet " + ns + "'s docker+machine VMs"),
 			Description: pulumi.String("instances named " + vmfleet.MachineVMNamePrefix + "* in the zones of shared fleet " + ns),
-			Expression:  pulumi.String(GCInstanceCondition(vmProject, zones)),
+			Expression:  pulumi.String(gc.Condition),
 		},
 	}, e.opts(g.parent)...); err != nil {
 		return fmt.Errorf("granting fleet gc of %s its instance role: %w", ns, err)

@@ -71,7 +71,7 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:SharedFleet", component, fl, opts...); err != nil {
 		return nil, err
 	}
-	if _, err := newSharedFleetNetwork(ctx, e.cluster()+"-"+p.Namespace+"-vms", e, p.Spec, pulumi.Parent(fl)); err != nil {
+	if _, err := newSharedFleetNetwork(ctx, e.cluster()+"-"+p.Namespace+"-vms", e, p.Cloud, pulumi.Parent(fl)); err != nil {
 		return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", p.Spec.Name, err)
 	}
 	on := children(fl, c)

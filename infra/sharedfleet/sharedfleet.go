@@ -198,8 +198,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	plans := make([]*shared.FleetPlan, len(fleets))
 	for i := range fleets {
 		key := stackconfig.Root.Child("sharedFleets").Index(i).String()
-		gcAccount := shared.GCAccountEmail(e.project(), e.cluster(), shared.Namespace(fleets[i]))
-		if plans[i], err = shared.PlanFleet(fleets[i], key, gcAccount); err != nil {
+		if plans[i], err = shared.PlanFleet(fleets[i], key, e.platform()); err != nil {
 			return nil, err
 		}
 	}
@@ -226,6 +225,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		}
 		out.Fleets = append(out.Fleets, fl)
 	}
+	e.plans = plans
 	if _, err := newSharedFleetIdentity(ctx, e.cluster()+"-shared-identity", e, opts...); err != nil {
 		return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
 	}

@@ -2,8 +2,6 @@ package sharedfleet
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -80,114 +78,103 @@ func vmFirewallResource(name string, in fleetspec.VMIngress) string {
 
 // newSharedFleetNetwork declares fleet s's VM network under its
 // component (it was the gke platform's child, whose URNs its alias keeps).
-func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *cloud, s fleetspec.SharedFleet, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
-	n := &SharedFleetNetwork{Subnetwork: s.VMSubnetwork(e.project(), e.p.Args.GCP.Region, e.cluster()), InstanceGroups: map[string]*compute.InstanceGroupManager{}}
+func newSharedFleetNetwork(ctx *pulumi.Context, name string, e *cloud, plan shared.CloudPlan, opts ...pulumi.ResourceOption) (*SharedFleetNetwork, error) {
+	n := &SharedFleetNetwork{Subnetwork: plan.VMSubnetwork, InstanceGroups: map[string]*compute.InstanceGroupManager{}}
 	opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String("runnerfleet:gcp:SharedFleetNetwork"), Parent: e.p}}))
 	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:VMNetwork", name, n, opts...); err != nil {
 		return nil, err
 	}
-	g, cluster, fleet := e.p.Args.GCP, e.cluster(), s.Namespace
+	g := e.p.Args.GCP
 	subnetwork := pulumi.String(n.Subnetwork).ToStringOutput()
-	if cidr := s.VMNetwork.CIDR; cidr != "" {
-		subnetName := fleetspec.VMSubnetworkName(cluster, fleet)
+	if sp := plan.Subnetwork; sp != nil {
 		sub, err := compute.NewSubnetwork(ctx, name+"-subnet", &compute.SubnetworkArgs{
-			Name:                  pulumi.String(subnetName),
-			Description:           pulumi.String("runnerfleet: the job VMs of shared fleet " + fleet),
+			Name:                  pulumi.String(sp.Name),
+			Description:           pulumi.String(sp.Description),
 			Network:               e.p.Network,
 			Region:                pulumi.String(g.Region),
-			IpCidrRange:           pulumi.String(cidr),
+			IpCidrRange:           pulumi.String(sp.CIDR),
 			PrivateIpGoogleAccess: pulumi.Bool(true),
 		}, e.opts(n)...)
 		if err != nil {
-			return nil, fmt.Errorf("creating the VM subnetwork of fleet %s: %w", fleet, err)
+			return nil, fmt.Errorf("creating the VM subnetwork %s: %w", sp.Name, err)
 		}
 		subnetwork = sub.ID().ToStringOutput()
 		// Jobs pull images: ports as a busy VM needs them.
 		if err := gcp.DeclareCloudNAT(ctx, name, gcp.CloudNAT{
-			Name:          subnetName,
-			Description:   "runnerfleet: Cloud NAT of the job VMs of shared fleet " + fleet,
+			Name:          sp.Name,
+			Description:   sp.NATDescription,
 			Network:       e.p.Network,
 			Region:        g.Region,
 			Subnetwork:    sub.ID(),
 			MaxPortsPerVM: 8192,
 		}, e.opts(n)...); err != nil {
-			return nil, fmt.Errorf("the VM network of fleet %s: %w", fleet, err)
+			return nil, fmt.Errorf("the VM network %s: %w", sp.Name, err)
 		}
 	}
 
 	// One rule per consumer and VM tag (fleetspec.SharedFleet.VMIngress):
 	// the managers to the groups' VMs on the ports their executors use,
 	// the fleet's Prometheus to the VMs that run node_exporter on its port.
-	for _, in := range s.VMIngress() {
-		ports := make([]string, 0, len(in.Ports))
-		for _, p := range in.Ports {
-			ports = append(ports, strconv.Itoa(p))
-		}
-		_, err := compute.NewFirewall(ctx, vmFirewallResource(name, in), &compute.FirewallArgs{
-			Name:         pulumi.String(in.FirewallName(cluster)),
-			Description:  pulumi.String("runnerfleet: the " + in.Consumer + " of shared fleet " + fleet + " (the cluster's pods) reach its job VMs tagged " + in.Tag + " on tcp " + strings.Join(ports, ", ")),
+	for _, fw := range plan.Firewalls {
+		_, err := compute.NewFirewall(ctx, vmFirewallResource(name, fw.VMIngress), &compute.FirewallArgs{
+			Name:         pulumi.String(fw.Name),
+			Description:  pulumi.String(fw.Description),
 			Network:      e.p.Network,
 			Direction:    pulumi.String("INGRESS"),
 			Priority:     pulumi.Int(1000),
-			SourceRanges: pulumix.Strings(vmSourceRanges(g, in.Consumer)),
-			TargetTags:   pulumix.Strings([]string{in.Tag}),
-			Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(ports)}},
+			SourceRanges: pulumix.Strings(vmSourceRanges(g, fw.Consumer)),
+			TargetTags:   pulumix.Strings([]string{fw.Tag}),
+			Allows:       []compute.FirewallAllowArgs{{Protocol: pulumi.String("tcp"), Ports: pulumix.Strings(fw.Ports)}},
 		}, e.opts(n)...)
 		if err != nil {
-			return nil, fmt.Errorf("creating the VM firewall rule %s of fleet %s: %w", in.FirewallName(cluster), fleet, err)
+			return nil, fmt.Errorf("creating the VM firewall rule %s: %w", fw.Name, err)
 		}
 	}
 
-	for _, grp := range s.Groups {
-		if grp.Executor != fleetspec.ExecutorDockerAutoscaler {
-			continue
+	for _, ig := range plan.InstanceGroups {
+		tpl, err := compute.NewInstanceTemplate(ctx, name+"-"+ig.Manager+"-template", &compute.InstanceTemplateArgs{
+			// Templates cannot change: a new one is made, then the group
+			// pointed at it, then the old one deleted.
+			NamePrefix:  pulumi.String(ig.TemplatePrefix),
+			Description: pulumi.String(ig.Description),
+			Project:     pulumi.String(ig.Project),
+			MachineType: pulumi.String(ig.MachineType),
+			Disks: []compute.InstanceTemplateDiskArgs{{
+				SourceImage: pulumi.String(ig.Image),
+				Boot:        pulumi.Bool(true),
+				AutoDelete:  pulumi.Bool(true),
+				Labels:      pulumix.StringMap(ig.Labels),
+			}},
+			// No access config: no external address.
+			NetworkInterfaces: []compute.InstanceTemplateNetworkInterfaceArgs{{
+				Network:    e.p.Network,
+				Subnetwork: subnetwork,
+			}},
+			Scheduling: scheduling(ig.Spot),
+			Tags:       pulumix.Strings(ig.Tags),
+			Labels:     pulumix.StringMap(ig.Labels),
+		}, e.opts(n)...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the instance template of manager %s: %w", ig.Manager, err)
 		}
-		tags := append([]string{grp.VMNetworkTag()}, grp.NetworkTags...)
-		for _, manager := range grp.ManagerNames() {
-			tpl, err := compute.NewInstanceTemplate(ctx, name+"-"+manager+"-template", &compute.InstanceTemplateArgs{
-				// Templates cannot change: a new one is made, then the group
-				// pointed at it, then the old one deleted.
-				NamePrefix:  pulumi.String(manager + "-"),
-				Description: pulumi.String("runnerfleet: job VMs of docker-autoscaler manager " + manager),
-				Project:     pulumi.String(grp.Project),
-				MachineType: pulumi.String(grp.MachineType),
-				Disks: []compute.InstanceTemplateDiskArgs{{
-					SourceImage: pulumi.String(grp.Image),
-					Boot:        pulumi.Bool(true),
-					AutoDelete:  pulumi.Bool(true),
-					Labels:      pulumix.StringMap(shared.InstanceTemplateLabels(grp, manager)),
-				}},
-				// No access config: no external address.
-				NetworkInterfaces: []compute.InstanceTemplateNetworkInterfaceArgs{{
-					Network:    e.p.Network,
-					Subnetwork: subnetwork,
-				}},
-				Scheduling: scheduling(grp.SpotVMs()),
-				Tags:       pulumix.Strings(tags),
-				Labels:     pulumix.StringMap(shared.InstanceTemplateLabels(grp, manager)),
-			}, e.opts(n)...)
-			if err != nil {
-				return nil, fmt.Errorf("creating the instance template of manager %s: %w", manager, err)
-			}
-			mig, err := compute.NewInstanceGroupManager(ctx, name+"-"+manager+"-group", &compute.InstanceGroupManagerArgs{
-				Name:             pulumi.String(fleetspec.InstanceGroupName(manager)),
-				Description:      pulumi.String("runnerfleet: job VMs of docker-autoscaler manager " + manager + "; sized by its fleeting plugin"),
-				Project:          pulumi.String(grp.Project),
-				Zone:             pulumi.String(grp.Zone),
-				BaseInstanceName: pulumi.String(manager),
-				Versions:         []compute.InstanceGroupManagerVersionArgs{{InstanceTemplate: tpl.SelfLinkUnique}},
-				// A new template reaches new VMs only: a VM running a job
-				// is never replaced under it.
-				UpdatePolicy: &compute.InstanceGroupManagerUpdatePolicyArgs{
-					Type:          pulumi.String("OPPORTUNISTIC"),
-					MinimalAction: pulumi.String("REFRESH"),
-				},
-			}, e.opts(n, pulumi.IgnoreChanges([]string{"targetSize"}))...)
-			if err != nil {
-				return nil, fmt.Errorf("creating the instance group of manager %s: %w", manager, err)
-			}
-			n.InstanceGroups[manager] = mig
+		mig, err := compute.NewInstanceGroupManager(ctx, name+"-"+ig.Manager+"-group", &compute.InstanceGroupManagerArgs{
+			Name:             pulumi.String(ig.Group),
+			Description:      pulumi.String(ig.Description + "; sized by its fleeting plugin"),
+			Project:          pulumi.String(ig.Project),
+			Zone:             pulumi.String(ig.Zone),
+			BaseInstanceName: pulumi.String(ig.Manager),
+			Versions:         []compute.InstanceGroupManagerVersionArgs{{InstanceTemplate: tpl.SelfLinkUnique}},
+			// A new template reaches new VMs only: a VM running a job
+			// is never replaced under it.
+			UpdatePolicy: &compute.InstanceGroupManagerUpdatePolicyArgs{
+				Type:          pulumi.String("OPPORTUNISTIC"),
+				MinimalAction: pulumi.String("REFRESH"),
+			},
+		}, e.opts(n, pulumi.IgnoreChanges([]string{"targetSize"}))...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the instance group of manager %s: %w", ig.Manager, err)
 		}
+		n.InstanceGroups[ig.Manager] = mig
 	}
 	return n, ctx.RegisterResourceOutputs(n, pulumi.Map{"subnetwork": subnetwork})
 }

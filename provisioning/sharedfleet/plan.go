@@ -34,6 +34,8 @@ type FleetPlan struct {
 	Monitoring Fleet
 	Prometheus *PrometheusPlan
 	GC         *GCPlan
+	// Cloud is the fleet's cloud side.
+	Cloud CloudPlan
 }
 
 // GroupPlan is one manager group.
@@ -85,13 +87,16 @@ func monitoringSpec(s fleetspec.SharedFleet) Fleet {
 const placeholderBucket = "runnerfleet-cache-bucket"
 
 // PlanFleet plans fleet s, whose stack config key is key (errors name
-// it); gcAccount is the Google service account its gc acts as. s is the
-// stack's Effective fleet (its defaults resolved by
-// fleetspec.SharedFleet.Effective, which PlanFleet applies again without a
-// platform: that changes nothing of an Effective fleet and fills the
-// platform-free defaults of one built by hand).
-func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, error) {
-	s = s.Effective(fleetspec.Platform{})
+// it), on the gke platform on: its Kubernetes objects, its monitoring and
+// its cloud side. s is the stack's Effective fleet (its defaults resolved
+// by fleetspec.SharedFleet.Effective, which PlanFleet applies again: that
+// changes nothing of an Effective fleet and fills the defaults of one
+// built by hand).
+func PlanFleet(s fleetspec.SharedFleet, key string, on fleetspec.Platform) (*FleetPlan, error) {
+	if on.Project == "" || on.Cluster == "" {
+		return nil, fmt.Errorf("%s: shared fleet %s is planned on the gke platform, and no project and cluster were given", key, s.Name)
+	}
+	s = s.Effective(on)
 	p := &FleetPlan{
 		Spec:       s,
 		Namespace:  Namespace(s),
@@ -116,7 +121,10 @@ func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, erro
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	p.Prometheus = prom
-	if p.GC, err = planGC(p, gcAccount); err != nil {
+	if p.Cloud, err = planCloud(s, on); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if p.GC, err = planGC(p, p.Cloud.GC.Email); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return p, nil
