@@ -129,11 +129,7 @@ func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Clust
 		}
 		return p.Cluster, nil, nil
 	case stackconfig.PlatformGKE:
-		args, err := gcp.ArgsFor(ctx.Stack(), f)
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := gcp.NewPlatform(ctx, f.ClusterName, args)
+		p, err := gcp.NewPlatform(ctx, f.ClusterName, gcp.ArgsFor(f))
 		if err != nil {
 			return nil, nil, err
 		}

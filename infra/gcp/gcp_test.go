@@ -660,11 +660,7 @@ func TestLongClusterNamesStillGiveValidNodeAccountIDs(t *testing.T) {
 
 // newPlatform declares the gke platform of f, as the program does.
 func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, error) {
-	args, err := ArgsFor(ctx.Stack(), f)
-	if err != nil {
-		return nil, err
-	}
-	p, err := NewPlatform(ctx, f.ClusterName, args)
+	p, err := NewPlatform(ctx, f.ClusterName, ArgsFor(f))
 	if err != nil {
 		return nil, err
 	}

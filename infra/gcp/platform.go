@@ -2,6 +2,10 @@
 // regional GKE cluster with Workload Identity and node auto-provisioning (for
 // the teams' ComputeClasses), a Google service account per team bound to
 // exactly that team's job ServiceAccount, and a private GCS cache bucket.
+// Its anatomy is infra/aws's: ArgsFor, NewPlatform and the platform struct
+// in platform.go, one file per component (network, cluster, identity,
+// cache). The shared fleets' VM networks and identities are
+// infra/sharedfleet's, composed from the Platform's outputs.
 //
 // Every GCP resource goes through one explicit gcp provider, which carries
 // the project, the region and the labels, and is declared through the typed
@@ -50,8 +54,6 @@ type PlatformArgs struct {
 	// Cluster is the GKE cluster's name.
 	Cluster string
 	GCP     *stackconfig.GCP
-	// Labels go on every labelable resource (see Labels).
-	Labels map[string]string
 	// Teams are the RunnerSets that get a Google service account.
 	Teams []Team
 	// CacheExpireDays is how long cache objects live.
@@ -65,22 +67,18 @@ type PlatformArgs struct {
 // Team is a RunnerSet that gets a job identity.
 type Team struct{ Namespace, Name string }
 
-// ArgsFor is the gke platform's part of fleet f of the stack. It refuses
-// teams the platform cannot give an identity.
-func ArgsFor(stack string, f *stackconfig.Fleet) (*PlatformArgs, error) {
-	if f.Platform != stackconfig.PlatformGKE || f.GCP == nil {
-		return nil, fmt.Errorf("gcp: the fleet's platform is %q; the gke platform needs platform gke and a gcp section", f.Platform)
-	}
-	if errs := stackconfig.ValidateGKETeams(f); len(errs) > 0 {
-		return nil, &stackconfig.Error{List: errs}
-	}
-	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, Labels: Labels(stack, f), CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
+// ArgsFor is the gke platform's part of a fleet, as infra/aws's ArgsFor
+// is the eks platform's. The fleet is a decoded one: stackconfig.Validate
+// has refused the teams the platform cannot give an identity
+// (stackconfig.ValidateGKETeams).
+func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
+	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
 	for _, t := range f.Teams {
 		if t.WantsIdentity(f.Platform) {
 			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
 		}
 	}
-	return a, nil
+	return a
 }
 
 // platform is what every component of the platform shares.
@@ -105,7 +103,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", name, p, opts...); err != nil {
 		return nil, fmt.Errorf("creating the gke platform: %w", err)
 	}
-	e := &platform{args: args, gcp: args.GCP, labels: args.Labels}
+	e := &platform{args: args, gcp: args.GCP, labels: Labels(ctx.Stack(), args.GCP, args.Cluster)}
 	gp, err := gcpsdk.NewProvider(ctx, name+"-gcp", &gcpsdk.ProviderArgs{
 		Project:       pulumi.String(args.GCP.Project),
 		Region:        pulumi.String(args.GCP.Region),
@@ -183,13 +181,13 @@ func WorkloadIdentityMember(project, namespace, serviceAccount string) string {
 
 // Labels are the labels of every labelable GCP resource of the stack: the
 // stack's own, then the stack and cluster labels, which win.
-func Labels(stack string, f *stackconfig.Fleet) map[string]string {
+func Labels(stack string, g *stackconfig.GCP, cluster string) map[string]string {
 	out := map[string]string{}
-	for k, v := range f.GCP.Labels {
+	for k, v := range g.Labels {
 		out[k] = v
 	}
 	out[stackconfig.GCPLabelStack] = LabelValue(stack)
-	out[stackconfig.GCPLabelCluster] = LabelValue(f.ClusterName)
+	out[stackconfig.GCPLabelCluster] = LabelValue(cluster)
 	return out
 }
 

@@ -82,11 +82,7 @@ func run(t *testing.T, raw string) *deployed {
 			return err
 		}
 		p.fleet = f
-		args, err := gcp.ArgsFor(ctx.Stack(), f)
-		if err != nil {
-			return err
-		}
-		pl, err := gcp.NewPlatform(ctx, f.ClusterName, args)
+		pl, err := gcp.NewPlatform(ctx, f.ClusterName, gcp.ArgsFor(f))
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,15 @@
-// Package sharedfleet declares the platform's shared runner fleets on GKE,
-// as provisioning/sharedfleet plans them (this package builds nothing
-// itself): for each fleet of the stack config (production, staging, …) a
+// Package sharedfleet is the one place a shared runner fleet is declared,
+// as provisioning/sharedfleet plans it (this package builds nothing
+// itself), composed after the gke platform from its outputs
+// (infra/gcp.Platform): for each fleet of the stack config (production,
+// staging, …) one component holding its cloud side (the VMs' subnetwork,
+// Cloud NAT, firewall rules and instance groups: vmnetwork.go) and a
 // namespace, its manager groups as gitlab-runner Helm releases whose jobs
 // run on autoscaled GCE VMs, their scaling, disruption budgets, web
 // terminal and network policy, and the fleet's own Prometheus; and a
 // central Prometheus in the monitoring namespace that federates every
-// fleet's.
+// fleet's; and the fleets' Google identities and grants, one component for
+// all fleets (identity.go).
 //
 // # One Helm release per manager
 //

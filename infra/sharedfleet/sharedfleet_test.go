@@ -120,11 +120,7 @@ var tokens = map[string]string{
 // component, its gcp provider, a made-up VPC, the component for the GKE
 // cluster, and c's cache bucket.
 func fakePlatform(ctx *pulumi.Context, f *stackconfig.Fleet, c *kube.Cluster) (*gcp.Platform, error) {
-	args, err := gcp.ArgsFor(ctx.Stack(), f)
-	if err != nil {
-		return nil, err
-	}
-	p := &gcp.Platform{Cluster: c, Args: args}
+	p := &gcp.Platform{Cluster: c, Args: gcp.ArgsFor(f)}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", f.ClusterName, p); err != nil {
 		return nil, err
 	}
