@@ -11,10 +11,9 @@ import (
 
 // cloud is what the shared fleets' cloud side is composed from: the gke
 // platform's outputs (its provider, VPC, GKE cluster and cache bucket) and
-// the stack's Effective fleets.
+// the fleets' plans.
 type cloud struct {
-	p      *gcp.Platform
-	fleets []fleetspec.SharedFleet
+	p *gcp.Platform
 	// plans are the fleets' plans, once planned.
 	plans []*shared.FleetPlan
 }
@@ -22,7 +21,8 @@ type cloud struct {
 // platform is what the fleets take from the gke platform.
 func (e *cloud) platform() fleetspec.Platform {
 	g := e.p.Args.GCP
-	return fleetspec.Platform{Project: g.Project, Region: g.Region, Cluster: e.cluster(), Network: stackconfig.GCPNetworkPath(g.Project, e.cluster())}
+	return fleetspec.Platform{Project: g.Project, Region: g.Region, Cluster: e.cluster(), Network: stackconfig.GCPNetworkPath(g.Project, e.cluster()),
+		CacheBucket: gcp.BucketName(g.Project, e.cluster())}
 }
 
 func (e *cloud) project() string { return e.p.Args.GCP.Project }

@@ -2,7 +2,6 @@ package sharedfleet
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -11,7 +10,6 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/storage"
-	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
@@ -91,24 +89,70 @@ func (g *sharedGrants) grant(suffix string, declare func(name string, opts ...pu
 	return nil
 }
 
+// declare declares grant gr of a fleet's plan, once for every fleet that
+// needs it: named after what it grants, never after a fleet.
+func (g *sharedGrants) declare(ctx *pulumi.Context, gr shared.GrantPlan, afterCluster pulumi.ResourceOption, bindings pulumi.StringMap) error {
+	project := g.e.project()
+	member := pulumi.String("serviceAccount:" + gr.Account)
+	switch gr.What {
+	case shared.GrantWorkloadIdentity:
+		bindings[gr.Namespace+"/"+gr.ServiceAccount] = pulumi.String(gr.Account)
+		return g.grant("wi-"+gr.Namespace+"/"+gr.ServiceAccount, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+				ServiceAccountId: pulumi.String(serviceAccountID(gr.Account)),
+				Role:             pulumi.String(gcp.WorkloadIdentityRole),
+				Member:           pulumi.String(gcp.WorkloadIdentityMember(project, gr.Namespace, gr.ServiceAccount)),
+			}, opts...)
+			return err
+		}, afterCluster)
+	case shared.GrantManagerCompute, shared.GrantPrometheusCompute:
+		role := ManagerComputeRole
+		if gr.What == shared.GrantPrometheusCompute {
+			role = PrometheusComputeRole
+		}
+		return g.grant(gcp.RoleSuffix(role)+"-"+gr.On+"/"+gr.Account, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := projects.NewIAMMember(ctx, name, &projects.IAMMemberArgs{
+				Project: pulumi.String(gr.On),
+				Role:    pulumi.String(role),
+				Member:  member,
+			}, opts...)
+			return err
+		})
+	case shared.GrantCache:
+		bucket, key := pulumi.StringInput(g.e.p.CacheBucket), "cache"
+		if gr.On != "" {
+			bucket, key = pulumi.String(gr.On), "bucket-"+gr.On
+		}
+		return g.grant(key+"/"+gr.Account, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := storage.NewBucketIAMMember(ctx, name, &storage.BucketIAMMemberArgs{
+				Bucket: bucket,
+				Role:   pulumi.String(gcp.CacheRole),
+				Member: member,
+			}, opts...)
+			return err
+		})
+	case shared.GrantSigner, shared.GrantVMUser:
+		role, suffix := gcp.ManagerSignerRole, gcp.RoleSuffix(gcp.ManagerSignerRole)+"/"+gr.Account
+		if gr.What == shared.GrantVMUser {
+			role, suffix = VMUserRole, gcp.RoleSuffix(VMUserRole)+"/"+gr.On+"/"+gr.Account
+		}
+		return g.grant(suffix, func(name string, opts ...pulumi.ResourceOption) error {
+			_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
+				ServiceAccountId: pulumi.String(serviceAccountID(gr.On)),
+				Role:             pulumi.String(role),
+				Member:           member,
+			}, opts...)
+			return err
+		})
+	}
+	return fmt.Errorf("sharedfleet: no declaration of grant %q", gr.What)
+}
+
 // serviceAccountID is the IAM resource name of the Google service account
 // email, in the project the email names (which may not be the platform's).
 func serviceAccountID(email string) string {
 	_, domain, _ := strings.Cut(email, "@")
 	return "projects/" + strings.TrimSuffix(domain, ".iam.gserviceaccount.com") + "/serviceAccounts/" + email
-}
-
-// vmProjects are the projects the Effective fleet s's groups run VMs in,
-// sorted.
-func vmProjects(s fleetspec.SharedFleet) []string {
-	var out []string
-	for _, g := range s.Groups {
-		if !slices.Contains(out, g.Project) {
-			out = append(out, g.Project)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // newSharedFleetIdentity declares the SharedFleetIdentity of every fleet
@@ -121,107 +165,19 @@ func newSharedFleetIdentity(ctx *pulumi.Context, name string, e *cloud, opts ...
 	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:Identity", name, c, opts...); err != nil {
 		return nil, err
 	}
-	project := e.project()
-	platformBucket := gcp.BucketName(project, e.cluster())
 	g := &sharedGrants{name: name, e: e, parent: c, seen: map[string]bool{}, roles: map[string]pulumi.StringOutput{}}
 	// The project's identity pool exists once a cluster uses it.
 	afterCluster := pulumi.DependsOn([]pulumi.Resource{e.p.GKE})
 	bindings := pulumi.StringMap{}
 
-	workloadIdentity := func(email, ns, ksa string) error {
-		bindings[ns+"/"+ksa] = pulumi.String(email)
-		return g.grant("wi-"+ns+"/"+ksa, func(name string, opts ...pulumi.ResourceOption) error {
-			_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
-				ServiceAccountId: pulumi.String(serviceAccountID(email)),
-				Role:             pulumi.String(gcp.WorkloadIdentityRole),
-				Member:           pulumi.String(gcp.WorkloadIdentityMember(project, ns, ksa)),
-			}, opts...)
-			return err
-		}, afterCluster)
-	}
-	projectRole := func(email, role, p string) error {
-		return g.grant(gcp.RoleSuffix(role)+"-"+p+"/"+email, func(name string, opts ...pulumi.ResourceOption) error {
-			_, err := projects.NewIAMMember(ctx, name, &projects.IAMMemberArgs{
-				Project: pulumi.String(p),
-				Role:    pulumi.String(role),
-				Member:  pulumi.String("serviceAccount:" + email),
-			}, opts...)
-			return err
-		})
-	}
-
-	for i, s := range e.fleets {
-		ns := shared.Namespace(s)
-		if gsa := s.GCPServiceAccount; gsa != "" {
-			for _, grp := range s.Groups {
-				if err := workloadIdentity(gsa, ns, shared.ManagerServiceAccount(grp)); err != nil {
-					return nil, err
-				}
-			}
-			for _, p := range vmProjects(s) {
-				if err := projectRole(gsa, ManagerComputeRole, p); err != nil {
-					return nil, err
-				}
-			}
-			member := pulumi.String("serviceAccount:" + gsa)
-			bucket, key := pulumi.StringInput(e.p.CacheBucket), "cache"
-			if b := s.CacheBucket; b != "" && b != platformBucket {
-				bucket, key = pulumi.String(b), "bucket-"+b
-			}
-			if err := g.grant(key+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
-				_, err := storage.NewBucketIAMMember(ctx, name, &storage.BucketIAMMemberArgs{
-					Bucket: bucket,
-					Role:   pulumi.String(gcp.CacheRole),
-					Member: member,
-				}, opts...)
-				return err
-			}); err != nil {
-				return nil, err
-			}
-			if err := g.grant(gcp.RoleSuffix(gcp.ManagerSignerRole)+"/"+gsa, func(name string, opts ...pulumi.ResourceOption) error {
-				_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
-					ServiceAccountId: pulumi.String(serviceAccountID(gsa)),
-					Role:             pulumi.String(gcp.ManagerSignerRole),
-					Member:           member,
-				}, opts...)
-				return err
-			}); err != nil {
+	for _, plan := range e.plans {
+		for _, gr := range plan.Cloud.Grants {
+			if err := g.declare(ctx, gr, afterCluster, bindings); err != nil {
 				return nil, err
 			}
 		}
-		if err := g.gcIdentity(ctx, ns, e.plans[i].Cloud.GC, afterCluster, bindings); err != nil {
+		if err := g.gcIdentity(ctx, plan.Namespace, plan.Cloud.GC, afterCluster, bindings); err != nil {
 			return nil, err
-		}
-		// Creating a VM that runs as an account, and setting its
-		// metadata, needs actAs on that account: the managers and gc
-		// get it on the fleet's VM account alone.
-		if vmsa := s.VMServiceAccount; vmsa != "" {
-			users := []string{shared.GCAccountEmail(project, e.cluster(), ns)}
-			if s.GCPServiceAccount != "" {
-				users = append(users, s.GCPServiceAccount)
-			}
-			for _, user := range users {
-				if err := g.grant(gcp.RoleSuffix(VMUserRole)+"/"+vmsa+"/"+user, func(name string, opts ...pulumi.ResourceOption) error {
-					_, err := serviceaccount.NewIAMMember(ctx, name, &serviceaccount.IAMMemberArgs{
-						ServiceAccountId: pulumi.String(serviceAccountID(vmsa)),
-						Role:             pulumi.String(VMUserRole),
-						Member:           pulumi.String("serviceAccount:" + user),
-					}, opts...)
-					return err
-				}); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
-			if err := workloadIdentity(gsa, ns, shared.PrometheusServiceAccount); err != nil {
-				return nil, err
-			}
-			for _, p := range vmProjects(s) {
-				if err := projectRole(gsa, PrometheusComputeRole, p); err != nil {
-					return nil, err
-				}
-			}
 		}
 	}
 	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"workloadIdentity": bindings})

@@ -190,7 +190,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if args.Platform == nil || args.Platform.Args == nil || args.Platform.Args.GCP == nil {
 		return nil, fmt.Errorf("%s: shared fleets run on the gke platform, which was not declared", stackconfig.Root.Child("sharedFleets"))
 	}
-	e := &cloud{p: args.Platform, fleets: fleets}
+	e := &cloud{p: args.Platform}
 	for i, s := range fleets {
 		for j, g := range s.Groups {
 			if _, ok := secrets[g.TokenConfigKey]; !ok {

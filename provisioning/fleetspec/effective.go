@@ -17,6 +17,9 @@ type Platform struct {
 	Region    string
 	Cluster   string
 	Network   string
+	// CacheBucket is the platform's cache bucket, when its name is known
+	// (a fleet that names it uses the platform's bucket).
+	CacheBucket string
 }
 
 // Effective is fleet s with every default resolved: the one resolution of

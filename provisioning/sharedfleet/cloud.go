@@ -2,6 +2,7 @@ package sharedfleet
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,6 +28,90 @@ type CloudPlan struct {
 	InstanceGroups []InstanceGroupPlan
 	// GC is fleet gc's cloud identity.
 	GC GCIdentityPlan
+	// Grants are what the fleet's Google service accounts are granted
+	// (besides gc's own, in GC), in a stable order; infra/sharedfleet
+	// declares each grant two fleets share once.
+	Grants []GrantPlan
+}
+
+// What a GrantPlan grants.
+const (
+	// GrantWorkloadIdentity lets the Kubernetes ServiceAccount
+	// Namespace/ServiceAccount act as Account.
+	GrantWorkloadIdentity = "workload-identity"
+	// GrantManagerCompute lets Account (the managers') create and delete
+	// VMs in project On.
+	GrantManagerCompute = "manager-compute"
+	// GrantPrometheusCompute lets Account (the fleet Prometheus's) list
+	// VMs in project On.
+	GrantPrometheusCompute = "prometheus-compute"
+	// GrantCache lets Account use cache bucket On ("" the platform's).
+	GrantCache = "cache"
+	// GrantSigner lets Account sign as itself (the cache URLs).
+	GrantSigner = "signer"
+	// GrantVMUser lets Account (the managers', gc's) act as the VMs'
+	// account On.
+	GrantVMUser = "vm-user"
+)
+
+// GrantPlan is one grant to one Google service account.
+type GrantPlan struct {
+	What    string
+	Account string
+	// On is the project, bucket or service account granted on.
+	On string
+	// Namespace and ServiceAccount name the Kubernetes ServiceAccount of
+	// a GrantWorkloadIdentity.
+	Namespace, ServiceAccount string
+}
+
+// VMProjects are the projects the Effective fleet s's groups run VMs in,
+// sorted.
+func VMProjects(s fleetspec.SharedFleet) []string {
+	var out []string
+	for _, g := range s.Groups {
+		if !slices.Contains(out, g.Project) {
+			out = append(out, g.Project)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// planGrants are the grants of fleet s, whose gc acts as gcEmail, in the
+// order they were always declared: the managers' (their ServiceAccounts'
+// Workload Identity, compute in the VM projects, the cache bucket, signing
+// as themselves), actAs on the VMs' account (gc's, then the managers'),
+// the Prometheus's (Workload Identity, compute viewer in the VM projects).
+// cacheBucket is the fleet's own bucket, "" for the platform's.
+func planGrants(s fleetspec.SharedFleet, gcEmail, cacheBucket string) []GrantPlan {
+	var out []GrantPlan
+	ns := Namespace(s)
+	if gsa := s.GCPServiceAccount; gsa != "" {
+		for _, g := range s.Groups {
+			out = append(out, GrantPlan{What: GrantWorkloadIdentity, Account: gsa, Namespace: ns, ServiceAccount: ManagerServiceAccount(g)})
+		}
+		for _, p := range VMProjects(s) {
+			out = append(out, GrantPlan{What: GrantManagerCompute, Account: gsa, On: p})
+		}
+		out = append(out, GrantPlan{What: GrantCache, Account: gsa, On: cacheBucket}, GrantPlan{What: GrantSigner, Account: gsa, On: gsa})
+	}
+	if vmsa := s.VMServiceAccount; vmsa != "" {
+		users := []string{gcEmail}
+		if s.GCPServiceAccount != "" {
+			users = append(users, s.GCPServiceAccount)
+		}
+		for _, u := range users {
+			out = append(out, GrantPlan{What: GrantVMUser, Account: u, On: vmsa})
+		}
+	}
+	if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
+		out = append(out, GrantPlan{What: GrantWorkloadIdentity, Account: gsa, Namespace: ns, ServiceAccount: PrometheusServiceAccount})
+		for _, p := range VMProjects(s) {
+			out = append(out, GrantPlan{What: GrantPrometheusCompute, Account: gsa, On: p})
+		}
+	}
+	return out
 }
 
 // SubnetworkPlan is a VM subnetwork the program declares (with its own
@@ -165,5 +250,10 @@ func planCloud(s fleetspec.SharedFleet, on fleetspec.Platform) (CloudPlan, error
 		ListRoleID: GCRoleID("List", cluster), InstanceRoleID: GCRoleID("Instance", cluster),
 		Condition: GCInstanceCondition(project, zones),
 	}
+	bucket := s.CacheBucket
+	if bucket == on.CacheBucket {
+		bucket = ""
+	}
+	c.Grants = planGrants(s, c.GC.Email, bucket)
 	return c, nil
 }

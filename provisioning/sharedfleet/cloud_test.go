@@ -70,3 +70,55 @@ func TestFleetPlanCarriesItsCloudSide(t *testing.T) {
 		t.Errorf("a plan without a platform: %v", err)
 	}
 }
+
+// A fleet's grants name every account, Kubernetes ServiceAccount, project,
+// bucket and VM account they join: the managers' account may act for each
+// group's managers, use the compute API of the VM projects, the cache
+// (the platform's, when the fleet names it or none) and sign as itself;
+// gc's and the managers' account may act as the VMs' account; the
+// Prometheus account may act for the fleet's Prometheus and view the VM
+// projects. A fleet without accounts grants nothing.
+func TestFleetPlanGrantsEachAccountWhatItNeeds(t *testing.T) {
+	dm, da := production(), autoscaler()
+	da.Name, da.Project = "fleeting", "ci-vms"
+	s := fleetspec.SharedFleet{
+		Name: "production", Namespace: "ci-production", GitLabURL: dm.GitLabURL, ManagerImage: "registry.example.com/ci/runner:v1",
+		GCPServiceAccount: "managers@ci-prod.iam.gserviceaccount.com", VMServiceAccount: "vms@ci-prod.iam.gserviceaccount.com",
+		Monitoring: fleetspec.SharedFleetMonitoring{GCPServiceAccount: "prom@ci-prod.iam.gserviceaccount.com"},
+		CacheBucket: "ci-prod-ci-cache", VMNetwork: fleetspec.VMNetwork{Subnetwork: "projects/ci-prod/regions/us-east1/subnetworks/shared"},
+		Groups: []fleetspec.ManagerGroup{dm, da},
+	}
+	on := fleetspec.Platform{Project: "ci-prod", Cluster: "ci", CacheBucket: "ci-prod-ci-cache"}
+	// gc covers one project: both groups run their VMs in ci-vms.
+	s.Groups[0].Project = "ci-vms"
+	p, err := PlanFleet(s, "sharedFleets[0]", on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range p.Cloud.Grants {
+		got = append(got, g.What+" "+g.Account+" "+g.On+" "+g.Namespace+"/"+g.ServiceAccount)
+	}
+	gc := GCAccountEmail("ci-prod", "ci", "ci-production")
+	want := []string{
+		"workload-identity managers@ci-prod.iam.gserviceaccount.com  ci-production/ci-production-shared-gce",
+		"workload-identity managers@ci-prod.iam.gserviceaccount.com  ci-production/ci-production-fleeting",
+		"manager-compute managers@ci-prod.iam.gserviceaccount.com ci-vms /",
+		"cache managers@ci-prod.iam.gserviceaccount.com  /",
+		"signer managers@ci-prod.iam.gserviceaccount.com managers@ci-prod.iam.gserviceaccount.com /",
+		"vm-user " + gc + " vms@ci-prod.iam.gserviceaccount.com /",
+		"vm-user managers@ci-prod.iam.gserviceaccount.com vms@ci-prod.iam.gserviceaccount.com /",
+		"workload-identity prom@ci-prod.iam.gserviceaccount.com  ci-production/prometheus",
+		"prometheus-compute prom@ci-prod.iam.gserviceaccount.com ci-vms /",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("grants:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	s.GCPServiceAccount, s.VMServiceAccount, s.Monitoring.GCPServiceAccount = "", "", ""
+	if p, err = PlanFleet(s, "sharedFleets[0]", on); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Cloud.Grants) != 0 {
+		t.Errorf("a fleet without accounts grants %+v", p.Cloud.Grants)
+	}
+}
