@@ -84,7 +84,7 @@ func TestFleetPlanGrantsEachAccountWhatItNeeds(t *testing.T) {
 	s := fleetspec.SharedFleet{
 		Name: "production", Namespace: "ci-production", GitLabURL: dm.GitLabURL, ManagerImage: "registry.example.com/ci/runner:v1",
 		GCPServiceAccount: "managers@ci-prod.iam.gserviceaccount.com", VMServiceAccount: "vms@ci-prod.iam.gserviceaccount.com",
-		Monitoring: fleetspec.SharedFleetMonitoring{GCPServiceAccount: "prom@ci-prod.iam.gserviceaccount.com"},
+		Monitoring:  fleetspec.SharedFleetMonitoring{GCPServiceAccount: "prom@ci-prod.iam.gserviceaccount.com"},
 		CacheBucket: "ci-prod-ci-cache", VMNetwork: fleetspec.VMNetwork{Subnetwork: "projects/ci-prod/regions/us-east1/subnetworks/shared"},
 		Groups: []fleetspec.ManagerGroup{dm, da},
 	}
