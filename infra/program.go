@@ -49,7 +49,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		cluster, err := platform(ctx, f, o)
+		cluster, gke, err := platform(ctx, f, o)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting})
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting, Platform: gke})
 		if err != nil {
 			return err
 		}
@@ -99,8 +99,9 @@ func LoadConfig(ctx *pulumi.Context) (*stackconfig.Fleet, error) {
 	return stackconfig.Decode(raw, ctx.Stack())
 }
 
-// platform declares the stack's platform and returns its cluster.
-func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster, error) {
+// platform declares the stack's platform and returns its cluster, and the
+// gke platform, which the shared fleets are composed from.
+func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Cluster, *gcp.Platform, error) {
 	switch f.Platform {
 	case stackconfig.PlatformLocal:
 		path := o.Kubeconfig
@@ -111,32 +112,28 @@ func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Clust
 			path = os.Getenv("KUBECONFIG")
 		}
 		if path == "" {
-			return nil, fmt.Errorf("%s.local.kubeconfig: no kubeconfig for the local platform: run fleet up --stack local, or set local.kubeconfig or $KUBECONFIG", stackconfig.Root)
+			return nil, nil, fmt.Errorf("%s.local.kubeconfig: no kubeconfig for the local platform: run fleet up --stack local, or set local.kubeconfig or $KUBECONFIG", stackconfig.Root)
 		}
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
+			return nil, nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
 		}
 		p, err := local.NewPlatform(ctx, f.ClusterName, &local.PlatformArgs{Cluster: f.ClusterName, Kubeconfig: path})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return p.Cluster, nil
+		return p.Cluster, nil, nil
 	case stackconfig.PlatformEKS:
 		p, err := aws.NewPlatform(ctx, f.ClusterName, aws.ArgsFor(f))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return p.Cluster, nil
+		return p.Cluster, nil, nil
 	case stackconfig.PlatformGKE:
-		args, err := gcp.ArgsFor(ctx.Stack(), f)
+		p, err := gcp.NewPlatform(ctx, f.ClusterName, gcp.ArgsFor(f))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p, err := gcp.NewPlatform(ctx, f.ClusterName, args)
-		if err != nil {
-			return nil, err
-		}
-		return p.Cluster, nil
+		return p.Cluster, p, nil
 	}
-	return nil, fmt.Errorf("platform %q has no implementation in this build", f.Platform)
+	return nil, nil, fmt.Errorf("platform %q has no implementation in this build", f.Platform)
 }

@@ -29,7 +29,7 @@ type Cache struct {
 // project ID (itself globally unique) leads.
 func BucketName(project, cluster string) string { return naming.Join(project, cluster, "cache") }
 
-func newCache(ctx *pulumi.Context, name string, e *env, ids *Identities, opts ...pulumi.ResourceOption) (*Cache, error) {
+func newCache(ctx *pulumi.Context, name string, e *platform, ids *Identities, opts ...pulumi.ResourceOption) (*Cache, error) {
 	c := &Cache{}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Cache", name, c, opts...); err != nil {
 		return nil, err

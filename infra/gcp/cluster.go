@@ -85,7 +85,7 @@ type Cluster struct {
 	Kubernetes *kube.Provider
 }
 
-func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...pulumi.ResourceOption) (*Cluster, error) {
+func newCluster(ctx *pulumi.Context, name string, e *platform, nw *Network, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	c := &Cluster{}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Cluster", name, c, opts...); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func newCluster(ctx *pulumi.Context, name string, e *env, nw *Network, opts ...p
 	}
 	var grants []pulumi.Resource
 	for _, role := range NodeRoles {
-		r, err := projects.NewIAMMember(ctx, name+"-nodes-"+roleSuffix(role), &projects.IAMMemberArgs{
+		r, err := projects.NewIAMMember(ctx, name+"-nodes-"+RoleSuffix(role), &projects.IAMMemberArgs{
 			Project: pulumi.String(g.Project),
 			Role:    pulumi.String(role),
 			Member:  nodeSA.Member,
@@ -295,10 +295,4 @@ func nodeAccountID(cluster string) string {
 	sum := sha256.Sum256([]byte(cluster))
 	head := strings.TrimRight(cluster[:30-len(suffix)-7], "-")
 	return head + "-" + hex.EncodeToString(sum[:])[:6] + suffix
-}
-
-// roleSuffix turns roles/logging.logWriter into logging-logwriter, for
-// resource names.
-func roleSuffix(role string) string {
-	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(role, "roles/"), ".", "-"))
 }

@@ -57,8 +57,8 @@ const fleetJSON = `{
   ]
 }`
 
-// platform is what one run of NewPlatform gave, resolved.
-type platform struct {
+// deployed is what one run of NewPlatform gave, resolved.
+type deployed struct {
 	m          *infratest.Mocks
 	fleet      *stackconfig.Fleet
 	cluster    *kube.Cluster
@@ -69,9 +69,9 @@ type platform struct {
 }
 
 // run drives NewPlatform under the mocks with the stack config raw.
-func run(t *testing.T, raw string) *platform {
+func run(t *testing.T, raw string) *deployed {
 	t.Helper()
-	p := &platform{m: infratest.NewMocks(t), emails: map[string]string{}}
+	p := &deployed{m: infratest.NewMocks(t), emails: map[string]string{}}
 	// GKE's masterAuth also holds an object, which the kubeconfig must
 	// read past.
 	gke := p.m.Outputs["gcp:container/cluster:Cluster"]
@@ -112,11 +112,11 @@ func run(t *testing.T, raw string) *platform {
 
 var (
 	once   sync.Once
-	result *platform
+	result *deployed
 )
 
 // shared runs the platform of fleetJSON once for the tests that only read.
-func shared(t *testing.T) *platform {
+func shared(t *testing.T) *deployed {
 	t.Helper()
 	once.Do(func() { result = run(t, fleetJSON) })
 	if result == nil {
@@ -660,11 +660,7 @@ func TestLongClusterNamesStillGiveValidNodeAccountIDs(t *testing.T) {
 
 // newPlatform declares the gke platform of f, as the program does.
 func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, error) {
-	args, err := ArgsFor(ctx.Stack(), f)
-	if err != nil {
-		return nil, err
-	}
-	p, err := NewPlatform(ctx, f.ClusterName, args)
+	p, err := NewPlatform(ctx, f.ClusterName, ArgsFor(f))
 	if err != nil {
 		return nil, err
 	}
@@ -672,7 +668,7 @@ func newPlatform(ctx *pulumi.Context, f *stackconfig.Fleet) (*kube.Cluster, erro
 }
 
 // soakOf is the managers' pool's blue-green node pool soak.
-func soakOf(t *testing.T, p *platform) time.Duration {
+func soakOf(t *testing.T, p *deployed) time.Duration {
 	t.Helper()
 	pool := p.m.Get(t, "gcp:container/nodePool:NodePool", "runners-prod-cluster-"+SystemPool)
 	if got := str(pool.Input("upgradeSettings.strategy")); got != "BLUE_GREEN" {
@@ -698,7 +694,11 @@ func TestTheManagersPoolOutlastsTheLongestDrainInAnUpgrade(t *testing.T) {
 	if soak < v1alpha1.MaxShutdownTimeout || soak > MaxNodePoolSoak {
 		t.Errorf("soak %s: want at least a RunnerSet's longest drain %s and at most GKE's %s", soak, v1alpha1.MaxShutdownTimeout, MaxNodePoolSoak)
 	}
-	long := run(t, strings.Replace(sharedFleetsJSON, `"name": "staging",`, `"name": "staging", "jobTimeout": "100h",`, 1))
+	long := run(t, strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"receiver": {"webhookURLConfigKey": "alertWebhookURL"}},
+  "sharedFleets": [{"name": "staging", "jobTimeout": "100h", "managerImage": "registry.example.com/ci/gitlab-runner-docker-machine:v19.4.0",
+    "vmNetwork": {"cidr": "10.30.0.0/20"},
+    "groups": [{"name": "linux", "tokenConfigKey": "stagingLinux", "zone": "europe-west1-b", "machineType": "e2-standard-2", "image": "runner-vm", "maxVMs": 10}]}],
+  "teams": [`, 1))
 	drain := 100*time.Hour + sharedfleet.DrainMarginSeconds*time.Second
 	if got := soakOf(t, long); got < drain || got > MaxNodePoolSoak {
 		t.Errorf("soak %s with a shared fleet that drains for %s", got, drain)

@@ -2,12 +2,33 @@ package gcp
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
+
+// Roles of the Google service accounts the platform and the shared fleets
+// (infra/sharedfleet) grant.
+const (
+	// WorkloadIdentityRole lets one Kubernetes ServiceAccount act as a
+	// Google service account.
+	WorkloadIdentityRole = "roles/iam.workloadIdentityUser"
+	// ManagerSignerRole is granted to a managers' account on itself, and
+	// only there: the managers' config.toml gives the GCS cache a bucket and
+	// no credentials, so gitlab-runner signs the cache URLs it hands to the
+	// jobs through the IAM signBlob API as the account the metadata server
+	// names, which needs iam.serviceAccounts.signBlob on that account. It
+	// lets the account sign as, or mint tokens for, nothing but itself.
+	ManagerSignerRole = "roles/iam.serviceAccountTokenCreator"
+)
+
+// RoleSuffix is the part of a resource name that names role.
+func RoleSuffix(role string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(role, "roles/"), ".", "-"))
+}
 
 // Identities are the teams' Google service accounts. Each one trusts exactly
 // two Kubernetes ServiceAccounts of its team's RunnerSet through Workload
@@ -38,7 +59,7 @@ type TeamIdentity struct {
 	Member pulumi.StringOutput
 }
 
-func newIdentities(ctx *pulumi.Context, name string, e *env, cl *Cluster, opts ...pulumi.ResourceOption) (*Identities, error) {
+func newIdentities(ctx *pulumi.Context, name string, e *platform, cl *Cluster, opts ...pulumi.ResourceOption) (*Identities, error) {
 	ids := &Identities{}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Identities", name, ids, opts...); err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ type Network struct {
 	NodeTag string
 }
 
-func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.ResourceOption) (*Network, error) {
+func newNetwork(ctx *pulumi.Context, name string, e *platform, opts ...pulumi.ResourceOption) (*Network, error) {
 	n := &Network{NodeTag: e.args.Cluster + "-node"}
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Network", name, n, opts...); err != nil {
 		return nil, err
@@ -68,36 +68,17 @@ func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.Resourc
 		return nil, fmt.Errorf("creating the subnet: %w", err)
 	}
 
-	router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
-		Name:        pulumi.String(cluster + "-nat"),
-		Description: pulumi.String("runnerfleet: Cloud NAT of GKE cluster " + cluster),
-		Network:     vpc.ID(),
-		Region:      pulumi.String(g.Region),
-	}, e.opts(n)...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the router: %w", err)
-	}
-	// Jobs pull images and talk to GitLab at a high rate: dynamic port
-	// allocation gives a busy node more NAT ports instead of dropping
-	// connections at the static 64.
-	_, err = compute.NewRouterNat(ctx, name+"-nat", &compute.RouterNatArgs{
-		Name:                          pulumi.String(cluster + "-nat"),
-		Router:                        router.Name,
-		Region:                        pulumi.String(g.Region),
-		NatIpAllocateOption:           pulumi.String("AUTO_ONLY"),
-		SourceSubnetworkIpRangesToNat: pulumi.String("LIST_OF_SUBNETWORKS"),
-		Subnetworks: []compute.RouterNatSubnetworkArgs{{
-			Name:                 subnet.ID(),
-			SourceIpRangesToNats: pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
-		}},
-		EnableEndpointIndependentMapping: pulumi.Bool(false),
-		EnableDynamicPortAllocation:      pulumi.Bool(true),
-		MinPortsPerVm:                    pulumi.Int(64),
-		MaxPortsPerVm:                    pulumi.Int(4096),
-		LogConfig:                        &compute.RouterNatLogConfigArgs{Enable: pulumi.Bool(true), Filter: pulumi.String("ERRORS_ONLY")},
-	}, e.opts(n)...)
-	if err != nil {
-		return nil, fmt.Errorf("creating Cloud NAT: %w", err)
+	// Jobs pull images and talk to GitLab at a high rate: a busy node
+	// gets up to 4096 NAT ports.
+	if err := DeclareCloudNAT(ctx, name, CloudNAT{
+		Name:          cluster + "-nat",
+		Description:   "runnerfleet: Cloud NAT of GKE cluster " + cluster,
+		Network:       vpc.ID(),
+		Region:        g.Region,
+		Subnetwork:    subnet.ID(),
+		MaxPortsPerVM: 4096,
+	}, e.opts(n)...); err != nil {
+		return nil, err
 	}
 
 	// Nodes and pods talk to each other freely. The services range is left
@@ -141,4 +122,55 @@ func newNetwork(ctx *pulumi.Context, name string, e *env, opts ...pulumi.Resourc
 		"network":    n.Network,
 		"subnetwork": n.Subnetwork,
 	})
+}
+
+// CloudNAT is the egress of what has no external address in one
+// subnetwork (the nodes, a shared fleet's VMs): a Cloud Router and its NAT
+// for every range of the subnetwork, with dynamic port allocation (a busy
+// VM gets more ports instead of dropped connections at the static 64) and
+// its errors logged.
+type CloudNAT struct {
+	// Name is the GCE name of the router and of its NAT; Description the
+	// router's.
+	Name, Description string
+	Network           pulumi.StringInput
+	Region            string
+	Subnetwork        pulumi.StringInput
+	// MaxPortsPerVM caps one VM's NAT ports.
+	MaxPortsPerVM int
+}
+
+// DeclareCloudNAT declares n as <name>-router and <name>-nat: the one
+// definition of a Cloud NAT of the program (the cluster's network and each
+// shared fleet's VM subnetwork, infra/sharedfleet).
+func DeclareCloudNAT(ctx *pulumi.Context, name string, n CloudNAT, opts ...pulumi.ResourceOption) error {
+	router, err := compute.NewRouter(ctx, name+"-router", &compute.RouterArgs{
+		Name:        pulumi.String(n.Name),
+		Description: pulumi.String(n.Description),
+		Network:     n.Network,
+		Region:      pulumi.String(n.Region),
+	}, opts...)
+	if err != nil {
+		return fmt.Errorf("creating the router %s: %w", n.Name, err)
+	}
+	_, err = compute.NewRouterNat(ctx, name+"-nat", &compute.RouterNatArgs{
+		Name:                          pulumi.String(n.Name),
+		Router:                        router.Name,
+		Region:                        pulumi.String(n.Region),
+		NatIpAllocateOption:           pulumi.String("AUTO_ONLY"),
+		SourceSubnetworkIpRangesToNat: pulumi.String("LIST_OF_SUBNETWORKS"),
+		Subnetworks: []compute.RouterNatSubnetworkArgs{{
+			Name:                 n.Subnetwork,
+			SourceIpRangesToNats: pulumi.ToStringArray([]string{"ALL_IP_RANGES"}),
+		}},
+		EnableEndpointIndependentMapping: pulumi.Bool(false),
+		EnableDynamicPortAllocation:      pulumi.Bool(true),
+		MinPortsPerVm:                    pulumi.Int(64),
+		MaxPortsPerVm:                    pulumi.Int(n.MaxPortsPerVM),
+		LogConfig:                        &compute.RouterNatLogConfigArgs{Enable: pulumi.Bool(true), Filter: pulumi.String("ERRORS_ONLY")},
+	}, opts...)
+	if err != nil {
+		return fmt.Errorf("creating Cloud NAT %s: %w", n.Name, err)
+	}
+	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
@@ -66,6 +67,9 @@ type Resource struct {
 	// (ctx.ReadResource) rather than declares; ID is the ID it reads.
 	Read bool
 	ID   string
+	// Aliases are the resource's aliases as the program sent them (alias
+	// specs: the engine resolves them, see AliasURNs).
+	Aliases []*pulumirpc.Alias
 }
 
 // Input returns the named input, following dotted keys into objects and
@@ -122,6 +126,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.DeleteTimeout = rpc.GetCustomTimeouts().GetDelete()
+		r.Aliases = rpc.GetAliases()
 		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
 	if rpc := args.ReadRPC; rpc != nil {

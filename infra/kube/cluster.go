@@ -26,9 +26,6 @@ type Cluster struct {
 	// "<namespace>/<runnerset>": an IAM role ARN or a Google service account
 	// email.
 	Identities map[string]pulumi.StringOutput
-	// GCServiceAccounts are, by shared fleet namespace, the Google service
-	// account each shared fleet's gc CronJob acts as (gke only).
-	GCServiceAccounts map[string]string
 	// Cache is the job cache bucket; nil on the local platform.
 	Cache *Cache
 	// DependsOn must exist before runnerfleet's objects (node groups, the

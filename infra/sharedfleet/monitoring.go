@@ -60,15 +60,19 @@ func declarePrometheus(ctx *pulumi.Context, pp *shared.PrometheusPlan, prefix st
 }
 
 // declareFleet declares one fleet under its component.
-func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, tokens map[string]pulumi.StringOutput, opts ...pulumi.ResourceOption) (*SharedFleet, error) {
+func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *cloud, tokens map[string]pulumi.StringOutput, opts ...pulumi.ResourceOption) (*SharedFleet, error) {
 	fl := &SharedFleet{
 		Name: p.Spec.Name, Namespace: p.Namespace,
 		Managers: map[string][]string{}, Releases: map[string]*helmv3.Release{},
 		Prometheus: shared.Address(p.Namespace),
 	}
 	component := componentName(p)
-	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleet", component, fl, opts...); err != nil {
+	opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String("runnerfleet:gke:SharedFleet")}}))
+	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:SharedFleet", component, fl, opts...); err != nil {
 		return nil, err
+	}
+	if _, err := newSharedFleetNetwork(ctx, e.cluster()+"-"+p.Namespace+"-vms", e, p.Cloud, pulumi.Parent(fl)); err != nil {
+		return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", p.Spec.Name, err)
 	}
 	on := children(fl, c)
 	ns, err := kube.Declare(ctx, component+"-ns", kube.Namespace(p.Namespace, ctx.Stack()), nil, on(c.DependsOn...)...)
@@ -119,7 +123,8 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, tok
 func declareCentral(ctx *pulumi.Context, pp *shared.PrometheusPlan, am *shared.AlertmanagerPlan, alertSecret pulumi.StringOutput, c *kube.Cluster, fleets []*SharedFleet, opts ...pulumi.ResourceOption) (*CentralMonitoring, error) {
 	cm := &CentralMonitoring{Namespace: fleetspec.MonitoringNamespace, Prometheus: shared.Address(fleetspec.MonitoringNamespace)}
 	const name = "shared-monitoring"
-	if err := ctx.RegisterComponentResource("runnerfleet:gke:SharedFleetMonitoring", name, cm, opts...); err != nil {
+	opts = append(opts, pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String("runnerfleet:gke:SharedFleetMonitoring")}}))
+	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:CentralMonitoring", name, cm, opts...); err != nil {
 		return nil, err
 	}
 	on := children(cm, c)

@@ -1,11 +1,15 @@
-// Package sharedfleet declares the platform's shared runner fleets on GKE,
-// as provisioning/sharedfleet plans them (this package builds nothing
-// itself): for each fleet of the stack config (production, staging, …) a
+// Package sharedfleet is the one place a shared runner fleet is declared,
+// as provisioning/sharedfleet plans it (this package builds nothing
+// itself), composed after the gke platform from its outputs
+// (infra/gcp.Platform): for each fleet of the stack config (production,
+// staging, …) one component holding its cloud side (the VMs' subnetwork,
+// Cloud NAT, firewall rules and instance groups: vmnetwork.go) and a
 // namespace, its manager groups as gitlab-runner Helm releases whose jobs
 // run on autoscaled GCE VMs, their scaling, disruption budgets, web
 // terminal and network policy, and the fleet's own Prometheus; and a
 // central Prometheus in the monitoring namespace that federates every
-// fleet's.
+// fleet's; and the fleets' Google identities and grants, one component for
+// all fleets (identity.go).
 //
 // # One Helm release per manager
 //
@@ -100,6 +104,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	helmv3 "github.com/runnerfleet/runnerfleet/infra/internal/sdk/kubernetes/helm/v3"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
@@ -116,7 +121,9 @@ type SharedFleets struct {
 	Monitoring *CentralMonitoring
 }
 
-// SharedFleet is one fleet: the runnerfleet:gke:SharedFleet component.
+// SharedFleet is one fleet: the runnerfleet:sharedfleet:SharedFleet
+// component, which holds all of it (its VM network and its Kubernetes
+// objects).
 type SharedFleet struct {
 	pulumi.ResourceState
 
@@ -167,6 +174,9 @@ type Args struct {
 	// Alerting is the stack config's alerting: the receiver of the
 	// shared fleets' Alertmanager.
 	Alerting *fleetspec.Alerting
+	// Platform is the gke platform the fleets' cloud side (VM network,
+	// identities and grants) is composed from.
+	Platform *gcp.Platform
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is
@@ -177,6 +187,10 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	if len(fleets) == 0 {
 		return out, nil
 	}
+	if args.Platform == nil || args.Platform.Args == nil || args.Platform.Args.GCP == nil {
+		return nil, fmt.Errorf("%s: shared fleets run on the gke platform, which was not declared", stackconfig.Root.Child("sharedFleets"))
+	}
+	e := &cloud{p: args.Platform}
 	for i, s := range fleets {
 		for j, g := range s.Groups {
 			if _, ok := secrets[g.TokenConfigKey]; !ok {
@@ -188,7 +202,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	plans := make([]*shared.FleetPlan, len(fleets))
 	for i := range fleets {
 		key := stackconfig.Root.Child("sharedFleets").Index(i).String()
-		if plans[i], err = shared.PlanFleet(fleets[i], key, c.GCServiceAccounts[shared.Namespace(fleets[i])]); err != nil {
+		if plans[i], err = shared.PlanFleet(fleets[i], key, e.platform()); err != nil {
 			return nil, err
 		}
 	}
@@ -209,11 +223,15 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		return nil, err
 	}
 	for _, p := range plans {
-		fl, err := declareFleet(ctx, p, c, secrets, opts...)
+		fl, err := declareFleet(ctx, p, c, e, secrets, opts...)
 		if err != nil {
 			return nil, err
 		}
 		out.Fleets = append(out.Fleets, fl)
+	}
+	e.plans = plans
+	if _, err := newSharedFleetIdentity(ctx, e.cluster()+"-shared-identity", e, opts...); err != nil {
+		return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
 	}
 	if out.Monitoring, err = declareCentral(ctx, central, am, alertSecret, c, out.Fleets, opts...); err != nil {
 		return nil, err

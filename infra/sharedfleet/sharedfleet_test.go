@@ -15,7 +15,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	gcpsdk "github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/internal/version"
@@ -113,6 +115,24 @@ var tokens = map[string]string{
 
 // deploy runs New under the mocks for the stack config raw with the given
 // config secrets, on a cluster whose cache bucket is cacheBucket.
+// fakePlatform stands for the gke platform the fleets' cloud side is
+// composed from (infra/gcp's own tests declare the real one): its
+// component, its gcp provider, a made-up VPC, the component for the GKE
+// cluster, and c's cache bucket.
+func fakePlatform(ctx *pulumi.Context, f *stackconfig.Fleet, c *kube.Cluster) (*gcp.Platform, error) {
+	p := &gcp.Platform{Cluster: c, Args: gcp.ArgsFor(f)}
+	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", f.ClusterName, p); err != nil {
+		return nil, err
+	}
+	prov, err := gcpsdk.NewProvider(ctx, f.ClusterName+"-gcp", &gcpsdk.ProviderArgs{Project: pulumi.String(f.GCP.Project), Region: pulumi.String(f.GCP.Region)}, pulumi.Parent(p))
+	if err != nil {
+		return nil, err
+	}
+	p.Provider, p.GKE, p.CacheBucket = prov, p, c.Cache.Bucket
+	p.Network = pulumi.String(stackconfig.GCPNetworkPath(f.GCP.Project, f.ClusterName)).ToStringOutput()
+	return p, nil
+}
+
 func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Mocks, *SharedFleets, error) {
 	t.Helper()
 	m := infratest.NewMocks(t)
@@ -133,19 +153,19 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 			return err
 		}
 		c := &kube.Cluster{
-			Provider:          p,
-			Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
-			InCluster:         true,
-			GCServiceAccounts: map[string]string{},
+			Provider:  p,
+			Cache:     &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: pulumi.String(cacheBucket).ToStringOutput()},
+			InCluster: true,
 		}
-		for _, s := range f.SharedFleets {
-			c.GCServiceAccounts[shared.Namespace(s)] = shared.GCAccountEmail(f.GCP.Project, f.ClusterName, shared.Namespace(s))
+		pl, err := fakePlatform(ctx, f, c)
+		if err != nil {
+			return err
 		}
 		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting, Platform: pl})
 		return err
 	})
 	return m, out, err
@@ -238,7 +258,7 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q", name, path, got, v)
 			}
 		}
-		if !strings.Contains(r.Parent, "runnerfleet:gke:SharedFleet::shared-"+want.fleet) {
+		if !strings.Contains(r.Parent, "runnerfleet:sharedfleet:SharedFleet::shared-"+want.fleet) {
 			t.Errorf("%s is not parented to its fleet's component: %q", name, r.Parent)
 		}
 		if !strings.Contains(r.Provider, "pulumi:providers:kubernetes::gke") {
@@ -656,10 +676,12 @@ func TestNamespacesAndOutputs(t *testing.T) {
 		t.Errorf("namespaces %v", names)
 	}
 	for _, r := range m.Resources() {
-		if !r.Custom || strings.HasPrefix(r.Token, "pulumi:providers:") {
+		// The gcp resources, the fleets' cloud side, are checked by
+		// vmnetwork_test.go and identity_test.go on the real platform.
+		if !r.Custom || strings.HasPrefix(r.Token, "pulumi:providers:") || strings.HasPrefix(r.Token, "gcp:") {
 			continue
 		}
-		if !strings.Contains(r.Provider, "pulumi:providers:kubernetes::gke") || !strings.Contains(r.Parent, "runnerfleet:gke:SharedFleet") {
+		if !strings.Contains(r.Provider, "pulumi:providers:kubernetes::gke") || !strings.Contains(r.Parent, "runnerfleet:sharedfleet:") {
 			t.Errorf("%s %s: provider %q, parent %q", r.Token, r.Name, r.Provider, r.Parent)
 		}
 	}
@@ -678,8 +700,8 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 		name, old, new string
 		secrets        map[string]string
 		want           []string
-		// declared are the resources allowed: the test's own provider,
-		// when the stack config itself was accepted.
+		// declared are the resources allowed: the test's own providers and
+		// fake platform (3), when the stack config itself was accepted.
 		declared int
 	}{
 		{"machine type format", group, strings.Replace(group, "n2d-standard-4", "n2d_standard_4", 1), tokens,
@@ -700,11 +722,11 @@ func TestBadInputIsRefusedNamingTheKeyAndNothingIsDeclared(t *testing.T) {
 			[]string{"runnerfleet:fleet.sharedFleets[1].monitoring.nodeExporterPort: Invalid value: 8093: is the managers' session server"}, 0},
 		{"missing token", "", "", map[string]string{"runnerfleet:sharedProductionLinux": tokens["runnerfleet:sharedProductionLinux"]},
 			[]string{"runnerfleet:fleet.sharedFleets[0].groups[1].tokenConfigKey: config key runnerfleet:sharedProductionFleeting is not set",
-				"runnerfleet:fleet.sharedFleets[1].groups[0].tokenConfigKey: config key runnerfleet:sharedStagingLinux is not set"}, 1},
+				"runnerfleet:fleet.sharedFleets[1].groups[0].tokenConfigKey: config key runnerfleet:sharedStagingLinux is not set"}, 3},
 		{"token that is no token", "", "", map[string]string{
 			"runnerfleet:sharedProductionLinux": "glrt-x|y", "runnerfleet:sharedProductionFleeting": tokens["runnerfleet:sharedProductionFleeting"],
 			"runnerfleet:sharedStagingLinux": tokens["runnerfleet:sharedStagingLinux"]},
-			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: config key runnerfleet:sharedProductionLinux is not a runner token"}, 1},
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].tokenConfigKey: config key runnerfleet:sharedProductionLinux is not a runner token"}, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

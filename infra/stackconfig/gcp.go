@@ -217,6 +217,21 @@ func (g *GCP) validateZones(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// gcpRange is one of the network's ranges, by its key.
+type gcpRange struct{ key, value string }
+
+// ranges are the four ranges of the cluster's network, by key: the one
+// list of them (the checks of the gcp section and of the shared fleets'
+// VM ranges, which must clear them, read it).
+func (g *GCP) ranges() []gcpRange {
+	return []gcpRange{
+		{"subnetCIDR", g.SubnetCIDR},
+		{"podsCIDR", g.PodsCIDR},
+		{"servicesCIDR", g.ServicesCIDR},
+		{"masterCIDR", g.MasterCIDR},
+	}
+}
+
 // validateCIDRs checks the four ranges of the network and that no two of
 // them overlap, and the authorized networks of the control plane.
 func (g *GCP) validateCIDRs(p *field.Path) field.ErrorList {
@@ -226,14 +241,7 @@ func (g *GCP) validateCIDRs(p *field.Path) field.ErrorList {
 		prefix netip.Prefix
 	}
 	var ranges []named
-	for _, r := range []struct {
-		key, value string
-	}{
-		{"subnetCIDR", g.SubnetCIDR},
-		{"podsCIDR", g.PodsCIDR},
-		{"servicesCIDR", g.ServicesCIDR},
-		{"masterCIDR", g.MasterCIDR},
-	} {
+	for _, r := range g.ranges() {
 		pfx, msg := parseCIDR(r.value)
 		if msg != "" {
 			errs = append(errs, field.Invalid(p.Child(r.key), r.value, msg))

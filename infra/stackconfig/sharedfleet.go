@@ -25,47 +25,29 @@ const maxGCEName = 63
 // names.
 const maxReleaseName = 53
 
-// setSharedFleetDefaults fills the shared fleets' defaults. Validate calls
-// it (Decode's setDefaults predates the shared fleets); it is idempotent.
+// GCPNetworkPath is the resource path of the VPC of cluster in project.
+func GCPNetworkPath(project, cluster string) string {
+	return fmt.Sprintf("projects/%s/global/networks/%s", project, GCPNetworkName(cluster))
+}
+
+// FleetPlatform is what the stack gives its shared fleets
+// (fleetspec.SharedFleet.Effective): its GitLab instance and, with a gcp
+// section, the project, region, cluster and VPC.
+func (f *Fleet) FleetPlatform() fleetspec.Platform {
+	p := fleetspec.Platform{GitLabURL: f.GitLabURL, Cluster: f.ClusterName}
+	if f.GCP != nil {
+		p.Project, p.Region, p.Network = f.GCP.Project, f.GCP.Region, GCPNetworkPath(f.GCP.Project, f.ClusterName)
+	}
+	return p
+}
+
+// setSharedFleetDefaults makes every shared fleet its Effective fleet.
+// Validate calls it (Decode's setDefaults predates the shared fleets); it
+// is idempotent.
 func (f *Fleet) setSharedFleetDefaults() {
+	p := f.FleetPlatform()
 	for i := range f.SharedFleets {
-		s := &f.SharedFleets[i]
-		if s.Namespace == "" {
-			s.Namespace = s.Name
-		}
-		if s.GitLabURL == "" {
-			s.GitLabURL = f.GitLabURL
-		}
-		s.Images = s.Images.OrDefault()
-		if s.Monitoring.NodeExporterPort == 0 {
-			s.Monitoring.NodeExporterPort = s.NodeExporterPort()
-		}
-		for j := range s.Groups {
-			g := &s.Groups[j]
-			if g.Executor == "" {
-				g.Executor = fleetspec.ExecutorDockerMachine
-			}
-			if g.Project == "" && f.GCP != nil {
-				g.Project = f.GCP.Project
-			}
-			g.Concurrent = g.ConcurrentOrDefault()
-			if g.Scaling.MinManagers == 0 {
-				g.Scaling.MinManagers = 1
-			}
-			if g.Scaling.MaxManagers == 0 {
-				g.Scaling.MaxManagers = g.Scaling.MinManagers
-			}
-			if g.Scaling.TargetUtilization == 0 {
-				g.Scaling.TargetUtilization = fleetspec.DefaultTargetUtilization
-			}
-			// What the group takes from its fleet and the stack.
-			g.Fleet, g.GitLabURL, g.CacheBucket, g.VMServiceAccount = s.Namespace, s.GitLabURL, s.CacheBucket, s.VMServiceAccount
-			if f.GCP != nil {
-				g.Region = f.GCP.Region
-				g.Network = fmt.Sprintf("projects/%s/global/networks/%s", f.GCP.Project, GCPNetworkName(f.ClusterName))
-				g.Subnetwork = s.VMSubnetwork(f.GCP.Project, f.GCP.Region, f.ClusterName)
-			}
-		}
+		f.SharedFleets[i] = f.SharedFleets[i].Effective(p)
 	}
 }
 
@@ -200,9 +182,7 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 		pfx  netip.Prefix
 	}
 	var ranges []taken
-	for _, r := range []struct{ key, value string }{
-		{"subnetCIDR", f.GCP.SubnetCIDR}, {"podsCIDR", f.GCP.PodsCIDR}, {"servicesCIDR", f.GCP.ServicesCIDR}, {"masterCIDR", f.GCP.MasterCIDR},
-	} {
+	for _, r := range f.GCP.ranges() {
 		if pfx, msg := parseCIDR(r.value); msg == "" {
 			ranges = append(ranges, taken{"gcp." + r.key, pfx})
 		}

@@ -34,13 +34,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/runnerfleet/runnerfleet/providers"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 )
 
 // Metadata keys CreateInstance sets besides the spec's.
 const (
 	// GuestAttributesKey enables guest attributes on the VM, without which
 	// the agent's reports are refused by its metadata server.
-	GuestAttributesKey = "enable-guest-attributes"
+	GuestAttributesKey = gcenames.GuestAttributesKey
 	// ImageKey records the boot disk's source image: an instance resource
 	// does not carry it (only the disk resource does), and ListInstances
 	// reports it as Instance.Image.
@@ -383,7 +384,7 @@ func (c *Compute) RequestDrain(ctx context.Context, zone, name string) error {
 }
 
 // NoteMetadataKey is the instance metadata key of note key.
-func NoteMetadataKey(key string) string { return providers.GCENotePrefix + key }
+func NoteMetadataKey(key string) string { return gcenames.NoteMetadataKey(key) }
 
 // Note sets metadata runnerfleet-note-<key>=value on the instance, or
 // removes the item when value is empty.

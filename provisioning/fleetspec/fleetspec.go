@@ -103,7 +103,7 @@ type ManagerGroup struct {
 	// Fleet (the fleet's namespace), GitLabURL, Region, CacheBucket, the
 	// VMs' Network and Subnetwork (resource paths) and VMServiceAccount
 	// come from the fleet and the stack, not from keys of the group: the
-	// stack config's defaults fill them.
+	// fleet's Effective fills them.
 	Fleet       string `json:"-"`
 	GitLabURL   string `json:"-"`
 	Region      string `json:"-"`

@@ -88,7 +88,7 @@ func (e NodeExporter) Args() []string {
 
 // VMAgents are what a group's docker+machine VMs run beside the jobs,
 // started by their startup script: fleet gc's job reporter and the
-// fleet's node_exporter. The stack config's defaults fill them from the
+// fleet's node_exporter. SharedFleet.Effective fills them from the
 // fleet (SharedFleet.VMAgents).
 type VMAgents struct {
 	JobReporterImage string

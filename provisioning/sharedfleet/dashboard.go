@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
 
@@ -29,9 +29,9 @@ const (
 	RunnerMachineStates = "gitlab_runner_autoscaling_machine_states"
 	// QuotaLimit and QuotaUsage are the quota exporter's gauges (labels
 	// project, region, metric): the GCE regional quotas of the fleets'
-	// projects, named once in providers/gcp/quotaexporter.
-	QuotaLimit = quotaexporter.MetricLimit
-	QuotaUsage = quotaexporter.MetricUsage
+	// projects, named once in providers/gcp/quotametrics.
+	QuotaLimit = gcenames.QuotaMetricLimit
+	QuotaUsage = gcenames.QuotaMetricUsage
 )
 
 // DashboardUID is fleet f's dashboard uid and the key of its ConfigMap.

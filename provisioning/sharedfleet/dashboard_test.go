@@ -303,7 +303,7 @@ func TestFleetPlanCarriesItsDashboard(t *testing.T) {
 		ManagerImage: "registry.example.com/ci/runner:v1",
 		Groups:       []fleetspec.ManagerGroup{g},
 	}
-	p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+	p, err := PlanFleet(s, "sharedFleets[0]", fleetspec.Platform{Project: "ci-prod", Cluster: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}

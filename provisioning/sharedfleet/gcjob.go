@@ -44,7 +44,7 @@ func GCScope(s fleetspec.SharedFleet) (project string, zones []string, err error
 // managers' pods and Deployments there (and nothing else), and records its
 // result as an Event. Its cloud identity is its own Google service account
 // (GCAccountID), bound to that ServiceAccount alone through Workload
-// Identity; the platform (infra/gcp) grants it what gc does to the fleet's
+// Identity; infra/sharedfleet grants it (CloudPlan.GC) what gc does to the fleet's
 // VMs and nothing else, and never the managers' account, which creates VMs.
 type GCPlan struct {
 	ServiceAccount *corev1.ServiceAccount
@@ -79,8 +79,7 @@ func GCAccountEmail(project, cluster, namespace string) string {
 // planGC builds the fleet's gc objects. They run the fleet's gc image
 // (sharedFleets[].images.gc; by default the release's fleet image, which
 // make image builds; its entrypoint is the fleet binary).
-// account is the Google service account gc acts as (kube.Cluster's
-// GCServiceAccounts).
+// account is the Google service account gc acts as (CloudPlan.GC).
 func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 	if account == "" {
 		return nil, fmt.Errorf("fleet gc of shared fleet %s has no cloud identity: the platform declares none for namespace %s (shared fleets run on gke, whose platform does)", p.Spec.Name, p.Namespace)

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp"
-	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
@@ -146,7 +145,7 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 			{SourceLabels: []string{gceLabel(vmfleet.LabelManager)}, TargetLabel: "vm_manager"},
 			// fleet gc's note on a VM whose manager it proved absent
 			// (instance metadata runnerfleet-note-orphaned-since).
-			{SourceLabels: []string{"__meta_gce_metadata_" + strings.ReplaceAll(gcp.NoteMetadataKey(vmfleet.NoteOrphanedSince), "-", "_")}, TargetLabel: "orphaned_since"},
+			{SourceLabels: []string{"__meta_gce_metadata_" + strings.ReplaceAll(gcenames.NoteMetadataKey(vmfleet.NoteOrphanedSince), "-", "_")}, TargetLabel: "orphaned_since"},
 		},
 	}
 	zones := f.zones()
@@ -263,7 +262,7 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 				// may not use) is 0/0, NaN, and does not fire; usage over a
 				// limit lowered to 0 does (+Inf).
 				Alert: "GCEQuotaNearLimit",
-				Expr:  fmt.Sprintf(`%s / %s > 0.9`, quotaexporter.MetricUsage, quotaexporter.MetricLimit),
+				Expr:  fmt.Sprintf(`%s / %s > 0.9`, gcenames.QuotaMetricUsage, gcenames.QuotaMetricLimit),
 				For:   "15m", Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "Quota {{ $labels.metric }} of project {{ $labels.project }} in {{ $labels.region }} is {{ $value | humanizePercentage }} used: new VMs of fleet " + f.Name + " will be refused at its limit"},
 			},
@@ -272,7 +271,7 @@ func (f Fleet) AlertRules() prometheus.RuleFile {
 				// (its identity lacks compute.regions.get, the region is
 				// misspelt, the API fails): GCEQuotaNearLimit is blind.
 				Alert: "GCEQuotaUnknown",
-				Expr:  quotaexporter.MetricUp + ` == 0`,
+				Expr:  gcenames.QuotaMetricUp + ` == 0`,
 				For:   "15m", Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "fleet quota-exporter of fleet " + f.Name + " cannot read the quotas of project {{ $labels.project }} in {{ $labels.region }} (regions.get fails; see its log): GCEQuotaNearLimit cannot fire"},
 			},

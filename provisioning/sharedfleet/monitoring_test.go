@@ -245,7 +245,7 @@ func TestTheVMsAreScrapedWhereTheirExporterListensAndTheFirewallOpens(t *testing
 		if want == 0 {
 			want = fleetspec.DefaultNodeExporterPort
 		}
-		p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+		p, err := PlanFleet(s, "sharedFleets[0]", fleetspec.Platform{Project: "ci-prod", Cluster: "ci"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestTheFleetsPrometheusRunsAndScrapesTheQuotaExporter(t *testing.T) {
 		ManagerImage: "registry.example.com/ci/runner:v1",
 		Groups:       []fleetspec.ManagerGroup{g, g2, g3},
 	}
-	p, err := PlanFleet(s, "sharedFleets[0]", "gc@ci-prod.iam.gserviceaccount.com")
+	p, err := PlanFleet(s, "sharedFleets[0]", fleetspec.Platform{Project: "ci-prod", Cluster: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -35,6 +35,8 @@ type FleetPlan struct {
 	Monitoring Fleet
 	Prometheus *PrometheusPlan
 	GC         *GCPlan
+	// Cloud is the fleet's cloud side.
+	Cloud CloudPlan
 }
 
 // GroupPlan is one manager group.
@@ -74,18 +76,11 @@ func Namespace(s fleetspec.SharedFleet) string { return s.Namespace }
 // gcpServiceAccount for Workload Identity.
 func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerName() }
 
-// monitoringSpec is fleet s as its Prometheus sees it; its VM quota
-// defaults to the groups' maxVMs times their maxManagers. Its quota
-// exporter runs in the Prometheus pod (quotaExporterContainer).
+// monitoringSpec is the Effective fleet s as its Prometheus sees it. Its
+// quota exporter runs in the Prometheus pod (quotaExporterContainer).
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
-	m := Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
-		QuotaExporter: fmt.Sprintf("localhost:%d", quotaexporter.DefaultPort)}
-	if m.VMQuota == 0 {
-		for _, g := range s.Groups {
-			m.VMQuota += g.MaxVMs * int(g.Scaling.MaxManagers)
-		}
-	}
-	return m
+	return Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
+		QuotaExporter: fmt.Sprintf("localhost:%d", gcenames.QuotaExporterPort)}
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time
@@ -93,14 +88,16 @@ func monitoringSpec(s fleetspec.SharedFleet) Fleet {
 const placeholderBucket = "runnerfleet-cache-bucket"
 
 // PlanFleet plans fleet s, whose stack config key is key (errors name
-// it); gcAccount is the Google service account its gc acts as.
-func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, error) {
-	// The groups' VMs run what the fleet says (its images and
-	// node_exporter port): the same port its Prometheus scrapes.
-	s.Groups = slices.Clone(s.Groups)
-	for j := range s.Groups {
-		s.Groups[j].VMAgents = s.VMAgents()
+// it), on the gke platform on: its Kubernetes objects, its monitoring and
+// its cloud side. s is the stack's Effective fleet (its defaults resolved
+// by fleetspec.SharedFleet.Effective, which PlanFleet applies again: that
+// changes nothing of an Effective fleet and fills the defaults of one
+// built by hand).
+func PlanFleet(s fleetspec.SharedFleet, key string, on fleetspec.Platform) (*FleetPlan, error) {
+	if on.Project == "" || on.Cluster == "" {
+		return nil, fmt.Errorf("%s: shared fleet %s is planned on the gke platform, and no project and cluster were given", key, s.Name)
 	}
+	s = s.Effective(on)
 	p := &FleetPlan{
 		Spec:       s,
 		Namespace:  Namespace(s),
@@ -125,7 +122,10 @@ func PlanFleet(s fleetspec.SharedFleet, key, gcAccount string) (*FleetPlan, erro
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	p.Prometheus = prom
-	if p.GC, err = planGC(p, gcAccount); err != nil {
+	if p.Cloud, err = planCloud(s, on); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if p.GC, err = planGC(p, p.Cloud.GC.Email); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return p, nil

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp/quotaexporter"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -120,7 +120,7 @@ func quotaExporterContainer(s fleetspec.SharedFleet) (corev1.Container, error) {
 	if err != nil {
 		return corev1.Container{}, err
 	}
-	args := []string{"quota-exporter", "--project", project, "--listen", fmt.Sprintf(":%d", quotaexporter.DefaultPort)}
+	args := []string{"quota-exporter", "--project", project, "--listen", fmt.Sprintf(":%d", gcenames.QuotaExporterPort)}
 	var regions []string
 	for _, g := range s.Groups {
 		if !slices.Contains(regions, g.Region) {
@@ -130,7 +130,7 @@ func quotaExporterContainer(s fleetspec.SharedFleet) (corev1.Container, error) {
 	}
 	return monitoringContainer(corev1.Container{
 		Name: QuotaExporterName, Image: s.Images.OrDefault().GC, Args: args,
-	}, "quota", quotaexporter.DefaultPort, "/healthz", "10m", "32Mi", "128Mi"), nil
+	}, "quota", gcenames.QuotaExporterPort, "/healthz", "10m", "32Mi", "128Mi"), nil
 }
 
 // PlanCentral plans the central Prometheus of the monitoring namespace,

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runnerfleet/runnerfleet/providers/gcp"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -118,7 +118,7 @@ func ConfigFor(g fleetspec.ManagerGroup, manager string) (runnerconfig.Config, e
 			// same script runs the fleet's node_exporter, which the
 			// fleet's Prometheus scrapes (PrometheusConfig) through the
 			// firewall rule fleetspec.SharedFleet.VMIngress names.
-			"google-metadata=" + gcp.GuestAttributesKey + "=TRUE",
+			"google-metadata=" + gcenames.GuestAttributesKey + "=TRUE",
 			"google-metadata=startup-script=" + script,
 		}
 		if g.Network != "" {

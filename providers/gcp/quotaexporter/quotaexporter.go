@@ -24,25 +24,19 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/api/option"
+
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 )
 
-// The exported series; their labels are project, region and (but for
-// MetricUp) metric, the quota's name as the API spells it (INSTANCES,
-// CPUS, N2D_CPUS, PREEMPTIBLE_CPUS, IN_USE_ADDRESSES, SSD_TOTAL_GB, …).
+// The exported series, the port and the permission, named in the leaf
+// package gcenames (which the builders that scrape the exporter read).
 const (
-	MetricLimit = "runnerfleet_gce_quota_limit"
-	MetricUsage = "runnerfleet_gce_quota_usage"
-	// MetricUp is 1 when the region's last regions.get succeeded, 0
-	// when it failed (the limit and usage series are then absent).
-	MetricUp = "runnerfleet_gce_quota_up"
+	MetricLimit = gcenames.QuotaMetricLimit
+	MetricUsage = gcenames.QuotaMetricUsage
+	MetricUp    = gcenames.QuotaMetricUp
+	DefaultPort = gcenames.QuotaExporterPort
+	Role        = gcenames.QuotaExporterRole
 )
-
-// DefaultPort is where fleet quota-exporter serves /metrics.
-const DefaultPort = 9465
-
-// Role is the one permission the exporter's identity needs; the
-// predefined role roles/compute.viewer includes it.
-const Role = "compute.regions.get"
 
 var regionRE = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
 

@@ -1,4 +1,4 @@
-package gcp
+package sharedfleet_test
 
 import (
 	"maps"
@@ -7,17 +7,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
+	"github.com/runnerfleet/runnerfleet/infra/gcp"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
-	"github.com/runnerfleet/runnerfleet/infra/kube"
-	infrasharedfleet "github.com/runnerfleet/runnerfleet/infra/sharedfleet"
-	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
 
 const (
-	tokSharedIdentity = "runnerfleet:gcp:SharedFleetIdentity"
+	tokSharedIdentity = "runnerfleet:sharedfleet:Identity"
 	managersGSA       = "ci-shared-managers@ci-project-1.iam.gserviceaccount.com"
 	// The Prometheus account lives in another project than the cluster;
 	// its Workload Identity members are still the cluster project's pool.
@@ -65,11 +61,11 @@ var sharedFleetsJSON = strings.Replace(fleetJSON, `"teams": [`, `"alerting": {"r
 
 var (
 	sharedFleetsOnce   sync.Once
-	sharedFleetsResult *platform
+	sharedFleetsResult *deployed
 )
 
 // withSharedFleets runs the platform of sharedFleetsJSON once.
-func withSharedFleets(t *testing.T) *platform {
+func withSharedFleets(t *testing.T) *deployed {
 	t.Helper()
 	sharedFleetsOnce.Do(func() { sharedFleetsResult = run(t, sharedFleetsJSON) })
 	if sharedFleetsResult == nil {
@@ -80,7 +76,7 @@ func withSharedFleets(t *testing.T) *platform {
 
 // sharedChildren are the resources of tok under the SharedFleetIdentity
 // component.
-func sharedChildren(p *platform, tok string) []infratest.Resource {
+func sharedChildren(p *deployed, tok string) []infratest.Resource {
 	var out []infratest.Resource
 	for _, r := range p.m.ByToken(tok) {
 		if ownType(r.Parent) == tokSharedIdentity {
@@ -186,7 +182,7 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 
 	want = []string{
 		// Production uses the platform's cache bucket, staging its own.
-		BucketName(project, "runners-prod") + " roles/storage.objectUser serviceAccount:" + managersGSA,
+		gcp.BucketName(project, "runners-prod") + " roles/storage.objectUser serviceAccount:" + managersGSA,
 		"ci-staging-cache roles/storage.objectUser serviceAccount:" + managersGSA,
 	}
 	slices.Sort(want)
@@ -217,14 +213,18 @@ func TestSharedFleetAccountsGetExactlyTheirRoles(t *testing.T) {
 	}
 }
 
-func TestSharedFleetIdentityIsAParentedChildOfThePlatform(t *testing.T) {
+// The shared fleets' identities are one component for all fleets (a grant
+// two fleets need is declared once), at the stack's top level beside the
+// platform it is composed from; its gcp resources use the platform's
+// provider.
+func TestSharedFleetIdentityIsOneComponentOnThePlatformsProvider(t *testing.T) {
 	p := withSharedFleets(t)
 	comps := p.m.ByToken(tokSharedIdentity)
 	if len(comps) != 1 {
 		t.Fatalf("%d %s components, want 1", len(comps), tokSharedIdentity)
 	}
-	if ownType(comps[0].Parent) != "runnerfleet:gcp:Platform" {
-		t.Errorf("%s has parent %q, not the platform", comps[0].Name, comps[0].Parent)
+	if ownType(comps[0].Parent) != "pulumi:pulumi:Stack" {
+		t.Errorf("%s has parent %q, not the stack", comps[0].Name, comps[0].Parent)
 	}
 	children := 0
 	for _, r := range p.m.Resources() {
@@ -239,10 +239,10 @@ func TestSharedFleetIdentityIsAParentedChildOfThePlatform(t *testing.T) {
 	if children == 0 {
 		t.Error("the component has no children")
 	}
-	// Every other resource's parenting holds as without shared fleets.
+	// Every gcp resource is the platform's or a shared fleet's.
 	for _, r := range p.m.Resources() {
-		if r.Token != "runnerfleet:gcp:Platform" && r.Token != "pulumi:pulumi:Stack" && !strings.HasPrefix(ownType(r.Parent), "runnerfleet:gcp:") {
-			t.Errorf("%s %s has parent %q, not a component of the platform", r.Token, r.Name, r.Parent)
+		if strings.HasPrefix(r.Token, "gcp:") && !strings.HasPrefix(ownType(r.Parent), "runnerfleet:gcp:") && !strings.HasPrefix(ownType(r.Parent), "runnerfleet:sharedfleet:") {
+			t.Errorf("%s %s has parent %q, not a component of the platform or the shared fleets", r.Token, r.Name, r.Parent)
 		}
 	}
 }
@@ -264,36 +264,7 @@ func TestNoSharedFleetIdentityWithoutSharedFleets(t *testing.T) {
 // annotated with a Google service account against the bindings: each has
 // exactly one, to the account it names.
 func TestSharedFleetBindingsMatchTheDeployedServiceAccounts(t *testing.T) {
-	m := infratest.NewMocks(t)
-	cfg := map[string]string{"runnerfleet:fleet": sharedFleetsJSON}
-	var keys []string
-	// Every secret the stack names is read (kube.ReadSecrets): the teams'
-	// tokens too.
-	for _, k := range []string{"prodLinux", "prodFleeting", "stagingLinux", "teamA", "teamAML", "teamB"} {
-		cfg["runnerfleet:"+k] = "glrt-" + k + "TokenNotReal"
-		keys = append(keys, "runnerfleet:"+k)
-	}
-	cfg["runnerfleet:alertWebhookURL"] = "https://hooks.example.com/alerts/not-a-real-token"
-	keys = append(keys, "runnerfleet:alertWebhookURL")
-	err := infratest.Run(m, stack, cfg, keys, func(ctx *pulumi.Context) error {
-		f, err := stackconfig.Decode([]byte(sharedFleetsJSON), ctx.Stack())
-		if err != nil {
-			return err
-		}
-		c, err := newPlatform(ctx, f)
-		if err != nil {
-			return err
-		}
-		secrets, err := kube.ReadSecrets(ctx, f)
-		if err != nil {
-			return err
-		}
-		_, err = infrasharedfleet.New(ctx, &infrasharedfleet.Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := withSharedFleets(t).m
 	annotated := map[string]string{}
 	for _, r := range m.ByToken("kubernetes:core/v1:ServiceAccount") {
 		ann := r.Input("metadata.annotations")

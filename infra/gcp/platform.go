@@ -2,6 +2,10 @@
 // regional GKE cluster with Workload Identity and node auto-provisioning (for
 // the teams' ComputeClasses), a Google service account per team bound to
 // exactly that team's job ServiceAccount, and a private GCS cache bucket.
+// Its anatomy is infra/aws's: ArgsFor, NewPlatform and the platform struct
+// in platform.go, one file per component (network, cluster, identity,
+// cache). The shared fleets' VM networks and identities are
+// infra/sharedfleet's, composed from the Platform's outputs.
 //
 // Every GCP resource goes through one explicit gcp provider, which carries
 // the project, the region and the labels, and is declared through the typed
@@ -21,7 +25,6 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
-	"github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -34,6 +37,16 @@ type Platform struct {
 
 	// Cluster is what the Kubernetes part of the program deploys into.
 	Cluster *kube.Cluster
+
+	// What infra/sharedfleet composes the shared fleets' cloud side from:
+	// the arguments, the gcp provider, the VPC's ID, the GKE cluster (which
+	// Workload Identity bindings wait for: the project's identity pool
+	// exists once a cluster uses it) and the cache bucket.
+	Args        *PlatformArgs
+	Provider    pulumi.ProviderResource
+	Network     pulumi.StringOutput
+	GKE         pulumi.Resource
+	CacheBucket pulumi.StringOutput
 }
 
 // PlatformArgs are what the gke platform is declared from.
@@ -41,39 +54,35 @@ type PlatformArgs struct {
 	// Cluster is the GKE cluster's name.
 	Cluster string
 	GCP     *stackconfig.GCP
-	// Labels go on every labelable resource (see Labels).
-	Labels map[string]string
 	// Teams are the RunnerSets that get a Google service account.
 	Teams []Team
 	// CacheExpireDays is how long cache objects live.
 	CacheExpireDays int
-	// SharedFleets get their Workload Identity bindings and grants.
+	// SharedFleets are the stack's shared fleets, whose managers the
+	// managers' pool must outlast in an upgrade (ManagerPoolSoak); their
+	// cloud side is infra/sharedfleet's, composed from this platform.
 	SharedFleets []fleetspec.SharedFleet
 }
 
 // Team is a RunnerSet that gets a job identity.
 type Team struct{ Namespace, Name string }
 
-// ArgsFor is the gke platform's part of fleet f of the stack. It refuses
-// teams the platform cannot give an identity.
-func ArgsFor(stack string, f *stackconfig.Fleet) (*PlatformArgs, error) {
-	if f.Platform != stackconfig.PlatformGKE || f.GCP == nil {
-		return nil, fmt.Errorf("gcp: the fleet's platform is %q; the gke platform needs platform gke and a gcp section", f.Platform)
-	}
-	if errs := stackconfig.ValidateGKETeams(f); len(errs) > 0 {
-		return nil, &stackconfig.Error{List: errs}
-	}
-	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, Labels: Labels(stack, f), CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
+// ArgsFor is the gke platform's part of a fleet, as infra/aws's ArgsFor
+// is the eks platform's. The fleet is a decoded one: stackconfig.Validate
+// has refused the teams the platform cannot give an identity
+// (stackconfig.ValidateGKETeams).
+func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
+	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
 	for _, t := range f.Teams {
 		if t.WantsIdentity(f.Platform) {
 			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
 		}
 	}
-	return a, nil
+	return a
 }
 
-// env is what every component of the platform shares.
-type env struct {
+// platform is what every component of the platform shares.
+type platform struct {
 	args   *PlatformArgs
 	gcp    *stackconfig.GCP
 	labels map[string]string
@@ -81,7 +90,7 @@ type env struct {
 }
 
 // opts are the options of a GCP resource that is a child of parent.
-func (e *env) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
+func (e *platform) opts(parent pulumi.Resource, more ...pulumi.ResourceOption) []pulumi.ResourceOption {
 	return append([]pulumi.ResourceOption{pulumi.Parent(parent), pulumi.Provider(e.gcpp)}, more...)
 }
 
@@ -94,7 +103,7 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err := ctx.RegisterComponentResource("runnerfleet:gcp:Platform", name, p, opts...); err != nil {
 		return nil, fmt.Errorf("creating the gke platform: %w", err)
 	}
-	e := &env{args: args, gcp: args.GCP, labels: args.Labels}
+	e := &platform{args: args, gcp: args.GCP, labels: Labels(ctx.Stack(), args.GCP, args.Cluster)}
 	gp, err := gcpsdk.NewProvider(ctx, name+"-gcp", &gcpsdk.ProviderArgs{
 		Project:       pulumi.String(args.GCP.Project),
 		Region:        pulumi.String(args.GCP.Region),
@@ -109,11 +118,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, fmt.Errorf("declaring the network: %w", err)
 	}
-	for _, s := range args.SharedFleets {
-		if _, err := newSharedFleetNetwork(ctx, name+"-"+s.Namespace+"-vms", e, nw, s, pulumi.Parent(p)); err != nil {
-			return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", s.Name, err)
-		}
-	}
 	cl, err := newCluster(ctx, name+"-cluster", e, nw, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the GKE cluster: %w", err)
@@ -125,11 +129,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	cache, err := newCache(ctx, name+"-cache", e, ids, pulumi.Parent(p))
 	if err != nil {
 		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
-	}
-	if len(args.SharedFleets) > 0 {
-		if _, err := newSharedFleetIdentity(ctx, name+"-shared-identity", e, cl, cache, pulumi.Parent(p)); err != nil {
-			return nil, fmt.Errorf("declaring the shared fleets' identities: %w", err)
-		}
 	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"clusterName": cl.Name,
@@ -144,11 +143,6 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	for _, t := range ids.Teams {
 		emails[kube.IdentityKey(t.Namespace, t.Name)] = t.Email
 	}
-	gcAccounts := map[string]string{}
-	for _, s := range args.SharedFleets {
-		ns := sharedfleet.Namespace(s)
-		gcAccounts[ns] = sharedfleet.GCAccountEmail(args.GCP.Project, args.Cluster, ns)
-	}
 	p.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
@@ -158,12 +152,12 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 				GCPServiceAccountPatterns: []string{ServiceAccountPattern(args.GCP.Project)},
 			}},
 		},
-		Identities:        emails,
-		GCServiceAccounts: gcAccounts,
-		Cache:             &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
-		DependsOn:         []pulumi.Resource{cl.SystemPool},
-		InCluster:         true,
+		Identities: emails,
+		Cache:      &kube.Cache{Type: v1alpha1.CacheTypeGCS, Bucket: cache.Bucket, Region: args.GCP.Region},
+		DependsOn:  []pulumi.Resource{cl.SystemPool},
+		InCluster:  true,
 	}
+	p.Args, p.Provider, p.Network, p.GKE, p.CacheBucket = args, gp, nw.Network, cl.Resource, cache.Bucket
 	return p, nil
 }
 
@@ -187,13 +181,13 @@ func WorkloadIdentityMember(project, namespace, serviceAccount string) string {
 
 // Labels are the labels of every labelable GCP resource of the stack: the
 // stack's own, then the stack and cluster labels, which win.
-func Labels(stack string, f *stackconfig.Fleet) map[string]string {
+func Labels(stack string, g *stackconfig.GCP, cluster string) map[string]string {
 	out := map[string]string{}
-	for k, v := range f.GCP.Labels {
+	for k, v := range g.Labels {
 		out[k] = v
 	}
 	out[stackconfig.GCPLabelStack] = LabelValue(stack)
-	out[stackconfig.GCPLabelCluster] = LabelValue(f.ClusterName)
+	out[stackconfig.GCPLabelCluster] = LabelValue(cluster)
 	return out
 }
 

@@ -1,4 +1,4 @@
-package gcp
+package sharedfleet_test
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ const (
 
 // vmTags are every network tag a job VM of the stack may carry: the fleets'
 // VM tags, the groups' own, and the instance templates'.
-func vmTags(p *platform) map[string]bool {
+func vmTags(p *deployed) map[string]bool {
 	tags := map[string]bool{}
 	for _, s := range p.fleet.SharedFleets {
 		for _, g := range s.Groups {
