@@ -143,7 +143,9 @@ E2E_KUBECONFIG := $(if $(RUNNERFLEET_E2E_KUBECONFIG),$(abspath $(RUNNERFLEET_E2E
 .PHONY: e2e
 e2e: $(if $(E2E_KUBECONFIG),,tools) ## end to end on the local control plane with the real Karpenter (kwok provider), and e2e-kubeconfig-mode beside it; KUBECONFIG=<path>: on that cluster
 	@# The full log (fleet's output, Karpenter's timings) goes to e2e.log.
-	$(if $(E2E_KUBECONFIG),,set -m; $(MAKE) --no-print-directory e2e-kubeconfig-mode >e2e-kubeconfig-mode.out 2>&1 & mode=$$!; \
+	@# Job control only to start the mode in a process group of its own (killed
+	@# on exit); the suite stays in make's, so that Ctrl-C stops it.
+	$(if $(E2E_KUBECONFIG),,set -m; $(MAKE) --no-print-directory e2e-kubeconfig-mode >e2e-kubeconfig-mode.out 2>&1 & mode=$$!; set +m; \
 	trap 'kill -- -$$mode 2>/dev/null || true' EXIT;) \
 	rc=0; (cd e2e && RUNNERFLEET_E2E_KUBECONFIG=$(E2E_KUBECONFIG) go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1) || rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok )|^    --- SKIP|capacity timings|^ +\|' e2e.log; \
