@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -381,10 +382,43 @@ func (c *cluster) startProcess(t *testing.T, name, path string, args []string, r
 	}
 }
 
-// buildBinaries builds fleet and the runnerset-controller from this checkout.
+// built is the directory of the binaries buildBinaries built: the suite's
+// tests share it (they only run the binaries), and TestMain removes it.
+var built struct {
+	sync.Mutex
+	dir string
+}
+
+// buildBinaries builds fleet and the runnerset-controller from this
+// checkout, once per test process: a build into a new directory links both
+// again, 12 CPU seconds each time (20-60 s on 2 shared cores), which four
+// tests paid until then. A failed build is tried again by the next test.
 func buildBinaries(t *testing.T, root string) string {
 	t.Helper()
-	bin := t.TempDir()
-	run(t, root, 10*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/fleet", "./cmd/runnerset-controller")
-	return filepath.Clean(bin)
+	built.Lock()
+	defer built.Unlock()
+	if built.dir != "" {
+		return built.dir
+	}
+	dir, err := os.MkdirTemp("", "runnerfleet-e2e-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	run(t, root, 10*time.Minute, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/fleet", "./cmd/runnerset-controller")
+	ok, built.dir = true, filepath.Clean(dir)
+	return built.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }

@@ -45,10 +45,9 @@ var example = client.ObjectKey{Namespace: "team-a", Name: "build"}
 func TestLocalStackUpRolloutDown(t *testing.T) {
 	needsRealNode(t) // fleet up --stack local starts the control plane and the real node
 	root := repoRoot(t)
-	bin := t.TempDir()
 	start := time.Now()
-	run(t, root, 5*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/fleet", "./cmd/runnerset-controller")
-	t.Logf("built fleet and runnerset-controller in %s", time.Since(start).Round(time.Millisecond))
+	bin := buildBinaries(t, root)
+	t.Logf("built fleet and runnerset-controller in %s (once per test process)", time.Since(start).Round(time.Millisecond))
 
 	state := t.TempDir()
 	fleet := func(timeout time.Duration, args ...string) string {

@@ -77,9 +77,7 @@ type drain struct {
 func startNodeEnv(t *testing.T) *nodeEnv {
 	root := repoRoot(t)
 	e := &nodeEnv{t: t, root: root, state: t.TempDir(), class: "real-node", drains: map[string]drain{}, rec: newRecorder()}
-	bin := t.TempDir()
-	run(t, root, 5*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/runnerset-controller")
-	e.ctrl = filepath.Join(bin, localcluster.Controller)
+	e.ctrl = filepath.Join(buildBinaries(t, root), localcluster.Controller)
 
 	rf, err := crds.CRDs()
 	if err != nil {

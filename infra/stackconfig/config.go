@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -347,13 +350,20 @@ func (f *Fleet) Validate() field.ErrorList {
 				"its jobs run in namespace %s, which is %s; rename the team's RunnerSet or that namespace", jobs, owned[jobs])))
 		}
 	}
-	for i, t := range f.Teams {
+	// Each team is judged on its own, so the teams are judged on every
+	// core; their problems are listed in the teams' order.
+	teamErrs := make([]field.ErrorList, len(f.Teams))
+	forEach(len(f.Teams), func(i int) {
+		t := f.Teams[i]
 		tp := p.Child("teams").Index(i)
 		te := t.validate(tp, f)
 		// The team's RunnerSet, judged by its CRD as admission will: what
 		// fails there fails here, before any resource is declared.
-		te = append(te, embeddedErrors(teams, t.RunnerSet(f.ClusterName, t.TokenSecretName(), t.APITokenSecretName()), tp, teamKeys, te)...)
-		errs = append(errs, te...)
+		teamErrs[i] = append(te, embeddedErrors(teams, t.RunnerSet(f.ClusterName, t.TokenSecretName(), t.APITokenSecretName()), tp, teamKeys, te)...)
+	})
+	for i, t := range f.Teams {
+		tp := p.Child("teams").Index(i)
+		errs = append(errs, teamErrs[i]...)
 		key := t.Namespace + "/" + t.Name
 		if j, ok := seen[key]; ok {
 			errs = append(errs, field.Duplicate(tp, fmt.Sprintf("%s: the same RunnerSet as teams[%d]; give it another name or namespace", key, j)))
@@ -480,6 +490,28 @@ func (t Team) validate(p *field.Path, f *Fleet) field.ErrorList {
 		errs = append(errs, field.Forbidden(p.Child("identity"), "the local stack has no cloud identities; remove it"))
 	}
 	return errs
+}
+
+// forEach calls do(i) for every i in [0, n), from as many goroutines as
+// the process has cores, and returns when every call has returned.
+func forEach(n int, do func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			do(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // JSON returns the fleet as JSON, for exports and tests.

@@ -32,6 +32,15 @@ import (
 // false when out could not be filled (malformed JSON, a value of the wrong
 // type).
 func Strict(raw []byte, out any, root *field.Path) (errs field.ErrorList, decoded bool) {
+	if decodedAsIs(raw, out) {
+		return nil, true
+	}
+	return strictLong(raw, out, root)
+}
+
+// strictLong is Strict without its fast way: it reads raw as a generic
+// tree to name every problem.
+func strictLong(raw []byte, out any, root *field.Path) (errs field.ErrorList, decoded bool) {
 	var generic any
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return field.ErrorList{field.Invalid(root, string(raw), "not a JSON object: "+err.Error())}, false

@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -106,4 +107,39 @@ type unknownSpec struct {
 		v1alpha1.RunnerSetSpec `json:",inline"`
 		Extra                  string `json:"replica"`
 	} `json:"spec"`
+}
+
+// What is left of an object besides the properties of spec judged apart
+// (its apiVersion, kind, metadata) is judged once per distinct name: the
+// CRD can see no other field of metadata. A name the root rule refuses is
+// still refused after a thousand good objects in one namespace, and a
+// thousand objects that differ only in their namespaces and labels share
+// one verdict.
+func TestABatchJudgesTheRestOncePerNameNotPerNamespace(t *testing.T) {
+	v, err := ValidatorFor("runnersets.runnerfleet.dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := v.Batch()
+	if !v.bareMetadata {
+		t.Fatal("the RunnerSet CRD's metadata schema is not {type: object}; the rest is judged once per object")
+	}
+	for i := range 1000 {
+		obj := runnerSet(func(rs *v1alpha1.RunnerSet) {
+			rs.Namespace = fmt.Sprintf("team-%d", i)
+			rs.Labels = map[string]string{"team": fmt.Sprint(i)}
+		})
+		if errs := b.Validate(obj); len(errs) > 0 {
+			t.Fatalf("object %d: %v", i, errs)
+		}
+	}
+	if len(b.memo) > len(v.cuts)+1 {
+		t.Errorf("the batch remembers %d verdicts for objects that differ in namespace and labels, want at most %d", len(b.memo), len(v.cuts)+1)
+	}
+	long := runnerSet(func(rs *v1alpha1.RunnerSet) { rs.Name = strings.Repeat("n", 64) })
+	want := sorted(v.Validate(long.DeepCopy()))
+	got := sorted(b.Validate(long))
+	if len(want) == 0 || !slices.Equal(got, want) || !strings.Contains(strings.Join(got, "\n"), "at most 63 characters") {
+		t.Errorf("a 64-character name after a thousand good objects: the batch found %v, Validate %v", got, want)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -43,6 +45,10 @@ type Validator struct {
 	// trunk judges what is left of an object without its cuts: the
 	// schema without the cut properties of spec.
 	trunk *Validator
+	// bareMetadata: the schema of metadata is {type: object} (what
+	// controller-gen writes), so that only metadata.name and
+	// metadata.generateName can change a verdict (see trunkKey).
+	bareMetadata bool
 }
 
 // cut is a property of spec that is judged alone, by validators of a
@@ -242,9 +248,11 @@ func (v *Validator) judge(u map[string]any, path *field.Path) field.ErrorList {
 // A stack config of thousands of teams, which differ in their names and
 // tags and rarely in anything else, is judged in a fraction of the time.
 // A Batch remembers every distinct subtree it judged: use one per set of
-// objects, not one per process.
+// objects, not one per process. Its Validate may be called from several
+// goroutines at once.
 type Batch struct {
 	v    *Validator
+	mu   sync.Mutex
 	memo map[memoKey]field.ErrorList
 }
 
@@ -265,6 +273,8 @@ func (v *Validator) Batch() *Batch {
 			return // every object is judged whole
 		}
 		v.cuts, v.trunk = cuts, trunk
+		meta, ok := v.internal.Properties["metadata"]
+		v.bareMetadata = ok && reflect.DeepEqual(meta, apiextensions.JSONSchemaProps{Type: "object"})
 	})
 	return &Batch{v: v, memo: map[memoKey]field.ErrorList{}}
 }
@@ -282,12 +292,12 @@ func (b *Batch) Validate(obj runtime.Object) field.ErrorList {
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(j, &top); err != nil {
-		return field.ErrorList{field.InternalError(nil, err)}
+	top, ok := members(j)
+	if !ok {
+		return whole()
 	}
-	var spec map[string]json.RawMessage
-	if err := json.Unmarshal(top["spec"], &spec); err != nil || spec == nil {
+	spec, ok := members(top["spec"])
+	if !ok {
 		return whole()
 	}
 	values := make([][]byte, len(v.cuts))
@@ -311,43 +321,132 @@ func (b *Batch) Validate(obj runtime.Object) field.ErrorList {
 		if values[i] == nil {
 			continue
 		}
-		k := memoKey{cut: i, json: string(values[i])}
-		found, ok := b.memo[k]
-		if !ok {
+		found, err := b.judged(memoKey{cut: i, json: string(values[i])}, func() (field.ErrorList, error) {
 			var x any
 			if err := utiljson.Unmarshal(values[i], &x); err != nil {
-				return field.ErrorList{field.InternalError(specPath.Child(c.property), err)}
+				return nil, err
 			}
-			found = c.v.validate(map[string]any{c.property: x}, specPath, false)
-			b.memo[k] = found
+			return c.v.validate(map[string]any{c.property: x}, specPath, false), nil
+		})
+		if err != nil {
+			return field.ErrorList{field.InternalError(specPath.Child(c.property), err)}
 		}
 		errs = append(errs, found...)
 	}
 	// The rest: the object with what spec holds besides the cuts (fields
 	// the schema does not know, reported as unknown) and without status,
-	// which the API server drops on create, judged by the trunk.
-	rest := map[string]any{}
-	for k, raw := range spec {
+	// which the API server drops on create, judged by the trunk, once per
+	// distinct rest as the trunk sees it (teams that differ only in their
+	// namespaces share one verdict).
+	var rest []string
+	for k := range spec {
 		if !slices.ContainsFunc(v.cuts, func(c cut) bool { return c.property == k }) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	judgeTrunk := func() (field.ErrorList, error) {
+		u := map[string]any{}
+		s := map[string]any{}
+		for _, k := range rest {
+			var x any
+			if err := utiljson.Unmarshal(spec[k], &x); err != nil {
+				return nil, err
+			}
+			s[k] = x
+		}
+		u["spec"] = s
+		for k, raw := range top {
+			if k == "spec" || k == "status" && v.statusSubresource {
+				continue
+			}
 			var x any
 			if err := utiljson.Unmarshal(raw, &x); err != nil {
-				return field.ErrorList{field.InternalError(specPath.Child(k), err)}
+				return nil, err
 			}
-			rest[k] = x
+			u[k] = x
 		}
+		return v.trunk.validate(u, nil, true), nil
 	}
-	u := map[string]any{"spec": rest}
-	for k, raw := range top {
-		if k == "spec" || k == "status" && v.statusSubresource {
+	var found field.ErrorList
+	if key, ok := v.trunkKey(top, spec, rest); ok {
+		found, err = b.judged(memoKey{cut: -1, json: key}, judgeTrunk)
+	} else {
+		found, err = judgeTrunk()
+	}
+	if err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	return append(slices.Clip(found), errs...)
+}
+
+// judged returns the memo's verdict under k, or judge's, remembered.
+// Two goroutines may judge the same subtree at once; both find the same.
+func (b *Batch) judged(k memoKey, judge func() (field.ErrorList, error)) (field.ErrorList, error) {
+	b.mu.Lock()
+	found, ok := b.memo[k]
+	b.mu.Unlock()
+	if ok {
+		return found, nil
+	}
+	found, err := judge()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.memo[k] = found
+	b.mu.Unlock()
+	return found, nil
+}
+
+// trunkKey returns what the trunk's verdict on an object depends on: its
+// members but status (when the API server drops it) and the cut
+// properties of spec, each as its JSON, except that of metadata only
+// name and generateName count when the CRD's schema of metadata is a bare
+// object. The API server validates the rest of metadata itself, not by
+// the CRD: a bare object schema accepts any metadata, pruning and
+// defaulting leave metadata alone, and CEL rules see only metadata.name
+// and metadata.generateName. ok is false when the key cannot be read;
+// the object's trunk is then judged without the memo.
+func (v *Validator) trunkKey(top, spec map[string][]byte, rest []string) (string, bool) {
+	var b []byte
+	// Each name and value is written after its length, so that no two
+	// objects share a key.
+	put := func(name string, value []byte) {
+		b = strconv.AppendInt(b, int64(len(name)), 10)
+		b = append(append(append(b, ':'), name...), ' ')
+		b = strconv.AppendInt(b, int64(len(value)), 10)
+		b = append(append(b, ':'), value...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		raw := top[k]
+		switch {
+		case k == "status" && v.statusSubresource:
+			continue
+		case k == "spec":
+			put(k, nil)
+			for _, r := range rest {
+				put(r, spec[r])
+			}
+			b = append(b, ';')
+			continue
+		case k == "metadata" && v.bareMetadata:
+			meta, ok := members(raw)
+			if !ok {
+				return "", false
+			}
+			put(k, nil)
+			for _, m := range []string{"name", "generateName"} {
+				if x, ok := meta[m]; ok {
+					put(m, x)
+				}
+			}
+			b = append(b, ';')
 			continue
 		}
-		var x any
-		if err := utiljson.Unmarshal(raw, &x); err != nil {
-			return field.ErrorList{field.InternalError(field.NewPath(k), err)}
-		}
-		u[k] = x
+		put(k, raw)
 	}
-	return append(v.trunk.validate(u, nil, true), errs...)
+	return string(b), true
 }
 
 // trunkOf returns the Validator of the schema without the cut properties
