@@ -16,7 +16,7 @@
 #   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, via
 #               hack/karpenter) as karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kubelet + kwok + karpenter + prometheus; prints the directory the local control plane
+#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router; prints the directory the local control plane
 #               (provisioning/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
@@ -24,8 +24,12 @@
 #               prints a directory holding bin/pulumi, bin/pulumi-resource-kubernetes and
 #               home/, a PULUMI_HOME with that plugin installed
 #   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
-#               (containernetworking-plugins), umoci and a static busybox (the stand-in
-#               runner image's shell); installed with apt-get when missing (root only)
+#               (containernetworking-plugins), umoci, a static busybox (the stand-in
+#               runner image's shell), iptables and ipset (what kube-router drives);
+#               installed with apt-get when missing (root only)
+#   kube-router kube-router (github.com/cloudnativelabs/kube-router/v2, via hack/kube-router,
+#               on the project's k8s.io versions): its network policy controller
+#               enforces NetworkPolicy on the real node
 #   promtool    promtool and the Prometheus server (github.com/prometheus/prometheus/cmd/...,
 #               via hack/prometheus; the server watches the local stack) and amtool
 #               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
@@ -62,11 +66,12 @@ KUBE_VERSION=$(modversion kube k8s.io/kubernetes)
 ETCD_VERSION=$(modversion etcd go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(modversion kwok sigs.k8s.io/kwok)
 KARPENTER_VERSION=$(modversion karpenter sigs.k8s.io/karpenter)
+KUBE_ROUTER_VERSION=$(modversion kube-router github.com/cloudnativelabs/kube-router/v2)
 PULUMI_VERSION=$(modversion pulumi github.com/pulumi/pulumi/pkg/v3)
 PULUMI_KUBERNETES_VERSION=$(modversion pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
 PROMETHEUS_VERSION=$(modversion prometheus github.com/prometheus/prometheus)
 ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanager)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] &&
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] && [ -n "$KUBE_ROUTER_VERSION" ] &&
   [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] && [ -n "$PROMETHEUS_VERSION" ] &&
   [ -n "$ALERTMANAGER_VERSION" ] || { echo "tools: cannot read versions from hack/*/go.mod" >&2; exit 1; }
 
@@ -77,7 +82,7 @@ log() { echo "tools: $*" >&2; }
 # build cache; with the project's packages already compiled they are shorter).
 declare -A COLD_SECONDS=(
   [etcd]=89 [kube]=828 [kwok]=115 [karpenter]=185 [prometheus]=235 [amtool]=37
-  [pulumi]=334 [pulumi-kubernetes]=641
+  [pulumi]=334 [pulumi-kubernetes]=641 [kube-router]=663
 )
 started=$SECONDS
 mins() { local s=$1; if [ "$s" -ge 90 ]; then echo "$(( (s + 30) / 60 )) min"; else echo "${s} s"; fi; }
@@ -260,6 +265,16 @@ karpenter() {
     "$cache/karpenter-$KARPENTER_VERSION:sigs.k8s.io/karpenter/kwok=karpenter-kwok"
 }
 
+# kube-router's network policy controller (the local cluster runs it alone:
+# --run-router=false --run-service-proxy=false). Built from a module that
+# requires the project's k8s.io versions, so that client-go and the API
+# types come from the build cache the project already filled.
+kube_router() {
+  build kube-router "" hack/kube-router \
+    "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    "$cache/kube-router-$KUBE_ROUTER_VERSION:github.com/cloudnativelabs/kube-router/v2/cmd/kube-router=kube-router"
+}
+
 pulumi_cli() {
   build pulumi "$PULUMI_VERSION" hack/pulumi \
     "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
@@ -372,7 +387,7 @@ promtool() {
 
 # What the real node of the local cluster runs, by the file that shows it is
 # installed → the Debian package that ships it.
-NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static"
+NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static /usr/sbin/iptables=iptables /usr/sbin/ipset=ipset"
 
 node() {
   local pkgs=() spec
@@ -400,7 +415,7 @@ envtest() {
 
 local_() {
   # Not amtool: only the tests check Alertmanager's configuration.
-  etcd; kube; kubelet; kwok; karpenter; prometheus
+  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
@@ -412,15 +427,17 @@ local_() {
   ln -sf "$cache/kwok-$KWOK_VERSION/stages.yaml" "$dir/kwok-stages.yaml"
   ln -sf "$cache/karpenter-$KARPENTER_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
   ln -sf "$cache/prometheus-$PROMETHEUS_VERSION-sd/bin/prometheus" "$dir/prometheus"
+  ln -sf "$cache/kube-router-$KUBE_ROUTER_VERSION/bin/kube-router" "$dir/kube-router"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,38p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,42p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
+    kube-router) kube_router ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, kube-router, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
   esac
 done

@@ -114,7 +114,7 @@ func checkNodeHost() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the real node (containerd, kubelet) needs root: run as root, or without the real node")
 	}
-	for _, f := range []string{containerdBinary, runcBinary, ctrBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback"), busyboxPath} {
+	for _, f := range []string{containerdBinary, runcBinary, ctrBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback"), busyboxPath, iptablesBinary, ipsetBinary} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("the real node needs %s: install the Debian packages with hack/tools.sh node", f)
 		}
@@ -725,6 +725,12 @@ func sweepNode(dir, name string, log io.Writer) error {
 		}
 	}
 	if owner, _ := os.ReadFile(nodeOwnerFile); strings.TrimSpace(string(owner)) == dir {
+		// The NetworkPolicy rules are the machine's, like the bridge.
+		if running(dir, NetworkPolicies) == 0 {
+			if err := cleanupNetworkPolicies(log); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if _, err := net.InterfaceByName(Bridge); err == nil {
 			if out, err := exec.Command("ip", "link", "del", Bridge).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", Bridge, err, out))
