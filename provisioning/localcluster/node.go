@@ -444,7 +444,9 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 	if err := checkNodeHost(); err != nil {
 		return imgs, err
 	}
-	// Whatever an earlier run left (a crash, a kill -9) goes first.
+	// Whatever an earlier run left (a crash, a kill -9) goes first (not
+	// another state directory's running node: see sweepNode); then the
+	// claim, which the sweep of an earlier run of this directory removes.
 	if err := c.sweepNode(opts.Log); err != nil {
 		return imgs, err
 	}
@@ -670,6 +672,14 @@ func sweepNodeOf(dir string, log io.Writer) error {
 func sweepNode(dir, name string, log io.Writer) error {
 	if running(dir, Kubelet) != 0 || running(dir, Containerd) != 0 {
 		return fmt.Errorf("the real node of %s still runs: stop it first", dir)
+	}
+	// Another state directory's node runs on this machine: the cgroups of
+	// name may be its (a cluster of the same name), and the bridge and the
+	// NetworkPolicy rules are; none of it is ours to sweep.
+	if b, err := os.ReadFile(nodeOwnerFile); err == nil {
+		if other := strings.TrimSpace(string(b)); other != dir && (running(other, Kubelet) != 0 || running(other, Containerd) != 0) {
+			return nil
+		}
 	}
 	var errs []error
 	nd := nodeDir(dir)
