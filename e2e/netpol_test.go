@@ -154,12 +154,17 @@ func (e *nodeEnv) proveNetworkIsolation(t *testing.T) {
 func netJoin(ip string, port int) string { return ip + ":" + strconv.Itoa(port) }
 
 // probePod runs the stand-in image (its busybox) on the real node in ns,
-// labelled as a job pod, and returns it once it runs Ready with an IP.
+// labelled as a job pod in a jobs namespace, and returns it once it runs
+// Ready with an IP.
 func (e *nodeEnv) probePod(t *testing.T, ns, name string, command []string) *corev1.Pod {
 	t.Helper()
 	taint := resources.ManagerNodeTaint()
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	if strings.HasPrefix(name, "job-") {
+		labels[resources.LabelComponent] = resources.ComponentJob
+	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{resources.LabelComponent: resources.ComponentJob}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
 			NodeName:                      localcluster.NodeName,
 			Tolerations:                   []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: taint.Effect}},
@@ -170,6 +175,11 @@ func (e *nodeEnv) probePod(t *testing.T, ns, name string, command []string) *cor
 			}},
 		},
 	}
+	// A namespace made moments ago may not have its default ServiceAccount
+	// yet, which admission wants for the pod.
+	waitFor(t, time.Minute, "ServiceAccount default in "+ns, func() error {
+		return e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+	})
 	create(t, e.c, p)
 	t.Cleanup(func() {
 		if err := e.c.Delete(context.Background(), p); err != nil && !apierrors.IsNotFound(err) {
