@@ -170,10 +170,10 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
 	// Besides the control plane: Karpenter, the controller, the real node's
-	// containerd, kubelet and kubernetes Service proxy, the loopback GitLab
-	// and Prometheus.
-	if len(pids) != len(localcluster.StartOrder)+7 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy, the loopback GitLab and Prometheus", pids)
+	// containerd, kubelet, kubernetes Service proxy and NetworkPolicy
+	// enforcer, the loopback GitLab and Prometheus.
+	if len(pids) != len(localcluster.StartOrder)+8 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy, %s, the loopback GitLab and Prometheus", pids, localcluster.NetworkPolicies)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)
@@ -197,6 +197,9 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 		if _, ok := still[port]; ok {
 			t.Errorf("port %d of %s still listens after fleet down", port, name)
 		}
+	}
+	if left := networkPolicyRulesLeft(t); left != "" {
+		t.Errorf("NetworkPolicy rules left after fleet down:\n%s", left)
 	}
 }
 

@@ -177,6 +177,9 @@ func (e *nodeEnv) down() {
 	if _, err := net.InterfaceByName(localcluster.Bridge); err == nil {
 		t.Errorf("bridge %s left after down", localcluster.Bridge)
 	}
+	if left := networkPolicyRulesLeft(t); left != "" {
+		t.Errorf("NetworkPolicy rules left after down:\n%s", left)
+	}
 	if out, _ := exec.Command("pgrep", "-fa", e.state).Output(); len(out) > 0 {
 		t.Errorf("processes naming %s still run after down:\n%s", e.state, out)
 	}
@@ -508,6 +511,9 @@ func TestRealNodeManagersLoseNoJob(t *testing.T) {
 	const replicas, concurrent = 2, 2
 	jobLen := 25 * time.Second
 
+	t.Run("NetworkPolicies keep jobs from other teams and from the managers", func(t *testing.T) {
+		e.proveNetworkIsolation(t)
+	})
 	t.Run("a config change rolls every manager", func(t *testing.T) {
 		tm := e.newTeam("rollout", replicas, concurrent, 2*time.Minute)
 		e.collectOnFailure(t, tm)

@@ -17,7 +17,7 @@
 #               project's own go.mod, the Karpenter the controller is built against) as
 #               karpenter-kwok: real Karpenter, fake instances
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kubelet + kwok + karpenter + prometheus; prints the directory the local control plane
+#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router; prints the directory the local control plane
 #               (localstack/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
@@ -25,8 +25,12 @@
 #               prints a directory holding bin/pulumi, bin/pulumi-resource-kubernetes and
 #               home/, a PULUMI_HOME with that plugin installed
 #   node        the local cluster's real node from Debian: containerd, runc, the CNI plugins
-#               (containernetworking-plugins), umoci and a static busybox (the stand-in
-#               runner image's shell); installed with apt-get when missing (root only)
+#               (containernetworking-plugins), umoci, a static busybox (the stand-in
+#               runner image's shell), iptables and ipset (what kube-router drives);
+#               installed with apt-get when missing (root only)
+#   kube-router kube-router (github.com/cloudnativelabs/kube-router/v2, via hack/kube-router,
+#               on the project's k8s.io versions): its network policy controller
+#               enforces NetworkPolicy on the real node
 #   promtool    promtool and the Prometheus server (github.com/prometheus/prometheus/cmd/...,
 #               via hack/prometheus; the server watches the local stack) and amtool
 #               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
@@ -76,11 +80,12 @@ ETCD_VERSION=$(modversion etcd go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(modversion . sigs.k8s.io/kwok)
 KARPENTER_VERSION=$(modversion . sigs.k8s.io/karpenter)
 CLIENT_GO_VERSION=$(modversion . k8s.io/client-go)
+KUBE_ROUTER_VERSION=$(modversion kube-router github.com/cloudnativelabs/kube-router/v2)
 PULUMI_VERSION=$(modversion pulumi github.com/pulumi/pulumi/pkg/v3)
 PULUMI_KUBERNETES_VERSION=$(modversion pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
 PROMETHEUS_VERSION=$(modversion prometheus github.com/prometheus/prometheus)
 ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanager)
-[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] && [ -n "$CLIENT_GO_VERSION" ] &&
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] && [ -n "$CLIENT_GO_VERSION" ] && [ -n "$KUBE_ROUTER_VERSION" ] &&
   [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] && [ -n "$PROMETHEUS_VERSION" ] &&
   [ -n "$ALERTMANAGER_VERSION" ] || { echo "tools: cannot read versions from go.mod and hack/*/go.mod" >&2; exit 1; }
 
@@ -95,8 +100,12 @@ log() { echo "tools: $*" >&2; }
 # machine, not an idle cold build).
 declare -A COLD_SECONDS=(
   [etcd]=89 [kube]=828 [kwok]=115 [karpenter]=60 [prometheus]=235 [amtool]=37
-  [pulumi]=334 [pulumi-kubernetes]=641
+  [pulumi]=334 [pulumi-kubernetes]=641 [kube-router]=960
 )
+# (kube-router's was measured under a load of about 27 on the 2 cores, with an
+# empty build cache; on top of the project's own packages, which it shares at
+# the same versions, it compiles 137 of its 785 packages: 170 s under a load
+# of about 17, after 578 s for the shared ones, which CI compiles anyway.)
 started=$SECONDS
 mins() { local s=$1; if [ "$s" -ge 90 ]; then echo "$(( (s + 30) / 60 )) min"; else echo "${s} s"; fi; }
 # announce <tool> <what>: one line per build, with what a cold one takes.
@@ -278,6 +287,18 @@ karpenter() {
     "$cache/karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION:sigs.k8s.io/karpenter/kwok=karpenter-kwok"
 }
 
+# kube-router's network policy controller (the local cluster runs it alone:
+# --run-router=false --run-service-proxy=false). Built from a module that
+# requires the project's versions of every module the two share (k8s.io
+# v0.37.2, grpc, protobuf, x/net, ...; docker/go-connections stays at
+# kube-router's, which its docker client needs), so that 648 of its 785
+# packages come from the build cache the project already filled.
+kube_router() {
+  build kube-router "" hack/kube-router \
+    "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    "$cache/kube-router-$KUBE_ROUTER_VERSION:github.com/cloudnativelabs/kube-router/v2/cmd/kube-router=kube-router"
+}
+
 pulumi_cli() {
   build pulumi "$PULUMI_VERSION" hack/pulumi \
     "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
@@ -390,7 +411,7 @@ promtool() {
 
 # What the real node of the local cluster runs, by the file that shows it is
 # installed → the Debian package that ships it.
-NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static"
+NODE_PACKAGES="/usr/bin/containerd=containerd /usr/sbin/runc=runc /usr/lib/cni/bridge=containernetworking-plugins /usr/bin/umoci=umoci /bin/busybox=busybox-static /usr/sbin/iptables=iptables /usr/sbin/ipset=ipset"
 
 node() {
   local pkgs=() spec
@@ -418,7 +439,7 @@ envtest() {
 
 local_() {
   # Not amtool: only the tests check Alertmanager's configuration.
-  etcd; kube; kubelet; kwok; karpenter; prometheus
+  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
@@ -430,15 +451,17 @@ local_() {
   ln -sf "$cache/kwok-$KWOK_VERSION-client-go-$CLIENT_GO_VERSION/stages.yaml" "$dir/kwok-stages.yaml"
   ln -sf "$cache/karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
   ln -sf "$cache/prometheus-$PROMETHEUS_VERSION-sd/bin/prometheus" "$dir/prometheus"
+  ln -sf "$cache/kube-router-$KUBE_ROUTER_VERSION/bin/kube-router" "$dir/kube-router"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,38p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,42p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
+    kube-router) kube_router ;;
     local) local_ ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, kube-router, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
   esac
 done

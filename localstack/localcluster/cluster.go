@@ -290,7 +290,7 @@ func httpOK(ctx context.Context, hc *http.Client, url string) error {
 func (c *Cluster) setup(ctx context.Context, opts Options) error {
 	if opts.Node && (c.Running(Kubelet) == 0 || c.Running(Containerd) == 0) {
 		// A node half up (one of the two died) starts again from scratch.
-		for _, n := range []string{Kubelet} {
+		for _, n := range []string{NetworkPolicies, Kubelet} {
 			if err := c.StopProcess(n, opts.StopTimeout); err != nil {
 				return err
 			}
@@ -306,6 +306,11 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 			return err
 		}
 		if _, err := c.startNode(ctx, opts, pki); err != nil {
+			return err
+		}
+	}
+	if opts.Node && c.Running(NetworkPolicies) == 0 {
+		if err := c.startNetworkPolicies(ctx, opts); err != nil {
 			return err
 		}
 	}

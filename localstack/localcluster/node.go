@@ -114,7 +114,7 @@ func checkNodeHost() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the real node (containerd, kubelet) needs root: run as root, or without the real node")
 	}
-	for _, f := range []string{containerdBinary, runcBinary, ctrBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback"), busyboxPath} {
+	for _, f := range []string{containerdBinary, runcBinary, ctrBinary, filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback"), busyboxPath, iptablesBinary, ipsetBinary} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("the real node needs %s: install the Debian packages with hack/tools.sh node", f)
 		}
@@ -444,7 +444,9 @@ func (c *Cluster) startNode(ctx context.Context, opts Options, pki PKI) (NodeIma
 	if err := checkNodeHost(); err != nil {
 		return imgs, err
 	}
-	// Whatever an earlier run left (a crash, a kill -9) goes first.
+	// Whatever an earlier run left (a crash, a kill -9) goes first (not
+	// another state directory's running node: see sweepNode); then the
+	// claim, which the sweep of an earlier run of this directory removes.
 	if err := c.sweepNode(opts.Log); err != nil {
 		return imgs, err
 	}
@@ -671,6 +673,14 @@ func sweepNode(dir, name string, log io.Writer) error {
 	if running(dir, Kubelet) != 0 || running(dir, Containerd) != 0 {
 		return fmt.Errorf("the real node of %s still runs: stop it first", dir)
 	}
+	// Another state directory's node runs on this machine: the cgroups of
+	// name may be its (a cluster of the same name), and the bridge and the
+	// NetworkPolicy rules are; none of it is ours to sweep.
+	if b, err := os.ReadFile(nodeOwnerFile); err == nil {
+		if other := strings.TrimSpace(string(b)); other != dir && (running(other, Kubelet) != 0 || running(other, Containerd) != 0) {
+			return nil
+		}
+	}
 	var errs []error
 	nd := nodeDir(dir)
 	sock := ContainerdSocket(dir)
@@ -725,6 +735,12 @@ func sweepNode(dir, name string, log io.Writer) error {
 		}
 	}
 	if owner, _ := os.ReadFile(nodeOwnerFile); strings.TrimSpace(string(owner)) == dir {
+		// The NetworkPolicy rules are the machine's, like the bridge.
+		if running(dir, NetworkPolicies) == 0 {
+			if err := cleanupNetworkPolicies(log); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if _, err := net.InterfaceByName(Bridge); err == nil {
 			if out, err := exec.Command("ip", "link", "del", Bridge).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", Bridge, err, out))

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -396,5 +397,27 @@ func TestAnEditedJobsNamespaceObjectIsPutBack(t *testing.T) {
 			return fmt.Errorf("the RoleBinding has %d subjects, want %d", got, want)
 		}
 		return k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobsNetworkPolicy()}, &networkingv1.NetworkPolicy{})
+	})
+}
+
+// The managers' NetworkPolicy (no job pod reaches a manager) is written
+// with the managers, selects their pods, and is put back when deleted.
+func TestTheManagersNetworkPolicyIsWrittenAndPutBack(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "fence-token", token)
+	rs := runnerSet(ns, "fence", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	n := naming.For(ns, "fence")
+	np := get(t, ns, n.Managers(), &networkingv1.NetworkPolicy{})
+	pods, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	must(t, err)
+	if tmpl := get(t, ns, n.Managers(), &appsv1.Deployment{}).Spec.Template.Labels; !pods.Matches(labels.Set(tmpl)) {
+		t.Fatalf("the managers' NetworkPolicy selects %s, not the manager pods (%v)", pods, tmpl)
+	}
+	must(t, k8s.Delete(ctx, np))
+	eventually(t, "the managers' NetworkPolicy put back", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Managers()}, &networkingv1.NetworkPolicy{})
 	})
 }

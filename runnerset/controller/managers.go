@@ -25,6 +25,10 @@ func (r managersStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionFalse, v1alpha1.ReasonInvalidImage, msg)
 		return false, 0, nil
 	}
+	// The managers' NetworkPolicy first: no manager runs a moment without it.
+	if err := r.apply(ctx, s.rs, resources.ManagersNetworkPolicy(s.rs)); err != nil {
+		return false, 0, err
+	}
 	written, err := r.applyAndGet(ctx, s.rs, resources.Deployment(s.rs, string(image), s.configHash, s.settings.JobsNamespace))
 	if err != nil {
 		return false, 0, err

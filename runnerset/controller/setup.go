@@ -130,6 +130,7 @@ func (r *Reconciler) Register(_ context.Context, mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		// Token Secrets are watched by metadata only: the controller never
 		// holds every Secret of the cluster in memory; it reads the one it
 		// needs from the API server. The config Secret the managers mount

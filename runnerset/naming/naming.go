@@ -82,7 +82,8 @@ func (r Runner) ManagerExecutorBinding() string { return Join(r.Name, "executor"
 // JobsNetworkPolicy is the NetworkPolicy of the jobs namespace.
 func (r Runner) JobsNetworkPolicy() string { return Join(r.Name, "jobs") }
 
-// Managers is the manager Deployment and its PodDisruptionBudget.
+// Managers is the manager Deployment, its PodDisruptionBudget and its
+// NetworkPolicy.
 func (r Runner) Managers() string { return Join(r.Name, "manager") }
 
 // Config is the Secret holding config.toml, the one Secret of the team's

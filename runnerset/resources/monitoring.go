@@ -18,6 +18,10 @@ const ComponentManager = "manager"
 // them in the jobs namespace.
 const ComponentJob = "job"
 
+// ComponentJobsNamespace is LabelComponent's value on jobs namespaces: the
+// managers' NetworkPolicy admits no pod of a namespace that carries it.
+const ComponentJobsNamespace = "jobs"
+
 // ManagerPods selects the manager pods of every RunnerSet: what the
 // controller caches to see drains, and what scrapes select.
 func ManagerPods() labels.Set {

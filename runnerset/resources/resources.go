@@ -253,7 +253,7 @@ func JobsNamespace(rs *v1alpha1.RunnerSet, name string) *corev1.Namespace {
 	if rs.Spec.Jobs.Privileged {
 		level = "privileged"
 	}
-	l := ownerLabels(rs, "jobs")
+	l := ownerLabels(rs, ComponentJobsNamespace)
 	l[LabelPodSecurityEnforce] = level
 	l[LabelPodSecurityWarn] = level
 	return WithHash(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}})
@@ -271,6 +271,32 @@ func JobsNetworkPolicy(rs *v1alpha1.RunnerSet, jobsNamespace string) *networking
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+			}},
+		},
+	})
+}
+
+// ManagersNetworkPolicy keeps every job pod away from rs's managers: it
+// admits traffic to them only from pods of namespaces that are not jobs
+// namespaces (every jobs namespace carries LabelComponent
+// ComponentJobsNamespace), so no team's job, its own team's included,
+// reaches a manager's metrics port or anything else a manager listens on,
+// while the monitoring scrapes the metrics port from whatever namespace it
+// runs in, and the node (kubelet probes, a Prometheus on the host) reaches
+// the managers as network plugins admit node traffic. Egress stays open:
+// managers talk to GitLab and the API server.
+func ManagersNetworkPolicy(rs *v1alpha1.RunnerSet) *networkingv1.NetworkPolicy {
+	return WithHash(&networkingv1.NetworkPolicy{
+		ObjectMeta: meta(rs, naming.For(rs.Namespace, rs.Name).Managers(), ComponentManager),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(rs, ComponentManager)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+					MatchExpressions: []metav1.LabelSelectorRequirement{{
+						Key: LabelComponent, Operator: metav1.LabelSelectorOpNotIn, Values: []string{ComponentJobsNamespace},
+					}},
+				}}},
 			}},
 		},
 	})

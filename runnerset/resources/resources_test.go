@@ -14,8 +14,10 @@ import (
 	"github.com/BurntSushi/toml"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
@@ -385,5 +387,46 @@ func TestManagerPodsKeepTheirNodeFromTheClusterAutoscaler(t *testing.T) {
 	}
 	if AnnotationSafeToEvict != "cluster-autoscaler.kubernetes.io/safe-to-evict" {
 		t.Errorf("key %q is not the cluster autoscaler's", AnnotationSafeToEvict)
+	}
+}
+
+// The managers' NetworkPolicy selects exactly the RunnerSet's manager pods
+// and admits pods of any namespace but a jobs namespace: the monitoring's,
+// the team's own, never a job's (of this RunnerSet or another team's).
+func TestManagersNetworkPolicyAdmitsNoJobsNamespace(t *testing.T) {
+	r := rs()
+	np := ManagersNetworkPolicy(r)
+	if np.Namespace != r.Namespace || len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress {
+		t.Fatalf("want an ingress policy in %s: %+v", r.Namespace, np)
+	}
+	pods, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl := Deployment(r, "img", "hash", "team-a-build-j6").Spec.Template.Labels; !pods.Matches(labels.Set(tmpl)) {
+		t.Errorf("the policy does not select the manager pods (%v): %s", tmpl, pods)
+	}
+	other := rs()
+	other.Name = "deploy"
+	if tmpl := Deployment(other, "img", "hash", "team-a-deploy-j6").Spec.Template.Labels; pods.Matches(labels.Set(tmpl)) {
+		t.Errorf("the policy selects another RunnerSet's managers (%v)", tmpl)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].PodSelector != nil ||
+		np.Spec.Ingress[0].From[0].IPBlock != nil || len(np.Spec.Ingress[0].Ports) != 0 {
+		t.Fatalf("want one rule admitting whole namespaces on every port: %+v", np.Spec.Ingress)
+	}
+	from, err := metav1.LabelSelectorAsSelector(np.Spec.Ingress[0].From[0].NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jobs := range []*corev1.Namespace{JobsNamespace(r, "team-a-build-j6"), JobsNamespace(other, "team-a-deploy-j6"), JobsNamespace(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "build"}}, "team-b-build-j6")} {
+		if from.Matches(labels.Set(jobs.Labels)) {
+			t.Errorf("jobs namespace %s (%v) may reach the managers", jobs.Name, jobs.Labels)
+		}
+	}
+	for _, ns := range []map[string]string{{}, {"kubernetes.io/metadata.name": "monitoring"}, {"kubernetes.io/metadata.name": "team-a"}} {
+		if !from.Matches(labels.Set(ns)) {
+			t.Errorf("a namespace labelled %v may not reach the managers", ns)
+		}
 	}
 }
