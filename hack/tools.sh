@@ -31,6 +31,9 @@
 #               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
 #               prints a directory holding promtool and amtool: every Prometheus and Alertmanager check
 #               (provisioning/prometheus) runs them from there (RUNNERFLEET_PROMTOOLS)
+#   gitlab-ci-local  gitlab-ci-local (npm, pinned below) installed with npm into the cache;
+#               prints the path of its gitlab-ci-local executable: the e2e test runs the
+#               deploy pipeline template (ci/runnerfleet.gitlab-ci.yml) with it
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -77,7 +80,7 @@ log() { echo "tools: $*" >&2; }
 # build cache; with the project's packages already compiled they are shorter).
 declare -A COLD_SECONDS=(
   [etcd]=89 [kube]=828 [kwok]=115 [karpenter]=185 [prometheus]=235 [amtool]=37
-  [pulumi]=334 [pulumi-kubernetes]=641
+  [pulumi]=334 [pulumi-kubernetes]=641 [gitlab-ci-local]=7
 )
 started=$SECONDS
 mins() { local s=$1; if [ "$s" -ge 90 ]; then echo "$(( (s + 30) / 60 )) min"; else echo "${s} s"; fi; }
@@ -387,6 +390,35 @@ node() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
 }
 
+# gitlab-ci-local runs a .gitlab-ci.yml on this machine (jobs without image:
+# run in a shell). 4.72.0 is the newest release that runs on Node 20; later ones
+# need a newer Node. Installed with npm (package name and version only), into
+# a directory of its own, with npm's own cache inside the tool cache.
+GITLAB_CI_LOCAL_VERSION=4.72.0
+
+gitlab_ci_local() {
+  local dest="$cache/gitlab-ci-local-$GITLAB_CI_LOCAL_VERSION"
+  local bin="$dest/node_modules/.bin/gitlab-ci-local"
+  if [ ! -x "$bin" ]; then
+    command -v npm >/dev/null || { echo "tools: gitlab-ci-local needs node and npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+    exec 9>"$dest.lock"
+    flock 9
+    if [ ! -x "$bin" ]; then
+      local tmp; tmp=$(mktemp -d "$dest.tmp.XXXX")
+      local start=$SECONDS
+      log "installing gitlab-ci-local $GITLAB_CI_LOCAL_VERSION with npm: a cold install took about $(mins "${COLD_SECONDS[gitlab-ci-local]}") (this call: $(mins $((SECONDS - started))) so far; log: $cache/logs/gitlab-ci-local.log)"
+      quietly gitlab-ci-local npm install --prefix "$tmp" --cache "$cache/npm" --no-audit --no-fund --no-save \
+        "gitlab-ci-local@$GITLAB_CI_LOCAL_VERSION"
+      "$tmp/node_modules/.bin/gitlab-ci-local" --version 2>/dev/null | grep -qx "$GITLAB_CI_LOCAL_VERSION" ||
+        { echo "tools: $tmp/node_modules/.bin/gitlab-ci-local --version is not $GITLAB_CI_LOCAL_VERSION" >&2; exit 1; }
+      rm -rf "$dest"; mv "$tmp" "$dest"
+      log "installed gitlab-ci-local $GITLAB_CI_LOCAL_VERSION in $((SECONDS - start))s (cold: ${COLD_SECONDS[gitlab-ci-local]}s)"
+    fi
+    exec 9>&-
+  fi
+  echo "$bin"
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -415,12 +447,13 @@ local_() {
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,38p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,41p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
     local) local_ ;;
+    gitlab-ci-local) gitlab_ci_local ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, envtest, local, pulumi, node, promtool, gitlab-ci-local, path)" >&2; exit 2 ;;
   esac
 done
