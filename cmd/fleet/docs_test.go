@@ -217,11 +217,11 @@ func TestTheFleetReferenceListsEveryFlag(t *testing.T) {
 func fleetReferenceProblems(t *testing.T, page, src string) []string {
 	t.Helper()
 	commands := map[string][]string{
-		"Stack commands": {"up", "status", "down"},
+		"Stack commands":          {"up", "status", "down"},
 		"Checking and previewing": {"check", "preview"},
-		"VM commands":    {"rotate", "gc"},
-		"fleet rotate":   {"rotate"},
-		"fleet gc":       {"gc"},
+		"VM commands":             {"rotate", "gc"},
+		"fleet rotate":            {"rotate"},
+		"fleet gc":                {"gc"},
 	}
 	flags := map[string]map[string]bool{}
 	for _, name := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
