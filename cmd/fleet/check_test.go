@@ -132,6 +132,29 @@ func TestPreviewFailsEarlyOnABadStack(t *testing.T) {
 	}
 }
 
+// fleet up runs the same checks before it starts anything: a bad stack
+// fails with its own error and no state directory is made; a --config
+// that names no file says which stacks are beside it.
+func TestUpFailsEarlyOnABadStack(t *testing.T) {
+	dir := t.TempDir()
+	bad := localStackFile(t, dir, "local", func(s string) string {
+		return strings.Replace(s, "replicas: 1", "replicas: -3", 1)
+	})
+	state := filepath.Join(dir, "state")
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"up", "--stack", "local", "--config", bad, "--state-dir", state}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "the local stack: the stack config has") || !strings.Contains(err.Error(), "managers.replicas") {
+		t.Fatalf("fleet up of a bad stack = %v", err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("fleet up made its state directory for a stack that failed its checks: %v", err)
+	}
+	err = run(t.Context(), []string{"up", "--stack", "staging", "--config", filepath.Join(dir, "Pulumi.staging.yaml"), "--state-dir", state}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), `no such stack config for stack "staging": the stacks in `+dir+` are local`) {
+		t.Fatalf("fleet up of a stack with no file = %v", err)
+	}
+}
+
 // The oracle's verdict names the stack config field and the config.toml
 // key; a config.toml gitlab-runner reads is accepted.
 func TestJudgeTOMLNamesTheFieldAndTheKey(t *testing.T) {

@@ -142,6 +142,11 @@ every object, and changes nothing when you may not.`,
   fleet up --config my-stack.yaml --kubeconfig ./kubeconfig --image registry.internal/runnerset-controller:v0.1.0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The stack's checks first (fleet check's, preview.go): a
+			// stack that fails them starts nothing.
+			if err := checkNamedStack(c); err != nil {
+				return err
+			}
 			s, err := openStack(c, stdout, stderr)
 			if err != nil {
 				return err

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/localcluster"
+	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
 // previewOptions are fleet preview's own flags.
@@ -131,14 +134,27 @@ func runPreview(ctx context.Context, c common, o previewOptions, stdout, stderr 
 }
 
 // checkNamedStack runs fleet check's checks on the stack --stack and
-// --config name: a job fails on them, with the stack's own error, before
-// any Pulumi runs. Config secrets are left to the program, which reads
-// them from wherever pulumi config has them.
+// --config name, as fleet up and fleet preview read it: a job fails on
+// them, with the stack's own error, before anything starts or any Pulumi
+// runs. Config secrets are left to the program, which reads them from
+// wherever pulumi config has them.
 func checkNamedStack(c common) error {
 	if c.stack == "" {
 		return fmt.Errorf("--stack is empty: name the stack to work on")
 	}
-	raw, err := stackConfigBytes(c)
+	var raw []byte
+	var err error
+	switch root := repoRoot(); {
+	case c.config != "":
+		raw, err = os.ReadFile(c.config)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--config %s: no such stack config for stack %q%s", c.config, c.stack, stacksBeside(c.config))
+		}
+	case c.stack == stackLocal && root != "":
+		raw, err = os.ReadFile(filepath.Join(root, "stacks", "Pulumi."+stackLocal+".yaml"))
+	default:
+		raw, err = stacks.Config(c.stack)
+	}
 	if err != nil {
 		return err
 	}
@@ -146,6 +162,23 @@ func checkNamedStack(c common) error {
 		return fmt.Errorf("the %s stack: %w", c.stack, err)
 	}
 	return nil
+}
+
+// stacksBeside names the stack configs in the directory of path, for a
+// message about a stack that has none there.
+func stacksBeside(path string) string {
+	dir := filepath.Dir(path)
+	matches, _ := filepath.Glob(filepath.Join(dir, "Pulumi.*.yaml"))
+	var names []string
+	for _, m := range matches {
+		if n, err := stackOfFile(m); err == nil {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf(" (%s holds no Pulumi.<stack>.yaml)", dir)
+	}
+	return fmt.Sprintf(": the stacks in %s are %s", dir, strings.Join(names, ", "))
 }
 
 // preview runs pulumi preview of the program; nothing is applied.
