@@ -31,9 +31,9 @@
 #               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
 #               prints a directory holding promtool and amtool: every Prometheus and Alertmanager check
 #               (provisioning/prometheus) runs them from there (RUNNERFLEET_PROMTOOLS)
-#   gitlab-ci-local  gitlab-ci-local (npm, pinned below) installed with npm into the cache;
-#               prints the path of its gitlab-ci-local executable: the e2e test runs the
-#               deploy pipeline template (ci/runnerfleet.gitlab-ci.yml) with it
+#   gitlab-ci-local  gitlab-ci-local (npm, pinned below) installed with npm into the cache,
+#               and rsync (Debian) when missing; prints the path of its executable: the e2e
+#               test runs the deploy pipeline template (ci/runnerfleet.gitlab-ci.yml) with it
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -397,6 +397,16 @@ node() {
 GITLAB_CI_LOCAL_VERSION=4.72.0
 
 gitlab_ci_local() {
+  # It copies the repository for a job with rsync (Debian's).
+  if ! command -v rsync >/dev/null; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+      echo "tools: gitlab-ci-local needs rsync: install it as root (apt-get install rsync)" >&2
+      exit 1
+    fi
+    log "installing rsync with apt-get (gitlab-ci-local copies the repository with it)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rsync >&2
+  fi
   local dest="$cache/gitlab-ci-local-$GITLAB_CI_LOCAL_VERSION"
   local bin="$dest/node_modules/.bin/gitlab-ci-local"
   if [ ! -x "$bin" ]; then
