@@ -36,6 +36,9 @@
 #               (github.com/prometheus/alertmanager/cmd/amtool, via hack/alertmanager);
 #               prints a directory holding promtool and amtool: every Prometheus and Alertmanager check
 #               (provisioning/prometheus) runs them from there (RUNNERFLEET_PROMTOOLS)
+#   gitlab-ci-local  gitlab-ci-local (npm, pinned below) installed with npm into the cache,
+#               and rsync (Debian) when missing; prints the path of its executable: the e2e
+#               test runs the deploy pipeline template (ci/runnerfleet.gitlab-ci.yml) with it
 #   path        prints the cache root
 #
 # A cached build is reused as long as its directory holds every binary; builds
@@ -100,7 +103,7 @@ log() { echo "tools: $*" >&2; }
 # machine, not an idle cold build).
 declare -A COLD_SECONDS=(
   [etcd]=89 [kube]=828 [kwok]=115 [karpenter]=60 [prometheus]=235 [amtool]=37
-  [pulumi]=334 [pulumi-kubernetes]=641 [kube-router]=960
+  [pulumi]=334 [pulumi-kubernetes]=641 [kube-router]=960 [gitlab-ci-local]=7
 )
 # (kube-router's was measured under a load of about 27 on the 2 cores, with an
 # empty build cache; on top of the project's own packages, which it shares at
@@ -426,6 +429,45 @@ node() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
 }
 
+# gitlab-ci-local runs a .gitlab-ci.yml on this machine (jobs without image:
+# run in a shell). 4.72.0 is the newest release that runs on Node 20; later ones
+# need a newer Node. Installed with npm (package name and version only), into
+# a directory of its own, with npm's own cache inside the tool cache.
+GITLAB_CI_LOCAL_VERSION=4.72.0
+
+gitlab_ci_local() {
+  # It copies the repository for a job with rsync (Debian's).
+  if ! command -v rsync >/dev/null; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+      echo "tools: gitlab-ci-local needs rsync: install it as root (apt-get install rsync)" >&2
+      exit 1
+    fi
+    log "installing rsync with apt-get (gitlab-ci-local copies the repository with it)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rsync >&2
+  fi
+  local dest="$cache/gitlab-ci-local-$GITLAB_CI_LOCAL_VERSION"
+  local bin="$dest/node_modules/.bin/gitlab-ci-local"
+  if [ ! -x "$bin" ]; then
+    command -v npm >/dev/null || { echo "tools: gitlab-ci-local needs node and npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+    exec 9>"$dest.lock"
+    flock 9
+    if [ ! -x "$bin" ]; then
+      local tmp; tmp=$(mktemp -d "$dest.tmp.XXXX")
+      local start=$SECONDS
+      log "installing gitlab-ci-local $GITLAB_CI_LOCAL_VERSION with npm: a cold install took about $(mins "${COLD_SECONDS[gitlab-ci-local]}") (this call: $(mins $((SECONDS - started))) so far; log: $cache/logs/gitlab-ci-local.log)"
+      quietly gitlab-ci-local npm install --prefix "$tmp" --cache "$cache/npm" --no-audit --no-fund --no-save \
+        "gitlab-ci-local@$GITLAB_CI_LOCAL_VERSION"
+      "$tmp/node_modules/.bin/gitlab-ci-local" --version 2>/dev/null | grep -qx "$GITLAB_CI_LOCAL_VERSION" ||
+        { echo "tools: $tmp/node_modules/.bin/gitlab-ci-local --version is not $GITLAB_CI_LOCAL_VERSION" >&2; exit 1; }
+      rm -rf "$dest"; mv "$tmp" "$dest"
+      log "installed gitlab-ci-local $GITLAB_CI_LOCAL_VERSION in $((SECONDS - start))s (cold: ${COLD_SECONDS[gitlab-ci-local]}s)"
+    fi
+    exec 9>&-
+  fi
+  echo "$bin"
+}
+
 envtest() {
   etcd; kube
   local dir="$cache/envtest-$KUBE_VERSION-etcd-$ETCD_VERSION"
@@ -461,7 +503,8 @@ for t in "$@"; do
     etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
     kube-router) kube_router ;;
     local) local_ ;;
+    gitlab-ci-local) gitlab_ci_local ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, kube-router, envtest, local, pulumi, node, promtool, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, kube-router, envtest, local, pulumi, node, promtool, gitlab-ci-local, path)" >&2; exit 2 ;;
   esac
 done

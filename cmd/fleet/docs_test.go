@@ -188,7 +188,7 @@ var pflagUsage = regexp.MustCompile(`(?m)^\s+(?:-(\w), )?--([a-z][a-z-]*)`)
 
 // docFlag is a table row of the fleet reference: an optional command in
 // the first cell, then the flag.
-var docFlag = regexp.MustCompile("^\\| (?:`(up|status|down)` \\| )?`(--?[a-z][a-z-]*)`")
+var docFlag = regexp.MustCompile("^\\| (?:`(up|status|down|check|preview)` \\| )?`(--?[a-z][a-z-]*)`")
 
 // The fleet reference lists every flag of every command, and each row's
 // flag is one its command (by the row's section and first cell) has.
@@ -217,13 +217,14 @@ func TestTheFleetReferenceListsEveryFlag(t *testing.T) {
 func fleetReferenceProblems(t *testing.T, page, src string) []string {
 	t.Helper()
 	commands := map[string][]string{
-		"Stack commands": {"up", "status", "down"},
-		"VM commands":    {"rotate", "gc"},
-		"fleet rotate":   {"rotate"},
-		"fleet gc":       {"gc"},
+		"Stack commands":          {"up", "status", "down"},
+		"Checking and previewing": {"check", "preview"},
+		"VM commands":             {"rotate", "gc"},
+		"fleet rotate":            {"rotate"},
+		"fleet gc":                {"gc"},
 	}
 	flags := map[string]map[string]bool{}
-	for _, name := range []string{"up", "status", "down", "rotate", "gc"} {
+	for _, name := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
 		flags[name] = flagsOf(t, name)
 	}
 	var out []string
@@ -234,6 +235,9 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 			section = commands[strings.Trim(strings.TrimLeft(l, "# "), "`: ")]
 			if strings.Contains(l, "Stack commands") {
 				section = commands["Stack commands"]
+			}
+			if strings.Contains(l, "Checking and previewing") {
+				section = commands["Checking and previewing"]
 			}
 			continue
 		}
@@ -257,7 +261,7 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 			seen[c][f] = true
 		}
 	}
-	for _, c := range []string{"up", "status", "down", "rotate", "gc"} {
+	for _, c := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
 		for f := range flags[c] {
 			if !seen[c][f] && f != "help" && f != "h" && !(f == "output" && seen[c]["o"]) && !(f == "o" && seen[c]["output"]) {
 				out = append(out, fmt.Sprintf("%s: fleet %s's flag --%s is not on the page: add a row", page, c, f))

@@ -6,6 +6,8 @@
 //	fleet up     --kubeconfig PATH          the controller, the stack's RunnerClass and teams into an existing cluster
 //	fleet status [-o table|json]            RunnerSets, the controller, what runs it
 //	fleet down                              drain and remove what fleet up brought
+//	fleet check [Pulumi.<stack>.yaml ...]   decode and check stack configs and the config.toml they render
+//	fleet preview --stack X                 the checks, then pulumi preview: what fleet up would change
 //	fleet rotate                            blue/green rotation of a VM manager group, no job lost
 //	fleet gc                                orphaned autoscaled VMs, spot requests and old images
 //	fleet quota-exporter                    a project's regional Compute quotas on /metrics
@@ -140,6 +142,11 @@ every object, and changes nothing when you may not.`,
   fleet up --config my-stack.yaml --kubeconfig ./kubeconfig --image registry.internal/runnerset-controller:v0.1.0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The stack's checks first (fleet check's, preview.go): a
+			// stack that fails them starts nothing.
+			if err := checkNamedStack(c); err != nil {
+				return err
+			}
 			s, err := openStack(c, stdout, stderr)
 			if err != nil {
 				return err
@@ -226,10 +233,12 @@ the jobs namespace).`,
 	downCmd.Flags().DurationVar(&down.stall, "stall-timeout", 3*time.Minute, "stop when nothing changed for this long and no pod is within its grace")
 	downCmd.Flags().BoolVar(&down.force, "force", false, "delete the manager and job pods left at once (their jobs fail, named first), then the finalizer of a RunnerSet the controller does not release")
 
-	for _, cmd := range []*cobra.Command{upCmd, statusCmd, downCmd} {
+	previewCmd := previewCmd(&c, stdout, stderr)
+	for _, cmd := range []*cobra.Command{upCmd, statusCmd, downCmd, previewCmd} {
 		c.bind(cmd)
 		root.AddCommand(cmd)
 	}
+	root.AddCommand(checkCmd(stdout))
 
 	// local-gitlab is the local stack's loopback GitLab, started by fleet up
 	// --stack local (local.go), not by hand.
