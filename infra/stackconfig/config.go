@@ -69,6 +69,10 @@ type Fleet struct {
 	SharedFleets []fleetspec.SharedFleet `json:"sharedFleets,omitempty"`
 	// Alerting is where the shared fleets' alerts go; required with them.
 	Alerting *fleetspec.Alerting `json:"alerting,omitempty"`
+	// CIIdentity is what lets the deploy pipeline's GitLab ID tokens, of
+	// the named projects and branches only, be exchanged for cloud
+	// credentials (docs/tasks/deploy-from-gitlab-ci.md).
+	CIIdentity *CIIdentity `json:"ciIdentity,omitempty"`
 }
 
 // Local is the local control plane.
@@ -249,6 +253,9 @@ func (f *Fleet) setDefaults(stack string) {
 	if f.GCP != nil {
 		f.GCP.setDefaults()
 	}
+	if f.CIIdentity != nil {
+		f.CIIdentity.setDefaults(f)
+	}
 }
 
 var clusterName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
@@ -315,6 +322,9 @@ func (f *Fleet) Validate() field.ErrorList {
 
 	errs = append(errs, f.validateSharedFleets(p.Child("sharedFleets"))...)
 	errs = append(errs, f.validateAlerting(p.Child("alerting"))...)
+	if f.CIIdentity != nil {
+		errs = append(errs, f.CIIdentity.validate(p.Child("ciIdentity"), f)...)
+	}
 
 	// What the RunnerClass will hold, judged by its CRD as admission will.
 	classes, err := crds.ValidatorFor("runnerclasses.runnerfleet.dev")
