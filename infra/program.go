@@ -26,6 +26,10 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
+// CIAWSRoleArnOutput is the stack output holding the deploy pipeline's
+// AWS role (ciIdentity.aws), the value of RUNNERFLEET_AWS_ROLE_ARN.
+const CIAWSRoleArnOutput = "ciAWSRoleArn"
+
 // Options change how the program reaches what is outside the stack config.
 type Options struct {
 	// Kubeconfig is the local platform's kubeconfig path; it overrides
@@ -126,6 +130,10 @@ func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Clust
 		p, err := aws.NewPlatform(ctx, f.ClusterName, aws.ArgsFor(f))
 		if err != nil {
 			return nil, nil, err
+		}
+		if p.CIRoleArn != nil {
+			// The deploy pipeline's RUNNERFLEET_AWS_ROLE_ARN.
+			ctx.Export(CIAWSRoleArnOutput, *p.CIRoleArn)
 		}
 		return p.Cluster, nil, nil
 	case stackconfig.PlatformGKE:

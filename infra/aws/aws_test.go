@@ -111,11 +111,20 @@ func newMocks(t *testing.T) *infratest.Mocks {
 // pulumi-aws and pulumi-kubernetes schemas.
 func deploy(t *testing.T, f map[string]any) *deployment {
 	t.Helper()
+	return deployWith(t, f, nil)
+}
+
+// deployWith is deploy with the mocks changed first.
+func deployWith(t *testing.T, f map[string]any, mocks func(m *infratest.Mocks)) *deployment {
+	t.Helper()
 	raw, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &deployment{m: newMocks(t), out: map[string]string{}}
+	if mocks != nil {
+		mocks(d.m)
+	}
 	d.f, err = stackconfig.Decode(raw, stack)
 	if err != nil {
 		t.Fatal(err)

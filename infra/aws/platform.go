@@ -107,6 +107,8 @@ type PlatformArgs struct {
 	Teams []Team
 	// CacheExpireDays is how long cache objects live.
 	CacheExpireDays int
+	// CIIdentity, when set, is the deploy pipeline's identity to declare.
+	CIIdentity *stackconfig.CIIdentity
 }
 
 // Team is a RunnerSet that gets a job identity.
@@ -115,6 +117,9 @@ type Team struct{ Namespace, Name string }
 // ArgsFor is the eks platform's part of a fleet.
 func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
 	a := &PlatformArgs{Cluster: f.ClusterName, AWS: f.AWS, CacheExpireDays: f.Cache.ExpireDays}
+	if f.CIIdentity != nil && f.CIIdentity.AWS != nil {
+		a.CIIdentity = f.CIIdentity
+	}
 	for _, t := range f.Teams {
 		if t.WantsIdentity(f.Platform) {
 			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
@@ -130,6 +135,9 @@ type Platform struct {
 
 	// Cluster is what the Kubernetes part of the program deploys into.
 	Cluster *kube.Cluster
+	// CIRoleArn is the deploy pipeline's role (RUNNERFLEET_AWS_ROLE_ARN)
+	// when the stack declares ciIdentity.aws.
+	CIRoleArn *pulumi.StringOutput
 }
 
 // wasTopLevel is the alias of a component that was declared at the stack's
@@ -192,6 +200,16 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		return nil, fmt.Errorf("creating the cache bucket: %w", err)
 	}
 
+	outputs := pulumi.Map{}
+	if args.CIIdentity != nil {
+		ci, err := newCIIdentity(ctx, p, name+"-ci", args.CIIdentity, under...)
+		if err != nil {
+			return nil, fmt.Errorf("creating the deploy pipeline's identity: %w", err)
+		}
+		pl.CIRoleArn = &ci.RoleArn
+		outputs["ciRoleArn"] = ci.RoleArn
+	}
+
 	pl.Cluster = &kube.Cluster{
 		Provider: cl.Kubernetes,
 		Class: v1alpha1.RunnerClassSpec{
@@ -211,12 +229,11 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 		DependsOn:  []pulumi.Resource{cl.NodeGroup, karp.Release},
 		InCluster:  true,
 	}
-	if err := ctx.RegisterResourceOutputs(pl, pulumi.Map{
-		"clusterName": pulumi.String(p.cluster),
-		"endpoint":    cl.Endpoint,
-		"kubeconfig":  cl.Kubeconfig,
-		"cacheBucket": cache.Bucket,
-	}); err != nil {
+	outputs["clusterName"] = pulumi.String(p.cluster)
+	outputs["endpoint"] = cl.Endpoint
+	outputs["kubeconfig"] = cl.Kubeconfig
+	outputs["cacheBucket"] = cache.Bucket
+	if err := ctx.RegisterResourceOutputs(pl, outputs); err != nil {
 		return nil, fmt.Errorf("registering the eks platform's outputs: %w", err)
 	}
 	return pl, nil
