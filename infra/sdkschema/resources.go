@@ -48,6 +48,9 @@ var Resources = []Package{
 	{"gcp", "container", []string{"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool"}},
 	{"gcp", "serviceaccount", []string{"gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember"}},
 	{"gcp", "projects", []string{"gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMCustomRole:IAMCustomRole"}},
+	{"gcp", "iam", []string{
+		"gcp:iam/workloadIdentityPool:WorkloadIdentityPool", "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider",
+	}},
 	{"gcp", "storage", []string{"gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember"}},
 
 	{"kubernetes", ".", []string{"pulumi:providers:kubernetes"}},
