@@ -30,6 +30,11 @@ import (
 // AWS role (ciIdentity.aws), the value of RUNNERFLEET_AWS_ROLE_ARN.
 const CIAWSRoleArnOutput = "ciAWSRoleArn"
 
+// CIGCPProviderOutput is the stack output holding the deploy pipeline's
+// Workload Identity provider (ciIdentity.gcp), the value of
+// RUNNERFLEET_GCP_WORKLOAD_IDENTITY_PROVIDER.
+const CIGCPProviderOutput = "ciGCPWorkloadIdentityProvider"
+
 // Options change how the program reaches what is outside the stack config.
 type Options struct {
 	// Kubeconfig is the local platform's kubeconfig path; it overrides
@@ -140,6 +145,9 @@ func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Clust
 		p, err := gcp.NewPlatform(ctx, f.ClusterName, gcp.ArgsFor(f))
 		if err != nil {
 			return nil, nil, err
+		}
+		if p.CIProvider != nil {
+			ctx.Export(CIGCPProviderOutput, *p.CIProvider)
 		}
 		return p.Cluster, p, nil
 	}

@@ -80,6 +80,19 @@ func run(t *testing.T, raw string) *deployed {
 		out["masterAuth"].ObjectValue()["clientCertificateConfig"] = resource.NewObjectProperty(resource.PropertyMap{"issueClientCertificate": resource.NewBoolProperty(false)})
 		return out
 	}
+	// A pool's and a provider's names hold the project's number.
+	for tok, name := range map[string]func(r infratest.Resource) string{
+		"gcp:iam/workloadIdentityPool:WorkloadIdentityPool": func(r infratest.Resource) string {
+			return "projects/123456789012/locations/global/workloadIdentityPools/" + str(r.Input("workloadIdentityPoolId"))
+		},
+		"gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider": func(r infratest.Resource) string {
+			return "projects/123456789012/locations/global/workloadIdentityPools/" + str(r.Input("workloadIdentityPoolId")) + "/providers/" + str(r.Input("workloadIdentityPoolProviderId"))
+		},
+	} {
+		p.m.Outputs[tok] = func(r infratest.Resource) resource.PropertyMap {
+			return resource.PropertyMap{"name": resource.NewStringProperty(name(r))}
+		}
+	}
 	var mu sync.Mutex
 	err := infratest.Run(p.m, stack, map[string]string{"runnerfleet:fleet": raw}, nil, func(ctx *pulumi.Context) error {
 		f, err := stackconfig.Decode([]byte(raw), ctx.Stack())

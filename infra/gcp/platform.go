@@ -47,6 +47,10 @@ type Platform struct {
 	Network     pulumi.StringOutput
 	GKE         pulumi.Resource
 	CacheBucket pulumi.StringOutput
+	// CIProvider is the deploy pipeline's Workload Identity provider
+	// (RUNNERFLEET_GCP_WORKLOAD_IDENTITY_PROVIDER) when the stack declares
+	// ciIdentity.gcp.
+	CIProvider *pulumi.StringOutput
 }
 
 // PlatformArgs are what the gke platform is declared from.
@@ -62,6 +66,8 @@ type PlatformArgs struct {
 	// managers' pool must outlast in an upgrade (ManagerPoolSoak); their
 	// cloud side is infra/sharedfleet's, composed from this platform.
 	SharedFleets []fleetspec.SharedFleet
+	// CIIdentity, when set, is the deploy pipeline's identity to declare.
+	CIIdentity *stackconfig.CIIdentity
 }
 
 // Team is a RunnerSet that gets a job identity.
@@ -73,6 +79,9 @@ type Team struct{ Namespace, Name string }
 // (stackconfig.ValidateGKETeams).
 func ArgsFor(f *stackconfig.Fleet) *PlatformArgs {
 	a := &PlatformArgs{Cluster: f.ClusterName, GCP: f.GCP, CacheExpireDays: f.Cache.ExpireDays, SharedFleets: f.SharedFleets}
+	if f.CIIdentity != nil && f.CIIdentity.GCP != nil {
+		a.CIIdentity = f.CIIdentity
+	}
 	for _, t := range f.Teams {
 		if t.WantsIdentity(f.Platform) {
 			a.Teams = append(a.Teams, Team{Namespace: t.Namespace, Name: t.Name})
@@ -130,12 +139,21 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	if err != nil {
 		return nil, fmt.Errorf("declaring the cache bucket: %w", err)
 	}
-	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
+	outputs := pulumi.Map{
 		"clusterName": cl.Name,
 		"kubeconfig":  cl.Kubeconfig,
 		"network":     nw.Network,
 		"cacheBucket": cache.Bucket,
-	}); err != nil {
+	}
+	if args.CIIdentity != nil {
+		ci, err := newCIIdentity(ctx, name+"-ci", e, args.CIIdentity, pulumi.Parent(p))
+		if err != nil {
+			return nil, fmt.Errorf("declaring the deploy pipeline's identity: %w", err)
+		}
+		p.CIProvider = &ci.Provider
+		outputs["ciProvider"] = ci.Provider
+	}
+	if err := ctx.RegisterResourceOutputs(p, outputs); err != nil {
 		return nil, fmt.Errorf("registering the gke platform's outputs: %w", err)
 	}
 

@@ -29,6 +29,22 @@ type CIIdentity struct {
 	// AWS declares an IAM OIDC provider for the issuer and a role the
 	// pipeline assumes (platform eks).
 	AWS *CIIdentityAWS `json:"aws,omitempty"`
+	// GCP declares a Workload Identity pool with an OIDC provider for the
+	// issuer and lets it impersonate a service account (platform gke).
+	GCP *CIIdentityGCP `json:"gcp,omitempty"`
+}
+
+// CIIdentityGCP is the GCP side of the pipeline's identity.
+type CIIdentityGCP struct {
+	// PoolID is the Workload Identity pool's ID in gcp.project; default
+	// clusterName (4 to 32 of a-z, 0-9 and -).
+	PoolID string `json:"poolID,omitempty"`
+	// ProviderID is the pool's OIDC provider's ID; default gitlab.
+	ProviderID string `json:"providerID,omitempty"`
+	// ServiceAccount is the email of the service account the pipeline
+	// impersonates (RUNNERFLEET_GCP_SERVICE_ACCOUNT): what a deploy may do
+	// is its roles.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 }
 
 // CIProject is a GitLab project whose pipelines on the branches may deploy.
@@ -77,11 +93,21 @@ func (c *CIIdentity) setDefaults(f *Fleet) {
 	if c.AWS != nil && c.AWS.RoleName == "" {
 		c.AWS.RoleName = f.ClusterName + "-deploy"
 	}
+	if c.GCP != nil {
+		if c.GCP.PoolID == "" {
+			c.GCP.PoolID = f.ClusterName
+		}
+		if c.GCP.ProviderID == "" {
+			c.GCP.ProviderID = "gitlab"
+		}
+	}
 }
 
 var (
 	ciProjectPath = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)+$`)
 	iamRoleName   = regexp.MustCompile(`^[\w+=,.@-]{1,64}$`)
+	wifID         = regexp.MustCompile(`^[a-z0-9-]{4,32}$`)
+	saEmail       = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]@[a-z0-9.-]+\.iam\.gserviceaccount\.com$`)
 	policyARN     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/[\w+=,.@/-]+$`)
 )
 
@@ -108,13 +134,18 @@ func (c *CIIdentity) validate(p *field.Path, f *Fleet) field.ErrorList {
 			errs = append(errs, field.Required(pp.Child("branches"), "name the branch(es) whose pipelines may deploy, for example [main]; merge-request pipelines must not"))
 		}
 		for j, b := range pr.Branches {
-			if b == "" || strings.ContainsAny(b, "*?[ \t\r\n:") {
+			if b == "" || strings.ContainsAny(b, "*?[ \t\r\n:\"'\\") {
 				errs = append(errs, field.Invalid(pp.Child("branches").Index(j), b, "a branch name, no wildcards: the trust matches it exactly"))
 			}
 		}
 	}
+	if c.GCP != nil {
+		errs = append(errs, c.GCP.validate(p.Child("gcp"), f)...)
+	}
 	if c.AWS == nil {
-		errs = append(errs, field.Required(p.Child("aws"), "say what to create: aws (platform eks); the GCP side is not implemented yet"))
+		if c.GCP == nil {
+			errs = append(errs, field.Required(p, "say what to create: aws (platform eks) or gcp (platform gke)"))
+		}
 		return errs
 	}
 	ap := p.Child("aws")
@@ -131,6 +162,22 @@ func (c *CIIdentity) validate(p *field.Path, f *Fleet) field.ErrorList {
 		if !policyARN.MatchString(a) {
 			errs = append(errs, field.Invalid(ap.Child("policyARNs").Index(i), a, "a managed policy's ARN, for example arn:aws:iam::123456789012:policy/runnerfleet-deploy"))
 		}
+	}
+	return errs
+}
+
+func (g *CIIdentityGCP) validate(p *field.Path, f *Fleet) field.ErrorList {
+	var errs field.ErrorList
+	if f.Platform != PlatformGKE {
+		errs = append(errs, field.Forbidden(p, "the Workload Identity pool is declared through the gke platform's provider: use it on a stack with platform gke"))
+	}
+	for _, id := range []struct{ key, v string }{{"poolID", g.PoolID}, {"providerID", g.ProviderID}} {
+		if !wifID.MatchString(id.v) || strings.HasPrefix(id.v, "gcp-") {
+			errs = append(errs, field.Invalid(p.Child(id.key), id.v, "4 to 32 of a-z, 0-9 and -, not starting with gcp-"))
+		}
+	}
+	if !saEmail.MatchString(g.ServiceAccount) {
+		errs = append(errs, field.Invalid(p.Child("serviceAccount"), g.ServiceAccount, "the deploy service account's email, for example runnerfleet-deploy@my-project.iam.gserviceaccount.com"))
 	}
 	return errs
 }

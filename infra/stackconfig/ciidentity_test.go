@@ -52,10 +52,16 @@ func TestCIIdentityRefusals(t *testing.T) {
 			m["projects"] = []any{map[string]any{"path": "platform/x", "branches": []string{"*"}}}
 		}, "ciIdentity.projects[0].branches[0]"},
 		"audience glob": {func(m map[string]any) { m["audience"] = "*" }, "ciIdentity.audience"},
-		"no aws":        {func(m map[string]any) { delete(m, "aws") }, "ciIdentity.aws"},
+		"no cloud":      {func(m map[string]any) { delete(m, "aws") }, "ciIdentity"},
 		"no policy":     {func(m map[string]any) { m["aws"] = map[string]any{} }, "ciIdentity.aws.policyARNs"},
 		"bad policy":    {func(m map[string]any) { m["aws"] = map[string]any{"policyARNs": []string{"AdministratorAccess"}} }, "ciIdentity.aws.policyARNs[0]"},
-		"unknown key":   {func(m map[string]any) { m["gcp"] = map[string]any{} }, "ciIdentity.gcp"},
+		"unknown key":   {func(m map[string]any) { m["azure"] = map[string]any{} }, "ciIdentity.azure"},
+		"quote in branch": {func(m map[string]any) {
+			m["projects"] = []any{map[string]any{"path": "platform/x", "branches": []string{`main" || true`}}}
+		}, "ciIdentity.projects[0].branches[0]"},
+		"gcp on eks": {func(m map[string]any) {
+			m["gcp"] = map[string]any{"serviceAccount": "deploy-sa@p-123456.iam.gserviceaccount.com"}
+		}, "ciIdentity.gcp"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := goodCI()
@@ -77,5 +83,32 @@ func TestCIIdentityAWSNeedsEKS(t *testing.T) {
 	raw := fleetJSON(t, "gke", "gcp", map[string]any{"project": "p-123456", "region": "europe-west1"}, nil, map[string]any{"ciIdentity": m})
 	if _, err := Decode(raw, "dev"); err == nil || !strings.Contains(err.Error(), "ciIdentity.aws") {
 		t.Errorf("ciIdentity.aws on gke: %v", err)
+	}
+}
+
+func gkeCI(t *testing.T, gcp map[string]any) []byte {
+	t.Helper()
+	m := goodCI()
+	delete(m, "aws")
+	m["gcp"] = gcp
+	return fleetJSON(t, "gke", "gcp", map[string]any{"project": "p-123456", "region": "europe-west1"}, nil, map[string]any{"ciIdentity": m})
+}
+
+func TestCIIdentityGCP(t *testing.T) {
+	f, err := Decode(gkeCI(t, map[string]any{"serviceAccount": "deploy-sa@p-123456.iam.gserviceaccount.com"}), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := f.CIIdentity.GCP; g.PoolID != "runnerfleet-dev" || g.ProviderID != "gitlab" {
+		t.Errorf("defaults %+v", g)
+	}
+	for key, gcp := range map[string]map[string]any{
+		"serviceAccount": {"serviceAccount": "deploy-sa"},
+		"poolID":         {"serviceAccount": "deploy-sa@p-123456.iam.gserviceaccount.com", "poolID": "gcp-pool"},
+		"providerID":     {"serviceAccount": "deploy-sa@p-123456.iam.gserviceaccount.com", "providerID": "Git Lab"},
+	} {
+		if _, err := Decode(gkeCI(t, gcp), "dev"); err == nil || !strings.Contains(err.Error(), "ciIdentity.gcp."+key+":") {
+			t.Errorf("%s: %v", key, err)
+		}
 	}
 }
