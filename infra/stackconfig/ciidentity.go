@@ -20,8 +20,8 @@ type CIIdentity struct {
 	// Issuer is the GitLab instance's URL as its ID tokens name it (iss),
 	// https only; default gitlabURL.
 	Issuer string `json:"issuer,omitempty"`
-	// Audience is the aud the pipeline's ID token carries; default
-	// sts.amazonaws.com, the template's.
+	// Audience is the aud the pipeline's AWS ID token carries; default
+	// sts.amazonaws.com, the template's (GCP's is its provider's name).
 	Audience string `json:"audience,omitempty"`
 	// Projects are the GitLab projects, and their branches, whose pipelines
 	// may deploy; at least one, no wildcards.
