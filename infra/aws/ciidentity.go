@@ -71,17 +71,5 @@ func newCIIdentity(ctx *pulumi.Context, p *platform, name string, c *stackconfig
 // StringEquals (never StringLike) on both the token's audience and its
 // subject, one of GitLab's project_path:P:ref_type:branch:ref:B claims.
 func CITrust(oidcProviderARN, issuerHost, audience string, subjects []string) string {
-	var sub any = subjects
-	if len(subjects) == 1 {
-		sub = subjects[0]
-	}
-	return policy(Statement{
-		Effect:    "Allow",
-		Principal: map[string]any{"Federated": oidcProviderARN},
-		Action:    []string{"sts:AssumeRoleWithWebIdentity"},
-		Condition: map[string]map[string]any{"StringEquals": {
-			issuerHost + ":sub": sub,
-			issuerHost + ":aud": audience,
-		}},
-	}).String()
+	return webIdentityTrust(oidcProviderARN, issuerHost, audience, subjects)
 }

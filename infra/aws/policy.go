@@ -58,6 +58,13 @@ const Audience = "sts.amazonaws.com"
 // both the token's subject and its audience. Several subjects are a list,
 // which StringEquals matches when the subject equals any one of them.
 func IRSATrust(oidcProviderARN, issuerHost string, subjects ...string) string {
+	return webIdentityTrust(oidcProviderARN, issuerHost, Audience, subjects)
+}
+
+// webIdentityTrust allows only sts:AssumeRoleWithWebIdentity through the
+// OIDC provider, with StringEquals on the token's subject (one of subjects)
+// and its audience: the trust of IRSA roles and of the CI's deploy role.
+func webIdentityTrust(oidcProviderARN, issuerHost, audience string, subjects []string) string {
 	var sub any = subjects
 	if len(subjects) == 1 {
 		sub = subjects[0]
@@ -68,7 +75,7 @@ func IRSATrust(oidcProviderARN, issuerHost string, subjects ...string) string {
 		Action:    []string{"sts:AssumeRoleWithWebIdentity"},
 		Condition: map[string]map[string]any{"StringEquals": {
 			issuerHost + ":sub": sub,
-			issuerHost + ":aud": Audience,
+			issuerHost + ":aud": audience,
 		}},
 	}).String()
 }
