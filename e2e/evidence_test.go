@@ -391,6 +391,13 @@ func (e *nodeEnv) evidence(tm *team, id int64) string {
 		}
 	}
 	if len(words) > 0 {
+		// Who deleted or evicted the pods or their nodes, and with what
+		// client: the API server's audit log (localcluster.AuditPolicy).
+		if lines, err := localcluster.Deletions(e.state, words); err != nil {
+			fmt.Fprintf(&b, "  the API server's audit log: %v\n", err)
+		} else if len(lines) > 0 {
+			fmt.Fprintf(&b, "  the API server's audit log of deletions naming %s:\n    %s\n", strings.Join(words, ", "), strings.Join(lines, "\n    "))
+		}
 		for _, p := range evidenceProcesses {
 			if m := mentions(e.state, p, words); m != "" {
 				fmt.Fprintf(&b, "  %s's log lines naming %s:\n%s", p, strings.Join(words, ", "), m)
@@ -454,8 +461,7 @@ func (e *nodeEnv) collectOnFailure(t *testing.T, tm *team) {
 		}
 		for _, j := range e.jobsOf(tm) {
 			if j.State != gitlabserver.JobSuccess {
-				fmt.Fprintf(&b, "  job %d: %s %s on %q, trace:\n    %s\n", j.ID, j.State, j.FailureReason, j.SystemID,
-					strings.ReplaceAll(strings.TrimRight(string(j.Trace), "\n"), "\n", "\n    "))
+				b.WriteString(e.evidence(tm, j.ID))
 			}
 		}
 		t.Log(b.String())

@@ -145,7 +145,7 @@ func writeKubeconfig(dir, name string, port int, pki PKI) error {
 // node IPAM (kwok gives pods their IPs) and the legacy service-account token
 // controller (tokens come from the TokenRequest API); it signs with the
 // cluster CA and publishes it as kube-root-ca.crt.
-func (c *Cluster) controlPlane(pki PKI, assets string) []Process {
+func (c *Cluster) controlPlane(pki PKI, assets string, audit []string) []Process {
 	p := c.State.Ports
 	dir := c.Dir
 	bin := func(name string) string { return filepath.Join(assets, name) }
@@ -184,7 +184,8 @@ func (c *Cluster) controlPlane(pki PKI, assets string) []Process {
 		},
 		{
 			Name: APIServer, Path: bin(APIServer), Endpoint: apiURL,
-			Args: []string{
+			// Deletions and evictions are audited (audit.go).
+			Args: append([]string{
 				"--etcd-servers=" + etcdURL,
 				"--bind-address=127.0.0.1",
 				fmt.Sprintf("--secure-port=%d", p.APIServer),
@@ -209,7 +210,7 @@ func (c *Cluster) controlPlane(pki PKI, assets string) []Process {
 				"--kubelet-client-certificate=" + pki.Path(adminCertFile),
 				"--kubelet-client-key=" + pki.Path(adminKeyFile),
 				"--kubelet-preferred-address-types=InternalIP,Hostname",
-			},
+			}, audit...),
 			Ready: func(ctx context.Context) error {
 				hc, err := rest.HTTPClientFor(c.Config)
 				if err != nil {

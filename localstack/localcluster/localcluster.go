@@ -249,7 +249,11 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	procs := c.controlPlane(pki, assets)
+	audit, err := auditArgs(dir)
+	if err != nil {
+		return nil, err
+	}
+	procs := c.controlPlane(pki, assets, audit)
 	for _, p := range procs {
 		st.Endpoints[p.Name] = p.Endpoint
 	}
