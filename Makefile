@@ -134,10 +134,18 @@ RUNNERFLEET_E2E_KUBECONFIG := $(KUBECONFIG)
 endif
 E2E_KUBECONFIG := $(if $(RUNNERFLEET_E2E_KUBECONFIG),$(abspath $(RUNNERFLEET_E2E_KUBECONFIG)))
 
+# One end-to-end run on the local cluster at a time on a machine: it takes
+# the machine's one real node (kubelet, containerd, the CNI bridge); a second
+# run waits for the first (flock, from util-linux, which .ci/run installs).
+E2E_LOCK := /tmp/runnerfleet-e2e.lock
+
 .PHONY: e2e
 e2e: $(if $(E2E_KUBECONFIG),,tools) ## end to end on the local control plane with the real Karpenter (kwok provider), then e2e-kubeconfig-mode; KUBECONFIG=<path>: on that cluster
 	@# The full log (fleet's output, Karpenter's timings) goes to e2e.log.
-	rc=0; cd e2e && RUNNERFLEET_E2E_KUBECONFIG=$(E2E_KUBECONFIG) go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
+	rc=0; lock="$(if $(E2E_KUBECONFIG),,flock $(E2E_LOCK))"; w=$$SECONDS; \
+	[ -z "$$lock" ] || flock -n $(E2E_LOCK) true || { echo "e2e: another end-to-end run on this machine holds $(E2E_LOCK); waiting for it"; \
+		flock $(E2E_LOCK) true; echo "e2e: waited $$((SECONDS - w)) s"; }; \
+	cd e2e && RUNNERFLEET_E2E_KUBECONFIG=$(E2E_KUBECONFIG) $$lock go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok )|^    --- SKIP|capacity timings|^ +\|' ../e2e.log; \
 	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 	$(if $(E2E_KUBECONFIG),,@$(MAKE) --no-print-directory e2e-kubeconfig-mode)
