@@ -160,3 +160,29 @@ func TestResolveImageRefusesAnImageTheInputsDoNotName(t *testing.T) {
 		}
 	}
 }
+
+// A VM that boots the family (the newest image when it was created), not
+// an image of it, stops the pruning of that family: which image it got is
+// not known.
+func TestGCPrunesNoImageOfAFamilyAVMBootsByReference(t *testing.T) {
+	srv, expected := imageFleet(t)
+	c := gceCompute(t, srv)
+	_, err := c.CreateInstance(context.Background(), providers.InstanceSpec{
+		Name: "wsrm-by-family", Zone: "us-east1-b", MachineType: "n2d-standard-4", Image: "family/wsrm",
+		Labels: map[string]string{vmfleet.LabelGroup: "wsrm", vmfleet.LabelRole: vmfleet.RoleManager},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := imageNames(srv)
+	_, err = (&vmfleet.GC{
+		Compute: c, Sources: []vmfleet.Source{&vmfleet.VMSource{Compute: c}},
+		ImageFamilies: []string{"wsrm"}, Keep: 1, KeepImages: []string{expected}, Apply: true,
+	}).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "wsrm-by-family boot from image family wsrm") {
+		t.Fatalf("error %v, want the VM that boots the family named", err)
+	}
+	if got := imageNames(srv); !slices.Equal(got, before) {
+		t.Fatalf("images %v, want all of %v", got, before)
+	}
+}
