@@ -214,6 +214,9 @@ func TestTheFleetReferenceListsEveryFlag(t *testing.T) {
 	}
 }
 
+// vmAndStackCommands are the commands whose every flag has a row.
+var vmAndStackCommands = []string{"up", "status", "down", "check", "preview", "rotate", "gc", "image-name", "vm-runner"}
+
 func fleetReferenceProblems(t *testing.T, page, src string) []string {
 	t.Helper()
 	commands := map[string][]string{
@@ -222,9 +225,11 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 		"VM commands":             {"rotate", "gc"},
 		"fleet rotate":            {"rotate"},
 		"fleet gc":                {"gc"},
+		"fleet image-name":        {"image-name"},
+		"fleet vm-runner":         {"vm-runner"},
 	}
 	flags := map[string]map[string]bool{}
-	for _, name := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
+	for _, name := range vmAndStackCommands {
 		flags[name] = flagsOf(t, name)
 	}
 	var out []string
@@ -261,7 +266,7 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 			seen[c][f] = true
 		}
 	}
-	for _, c := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
+	for _, c := range vmAndStackCommands {
 		for f := range flags[c] {
 			if !seen[c][f] && f != "help" && f != "h" && !(f == "output" && seen[c]["o"]) && !(f == "o" && seen[c]["output"]) {
 				out = append(out, fmt.Sprintf("%s: fleet %s's flag --%s is not on the page: add a row", page, c, f))

@@ -10,6 +10,8 @@
 //	fleet preview --stack X                 the checks, then pulumi preview: what fleet up would change
 //	fleet rotate                            blue/green rotation of a VM manager group, no job lost
 //	fleet gc                                orphaned autoscaled VMs, spot requests and old images
+//	fleet image-name                        the name of a VM manager image, from its inputs
+//	fleet vm-runner                         create, or adopt and check, a VM group's GitLab runner
 //	fleet quota-exporter                    a project's regional Compute quotas on /metrics
 //
 // The Pulumi program and the stack configs are compiled in, so fleet runs
@@ -278,6 +280,23 @@ that nothing boots from. It only shows them unless --apply, and refuses
 		`  fleet gc --provider gce --project ci-prod --source kubernetes --context gke-ci -o json
   fleet gc --provider gce --project ci-prod --source vm --image-family wsrm --keep 3
   fleet gc --provider ec2 --region eu-west-1 --source vm --grace 2h --apply`, gc))
+	root.AddCommand(vm("image-name [flags]", "Print the name of a VM manager image, computed from its inputs",
+		`fleet image-name prints <family>-<digest>, the name of the manager image
+built from the given inputs (the image's OS and version, the gitlab-runner and
+fleet-agent versions, the config.toml it installs and any other file): the
+name the image build gives the image, which fleet rotate requires and fleet gc
+keeps when they are given the same inputs. Run fleet image-name -h for its
+flags.`,
+		`  fleet image-name --image-family wsrm --image-os windows --image-os-version 2022 \
+    --image-runner-version 17.5.0 --image-agent-version 0.1.0 --image-runner-config windows/config.toml`, imageName))
+	root.AddCommand(vm("vm-runner [flags]", "Create, or adopt and check, the GitLab runner of a VM manager group",
+		`fleet vm-runner creates the instance runner a VM manager group's managers
+authenticate as, with the group's tags (<os> and <os>-<version>, or the
+--runner-tag ones), and writes its token to --runner-token-file; or adopts an
+existing one (--gitlab-runner-id, or the one marked as the group's) once its
+tags in GitLab are the group's. Run fleet vm-runner -h for its flags.`,
+		`  fleet vm-runner --windows --image-os-version 2022 --gitlab-url https://gitlab.example.com \
+    --gitlab-token-file ~/.config/gitlab-admin-token --runner-token-file wsrm-runner-token`, vmRunner))
 	root.AddCommand(quotaExporterCmd(stderr))
 	return root
 }

@@ -25,6 +25,7 @@ import (
 	rfaws "github.com/runnerfleet/runnerfleet/providers/aws"
 	"github.com/runnerfleet/runnerfleet/providers/gcp"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmimage"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
@@ -140,8 +141,26 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&r.Poll, "poll", 10*time.Second, "how often to look")
 	fs.StringVar(&webhook, "webhook", "", "URL to POST the rotation's report to, on success and on failure")
 	fs.StringVar(&notifyFormat, "notify-format", vmfleet.NotifyFormats[0], "the --webhook's payload: "+vmfleet.NotifySlack+" (a Slack incoming-webhook message) or "+vmfleet.NotifyJSON+" (the report as JSON)")
+	var (
+		imgFlags   imageFlags
+		runnerTags listFlag
+	)
+	imgFlags.bind(fs, true)
+	fs.Var(&runnerTags, "runner-tag", "with the --image-* inputs and --gitlab-*: a tag of the group's runners instead of <os> and <os>-<version> (repeatable); the runner's tags in GitLab must be the group's")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	// The image inputs: --image must be the image they name, and is that
+	// image when not given.
+	var inputs *vmimage.Inputs
+	if imgFlags.given() {
+		in, err := imgFlags.inputs("")
+		if err != nil {
+			return fmt.Errorf("%w; nothing was created or drained", err)
+		}
+		inputs = &in
+	} else if len(runnerTags) > 0 {
+		return errors.New("--runner-tag needs the image's inputs (--image-os and --image-os-version and the rest): a version tag is checked against the image's OS version")
 	}
 	notify, err := vmfleet.Webhook(webhook, notifyFormat, stderr)
 	if err != nil {
@@ -160,7 +179,7 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"--group", r.Group}, {"--image", r.Template.Image}, {"--zone", r.Template.Zone}, {"--machine-type", r.Template.MachineType}} {
-		if f.v == "" {
+		if f.v == "" && (f.name != "--image" || inputs == nil) {
 			missing = append(missing, f.name)
 		}
 	}
@@ -185,17 +204,17 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(glMissing) > 0 && len(glMissing) < 3 {
 		return fmt.Errorf("GitLab's health check needs --gitlab-url, --gitlab-token-file and --gitlab-runner-id together: add %s", strings.Join(glMissing, ", "))
 	}
+	if len(runnerTags) > 0 && !withGitLab {
+		return errors.New("--runner-tag is checked against the group's runner in GitLab: add --gitlab-url, --gitlab-token-file and --gitlab-runner-id")
+	}
+	gf := gitlabFlags{url: glURL, tokenFile: glTokenF, runnerID: glRunner}
+	var token string
 	switch health {
 	case "runner":
 		r.Healthy = vmfleet.RunnerHealth{}.Check
 		if withGitLab {
-			b, err := os.ReadFile(glTokenF)
-			if err != nil {
-				return fmt.Errorf("--gitlab-token-file: %w", err)
-			}
-			token := strings.TrimSpace(string(b))
-			if token == "" {
-				return fmt.Errorf("--gitlab-token-file %s is empty: put a token that may read runner %d in it", glTokenF, glRunner)
+			if token, err = gf.token(); err != nil {
+				return err
 			}
 			r.Healthy = vmfleet.GitLabHealth{RunnerID: glRunner, Managers: func(ctx context.Context) ([]gitlab.RunnerManager, error) {
 				return gitlab.Managers(ctx, glURL, token, glRunner, gitlab.Options{})
@@ -209,12 +228,35 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return fmt.Errorf("--health %q is not runner or running", health)
 	}
+	if withGitLab && inputs != nil {
+		// The runner the group adopts carries the group's tags.
+		tags, err := groupTags(inputs.OS, inputs.OSVersion, runnerTags)
+		if err != nil {
+			return fmt.Errorf("%w; nothing was created or drained", err)
+		}
+		if err := checkAdoptedTags(ctx, gf, token, inputs.OS, inputs.OSVersion, tags); err != nil {
+			return fmt.Errorf("%w; nothing was created or drained", err)
+		}
+	}
 	if r.Prefix == "" {
 		r.Prefix = r.Group
 	}
 	c, err := cf.compute(ctx)
 	if err != nil {
 		return err
+	}
+	if inputs != nil {
+		img, err := vmfleet.ResolveImage(ctx, c, r.Template.Image, *inputs)
+		if err != nil {
+			return fmt.Errorf("--image: %w; nothing was created or drained", flagError(err))
+		}
+		if r.Template.Image == "" {
+			// What CreateInstance takes: GCE the name, EC2 the AMI ID.
+			r.Template.Image = img.Name
+			if cf.provider == "ec2" {
+				r.Template.Image = img.ID
+			}
+		}
 	}
 	if err := c.ImageExists(ctx, r.Template.Image); err != nil {
 		if errors.Is(err, providers.ErrNotFound) {
@@ -260,7 +302,9 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(labelFlag(g.Autoscaled), "autoscaled", "key=value label of autoscaled VMs (repeatable; default "+vmfleet.LabelAutoscaled+"=true)")
 	fs.DurationVar(&g.Grace, "grace", time.Hour, "how long a manager must be proven absent before its idle VMs go; at least its IdleTime")
 	fs.DurationVar(&g.JobReportMaxAge, "job-report-max-age", 5*time.Minute, "how recent a VM's job report must be to prove it idle")
-	fs.Var(&families, "image-family", "image family to prune (repeatable)")
+	fs.Var(&families, "image-family", "image family to prune (repeatable); its images that a VM boots and the one its --image-* inputs name are kept")
+	var imgFlags imageFlags
+	imgFlags.bind(fs, false)
 	fs.IntVar(&g.Keep, "keep", 3, "newest images of each family to keep")
 	fs.BoolVar(&g.Apply, "apply", false, "delete what was found; without it, fleet gc only shows it")
 	fs.StringVar(&gf.output, "o", "table", "output: table or json")
@@ -278,11 +322,35 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("fleet gc needs a manager source: --source %s for managers in a cluster (with --kubeconfig and --context, or run in the cluster), --source %s for managers on VMs; without one every autoscaled VM would look orphaned, and nothing was deleted", vmfleet.HostKubernetes, vmfleet.HostVM)
 	}
 	g.ImageFamilies = families
+	if imgFlags.given() {
+		// The image the family's managers are expected to boot is kept,
+		// even before a rotation boots it.
+		if len(families) != 1 {
+			return fmt.Errorf("the --image-* inputs name the image of one family: give exactly one --image-family with them (%d given)", len(families))
+		}
+		in, err := imgFlags.inputs(families[0])
+		if err != nil {
+			return err
+		}
+		name, err := vmimage.Name(in)
+		if err != nil {
+			return flagError(err)
+		}
+		g.KeepImages = append(g.KeepImages, name)
+	}
 	c, err := cf.compute(ctx)
 	if err != nil {
 		return err
 	}
 	g.Compute = c
+	if len(families) > 0 && cf.zones != "" {
+		// Images are the project's: the VMs that boot them may be in any zone.
+		all := cf
+		all.zones = ""
+		if g.ImageUsers, err = all.compute(ctx); err != nil {
+			return err
+		}
+	}
 	if gf.eventCronJob != "" && (len(gf.namespaces) != 1 || !slices.Contains(gf.sources, vmfleet.HostKubernetes)) {
 		return fmt.Errorf("--event-cronjob %s needs --source %s and exactly one --namespace, the CronJob's", gf.eventCronJob, vmfleet.HostKubernetes)
 	}

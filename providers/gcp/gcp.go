@@ -45,7 +45,7 @@ const (
 	// ImageKey records the boot disk's source image: an instance resource
 	// does not carry it (only the disk resource does), and ListInstances
 	// reports it as Instance.Image.
-	ImageKey = "runnerfleet-image"
+	ImageKey = gcenames.ImageMetadataKey
 	// CreatedByKey is the metadata a managed instance group sets on its
 	// instances: the group's URL.
 	CreatedByKey = "created-by"

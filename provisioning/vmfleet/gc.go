@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/providers"
+	"github.com/runnerfleet/runnerfleet/providers/gcp/gcenames"
 )
 
 // NoteOrphanedSince is the note (providers.Compute.Note) fleet gc --apply
@@ -68,10 +69,20 @@ type GC struct {
 	// JobReportMaxAge is how old a job report may be to prove a VM idle;
 	// default 5m.
 	JobReportMaxAge time.Duration
-	// ImageFamilies whose images are pruned, keeping the newest Keep and any in use.
+	// ImageFamilies whose images are pruned, keeping the newest Keep, any
+	// a VM boots from, and KeepImages.
 	ImageFamilies []string
 	Keep          int
-	Apply         bool
+	// KeepImages are never pruned: the image each group is expected to
+	// boot (ImageName of its inputs), which a rotation may not have
+	// reached yet.
+	KeepImages []string
+	// ImageUsers lists the VMs whose images are in use; default Compute.
+	// Images are the project's (GCE) or the region's (EC2), so it must
+	// cover every zone: a Compute narrowed to some zones would not see a
+	// VM in another that boots an image of the family.
+	ImageUsers providers.Compute
+	Apply      bool
 	// Parallelism bounds concurrent cloud calls per VM; default 8.
 	Parallelism int
 	Progress    io.Writer
@@ -408,16 +419,42 @@ func (g *GC) act(ctx context.Context, vm providers.Instance, r *VMRow, now time.
 // images prunes the image families.
 func (g *GC) images(ctx context.Context, inUse map[string]bool) ([]string, error) {
 	var errs []error
+	users := g.ImageUsers
+	if users == nil {
+		users = g.Compute
+	}
 	// Images any instance boots from, managers included, are in use.
-	all, err := g.Compute.ListInstances(ctx, nil)
+	all, err := users.ListInstances(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing instances: %w (no image was deleted)", err)
 	}
+	var unknown []string
+	byFamily := map[string][]string{} // family → VMs that boot "the newest of the family"
 	for _, i := range all {
 		inUse[i.Image] = true
+		if fam, ok := familyRef(i.Image); ok {
+			byFamily[fam] = append(byFamily[fam], i.Name)
+		}
+		if i.Image == "" && i.Labels[LabelRole] == RoleManager && i.State != providers.StateTerminated {
+			unknown = append(unknown, i.Name)
+		}
+	}
+	if len(unknown) > 0 {
+		// A manager VM boots an image of some family, but which one is
+		// not known: any image may be the one it needs to restart.
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("manager VMs %s do not say which image they boot (on GCE the metadata %s, which the VMs fleet rotate creates carry), so any image may be in use and no image was deleted: rotate the group, or set the metadata to the image the VM boots", strings.Join(unknown, ", "), gcenames.ImageMetadataKey)
+	}
+	for _, name := range g.KeepImages {
+		inUse[name] = true
 	}
 	var out []string
 	for _, fam := range g.ImageFamilies {
+		if vms := byFamily[fam]; len(vms) > 0 {
+			// Booted from the family: the image they got is not known.
+			errs = append(errs, fmt.Errorf("VMs %s boot from image family %s, not from an image of it, so which of its images they use is not known: no image of %s was deleted; boot named images (fleet rotate does)", strings.Join(vms, ", "), fam, fam))
+			continue
+		}
 		imgs, err := g.Compute.ListImages(ctx, fam)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing images of %s: %w", fam, err))
@@ -437,6 +474,18 @@ func (g *GC) images(ctx context.Context, inUse map[string]bool) ([]string, error
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// familyRef is the family an image reference names instead of an image
+// (GCE: family/F, projects/P/global/images/family/F).
+func familyRef(ref string) (string, bool) {
+	if f, ok := strings.CutPrefix(ref, "family/"); ok {
+		return f, true
+	}
+	if i := strings.LastIndex(ref, "/images/family/"); i >= 0 {
+		return ref[i+len("/images/family/"):], true
+	}
+	return "", false
 }
 
 // WriteTable writes the plan as a table a person can check.

@@ -51,3 +51,26 @@ func Managers(ctx context.Context, baseURL, pat string, id int64, o Options) ([]
 		}
 	}
 }
+
+// RunnerDetails is what GET /runners/:id says of a runner that fleet's VM
+// commands check.
+type RunnerDetails struct {
+	ID          int64
+	Description string
+	Tags        []string
+	RunUntagged bool
+}
+
+// GetRunner reads runner id's details, with a token that may read the
+// runner (scope read_api, api or manage_runner).
+func GetRunner(ctx context.Context, baseURL, pat string, id int64, o Options) (RunnerDetails, error) {
+	cl, err := New(baseURL, pat, o)
+	if err != nil {
+		return RunnerDetails{}, err
+	}
+	r, resp, err := cl.(*client).c.Runners.GetRunnerDetails(id, gl.WithContext(ctx))
+	if err != nil {
+		return RunnerDetails{}, wrap(fmt.Sprintf("getting runner %d", id), resp, err)
+	}
+	return RunnerDetails{ID: r.ID, Description: r.Description, Tags: r.TagList, RunUntagged: r.RunUntagged}, nil
+}

@@ -14,6 +14,12 @@ import "github.com/runnerfleet/runnerfleet/providers"
 // by its metadata server.
 const GuestAttributesKey = "enable-guest-attributes"
 
+// ImageMetadataKey is the instance metadata key in which providers/gcp
+// records the image an instance's boot disk was created from: an instance
+// resource does not carry it (only the disk resource does). fleet gc keeps
+// the images it names.
+const ImageMetadataKey = "runnerfleet-image"
+
 // NoteMetadataKey is the instance metadata key of note key.
 func NoteMetadataKey(key string) string { return providers.GCENotePrefix + key }
 
