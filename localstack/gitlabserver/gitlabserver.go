@@ -24,11 +24,13 @@
 //	GET    /runners/all                           every runner, admin only (PAT: api or read_api)
 //	GET    /groups/:id/runners                    group's and instance runners (PAT: api, read_api or manage_runner)
 //	GET    /projects/:id/runners                  project's and instance runners (PAT: api, read_api or manage_runner)
-//	GET    /runners/:id                           details (PAT: api, read_api or manage_runner)
+//	GET    /runners/:id                           details, with status and contacted_at from its managers (PAT: api, read_api or manage_runner)
+//	GET    /runners/:id/managers                  the managers GitLab recorded (PAT: api, read_api or manage_runner)
 //	DELETE /runners/:id                           delete (PAT: api or manage_runner)
 //	POST   /runners/:id/reset_authentication_token new token (PAT: api or manage_runner)
 //	POST   /runners/verify                        check a runner authentication token (records the system_id's manager)
 //	DELETE /runners                               delete the runner owning an authentication token
+//	DELETE /runners/managers                      delete one manager (system_id) of the runner owning an authentication token
 //	POST   /runners                               registration-token registration: always 410 Gone
 //	POST   /jobs/request, PUT /jobs/:id, PATCH /jobs/:id/trace
 //	                                              the runner API's job queue (see jobs.go, QueueJob)
@@ -173,6 +175,7 @@ type Server struct {
 	nextJobID int64
 
 	managers map[int64]map[string]*Manager // by runner, then system_id
+	clock    func() time.Time              // judges managers' status; nil: time.Now
 }
 
 // New starts a server on 127.0.0.1. Close it when done.
@@ -581,6 +584,11 @@ func (s *Server) route(r *http.Request) reply {
 			return notAllowed(http.MethodGet)
 		}
 		return s.withParams(r, s.listAllRunners)
+	case len(seg) == 2 && seg[0] == "runners" && seg[1] == "managers":
+		if m != http.MethodDelete {
+			return notAllowed(http.MethodDelete)
+		}
+		return s.withParams(r, s.deleteManager)
 	case len(seg) == 2 && seg[0] == "runners" && seg[1] == "verify":
 		if m != http.MethodPost {
 			return notAllowed(http.MethodPost)
@@ -954,7 +962,10 @@ func (s *Server) getRunner(q *params, id int64) reply {
 	if !s.canReadLocked(u, r) {
 		return noAccess
 	}
-	return reply{status: http.StatusOK, runner: id, body: s.detailsJSON(r)}
+	d := s.detailsJSON(r)
+	// GitLab's runner status and contacted_at are its managers' latest.
+	d.Status, d.Online, d.ContactedAt = s.runnerStatusLocked(id)
+	return reply{status: http.StatusOK, runner: id, body: d}
 }
 
 // updateRunner is PUT /runners/:id (UpdateRunnerDetails): only the fields

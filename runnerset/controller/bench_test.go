@@ -25,6 +25,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 )
 
 // steadyWindow is how long the benchmark watches a converged fleet for writes.
@@ -222,7 +223,10 @@ func peakRSSMiB() float64 {
 // are created, over ten minutes of simulated steady state (the controller's
 // clock moves a minute and every RunnerSet is reconciled, ten times), across
 // a controller restart, and when the hourly check comes due (two simulated
-// hours later).
+// hours later). The reads of GitLab's view (RunnerOnline, one GET
+// /runners/:id/managers per RunnerSet about every 5 minutes) are counted
+// apart, and bounded: none per pass, at most one per RunnerSet every 4
+// minutes.
 func BenchmarkGitLabCalls(b *testing.B) {
 	const n = 100
 	for range b.N {
@@ -271,13 +275,17 @@ func BenchmarkGitLabCalls(b *testing.B) {
 			time.Sleep(time.Second)
 		}
 		before := gitlabCalls(srv)
+		viewsBefore := srv.Calls("GET", "/api/v4/runners/*/managers")
 		steadyWrites := writes.Load()
 		for minute := range 10 {
 			clockAhead.Add(int64(time.Minute))
 			nudgeAll(minute)
 		}
 		time.Sleep(2 * time.Second)
-		steady := gitlabCalls(srv) - before
+		// GitLab's view (gitlabview.go) reads each runner's managers on its
+		// own slow schedule, never per pass: those reads are counted apart.
+		views := srv.Calls("GET", "/api/v4/runners/*/managers") - viewsBefore
+		steady := gitlabCalls(srv) - before - views
 		steadyWrites = writes.Load() - steadyWrites
 
 		before = gitlabCalls(srv)
@@ -298,12 +306,18 @@ func BenchmarkGitLabCalls(b *testing.B) {
 
 		b.ReportMetric(float64(created)/n, "gitlab-calls/runnerset-creating")
 		b.ReportMetric(float64(steady)/n, "gitlab-calls/runnerset-10min-steady")
+		b.ReportMetric(float64(views)/n, "gitlab-view-calls/runnerset-10min")
 		b.ReportMetric(float64(restart)/n, "gitlab-calls/runnerset-restart")
 		b.ReportMetric(float64(hourly)/n, "gitlab-calls/runnerset-hourly-check")
 		b.ReportMetric(float64(convergeWrites)/n, "writes/runnerset")
 		b.ReportMetric(float64(steadyWrites), "writes-in-steady-window")
 		if steady != 0 || restart != 0 {
-			b.Errorf("GitLab calls in steady state: %d over 10 simulated minutes, %d after a restart", steady, restart)
+			b.Errorf("GitLab calls in steady state: %d over 10 simulated minutes (besides GitLab's view), %d after a restart", steady, restart)
+		}
+		// At most one read per RunnerSet every 4 minutes (RunnerViewInterval
+		// - RunnerViewJitter), counted from its first pass.
+		if most := n * (int(10*time.Minute/(runnertoken.RunnerViewInterval-runnertoken.RunnerViewJitter)) + 1); views > most {
+			b.Errorf("%d reads of GitLab's view by %d RunnerSets over 10 simulated minutes, more than %d", views, n, most)
 		}
 		srv.Close()
 	}

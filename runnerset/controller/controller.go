@@ -13,7 +13,9 @@
 // status patch, Events); one file per step, named for its condition
 // (class.go, jobsnamespace.go, token.go (the token's life is
 // runnerset/controller/token), capacity.go, identity.go, config.go,
-// managers.go); writes.go the writer the steps share and InTheWay;
+// managers.go); gitlabview.go GitLab's view of the runner (RunnerOnline,
+// TagsMatch, stale manager records), read on a slow schedule and rolled up
+// into nothing; writes.go the writer the steps share and InTheWay;
 // finalize.go deletion (with orphans.go, the job pods no manager is left to
 // delete); setup.go the cache's filters, field indexes and watches;
 // runnerclass.go the RunnerClass controller.
@@ -50,6 +52,9 @@ type Reconciler struct {
 
 	// steps are the pass, built by New from the fields above.
 	steps []step
+	// view reads GitLab's view of the runner on its own schedule
+	// (gitlabview.go); nil when Tokens is not token.Tokens.
+	view *gitlabView
 	// firstStatus remembers the RunnerSets whose first status this
 	// controller wrote in the last seconds.
 	firstStatus createdObjects
@@ -101,6 +106,9 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder, opt
 		v1alpha1.ConditionConfigReady:        configStep{w}.run,
 		v1alpha1.ConditionManagersAvailable:  managersStep{w}.run,
 	})
+	if t, ok := r.Tokens.(token.Tokens); ok {
+		r.view = newGitLabView(t, apiReader, rec, r.now)
+	}
 	return r
 }
 

@@ -86,6 +86,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if !rs.DeletionTimestamp.IsZero() {
+		if r.view != nil {
+			r.view.forget(rs.UID)
+		}
 		res, err := r.finalize(ctx, rs)
 		if err != nil {
 			metrics.ReconcileErrors.WithLabelValues(metrics.StepFinalize).Inc()
@@ -135,6 +138,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if s.token != nil {
 		metrics.TokenExpiries.Set(req.NamespacedName, s.token.ExpiresAt)
+		if r.view != nil && len(errs) == 0 {
+			// GitLab's view, when its slow schedule says so.
+			if after := r.view.run(ctx, s); after > 0 && (requeue == 0 || after < requeue) {
+				requeue = after
+			}
+		}
 	}
 	rs.RollUpReady()
 	rs.Status.ObservedGeneration = rs.Generation

@@ -30,6 +30,13 @@ func gitlabCalls(srv *gitlabserver.Server) int {
 	return n
 }
 
+// tokenCalls counts the GitLab requests srv answered but the reads of
+// GitLab's view (GET /runners/:id/managers, gitlabview.go), which come on
+// a schedule of their own.
+func tokenCalls(srv *gitlabserver.Server) int {
+	return gitlabCalls(srv) - srv.Calls("GET", "/api/v4/runners/*/managers")
+}
+
 // nudge brings rs back to the controller without changing its spec.
 func nudge(t *testing.T, rs *v1alpha1.RunnerSet, n int) {
 	t.Helper()
@@ -95,7 +102,7 @@ func TestTokensAreCheckedHourlyWithoutPosingAsAManagerAndADeletedRunnerIsReplace
 	moveClock(t, 59*time.Minute)
 	nudge(t, rs, 1)
 	time.Sleep(time.Second)
-	if n := gitlabCalls(srv); n != 0 {
+	if n := tokenCalls(srv); n != 0 {
 		t.Fatalf("%d GitLab calls within an hour of the last check", n)
 	}
 	// After two hours a check is certainly due: one GET /runners/:id, no verify.
@@ -109,7 +116,7 @@ func TestTokensAreCheckedHourlyWithoutPosingAsAManagerAndADeletedRunnerIsReplace
 	})
 	nudge(t, rs, 3)
 	time.Sleep(time.Second)
-	if n := gitlabCalls(srv); n != 1 || srv.Calls("POST", "/api/v4/runners/verify") != 0 {
+	if n := tokenCalls(srv); n != 1 || srv.Calls("POST", "/api/v4/runners/verify") != 0 {
 		t.Errorf("%d GitLab calls (verify %d) for one due check; want exactly the one GET", n, srv.Calls("POST", "/api/v4/runners/verify"))
 	}
 

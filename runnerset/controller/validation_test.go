@@ -34,6 +34,11 @@ func TestAdmissionRefusesBadRunnerSetsNamingTheField(t *testing.T) {
 		{"two token sources", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeInstance, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}
 		}, []string{"spec.gitlab", "exactly one of tokenSecretRef"}},
+		{"a read token beside a created runner", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.GitLab.TokenSecretRef = nil
+			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeGroup, GroupID: ptr.To[int64](7), APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}
+			rs.Spec.GitLab.ReadTokenSecretRef = &v1alpha1.SecretKeyRef{Name: "read"}
+		}, []string{"spec.gitlab", "readTokenSecretRef is for a runner whose glrt- token you bring"}},
 		{"group runner without a group", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.GitLab.TokenSecretRef = nil
 			rs.Spec.GitLab.Runner = &v1alpha1.RunnerRegistration{Type: v1alpha1.RunnerTypeGroup, APITokenSecretRef: v1alpha1.SecretKeyRef{Name: "pat"}}

@@ -40,6 +40,23 @@ type Client interface {
 	// FindRunners lists the IDs of the runners in scope whose description
 	// carries marker, oldest first.
 	FindRunners(ctx context.Context, s Scope, marker string) ([]int64, error)
+
+	// GitLab's own record of a runner, read by the controller's slow poll
+	// (managers.go):
+
+	// Runner returns the runner's details (GET /runners/:id): its tags,
+	// status and last contact.
+	Runner(ctx context.Context, id int64) (*RunnerDetails, error)
+	// Managers lists the runner's managers (GET /runners/:id/managers).
+	Managers(ctx context.Context, id int64) ([]RunnerManager, error)
+	// VerifiedRunnerID returns the ID of the runner whose authentication
+	// token is token (POST /runners/verify, with systemID as for
+	// VerifyToken), 0 when GitLab refuses the token.
+	VerifiedRunnerID(ctx context.Context, token, systemID string) (int64, error)
+	// DeleteManager deletes the manager recorded under systemID of the
+	// runner whose authentication token is token (DELETE
+	// /runners/managers); one that is already gone counts as deleted.
+	DeleteManager(ctx context.Context, token, systemID string) error
 }
 
 // Scope is where a runner lives.
@@ -220,6 +237,25 @@ func (c *client) VerifyToken(ctx context.Context, token, systemID string) (bool,
 		return false, nil
 	}
 	return err == nil, err
+}
+
+func (c *client) VerifiedRunnerID(ctx context.Context, token, systemID string) (int64, error) {
+	req, err := c.c.NewRequest(http.MethodPost, "runners/verify", &verifyOptions{Token: token, SystemID: systemID}, []gl.RequestOptionFunc{gl.WithContext(ctx)})
+	if err != nil {
+		return 0, fmt.Errorf("verifying a runner token: %w", err)
+	}
+	var out struct {
+		ID int64 `json:"id"`
+	}
+	resp, err := c.c.Do(req, &out)
+	err = wrap("verifying a runner token", resp, err)
+	if StatusOf(err) == http.StatusForbidden {
+		return 0, nil
+	}
+	if err == nil && out.ID == 0 {
+		return 0, errors.New("verifying a runner token: GitLab accepted it but named no runner")
+	}
+	return out.ID, err
 }
 
 func (c *client) RunnerExists(ctx context.Context, id int64) (bool, error) {

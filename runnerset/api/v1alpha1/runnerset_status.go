@@ -32,6 +32,21 @@ const (
 	ConditionManagersAvailable = "ManagersAvailable"
 )
 
+// Conditions of GitLab's own view of the runner, read every few minutes
+// (runnerset/controller's gitlabview.go). They do not roll up to Ready: a
+// RunnerSet is Ready when its own objects are, and these say what GitLab
+// sees of it.
+const (
+	// ConditionRunnerOnline: GitLab reports a manager of the runner online
+	// (one contacted GitLab within its online window, 2 hours); the
+	// controller's own token checks do not count.
+	ConditionRunnerOnline = "RunnerOnline"
+	// ConditionTagsMatch: the runner's tags in GitLab are spec.tags. Set
+	// for a runner whose token the team brings (spec.gitlab.tokenSecretRef),
+	// whose tags runnerfleet does not write.
+	ConditionTagsMatch = "TagsMatch"
+)
+
 // DependentConditions are the conditions that roll up to Ready, in the order
 // they are reconciled.
 var DependentConditions = []string{
@@ -98,6 +113,20 @@ const (
 	ReasonWriteFailed = "WriteFailed"
 	// ReasonInvalidImage: an image reference the container runtime would refuse.
 	ReasonInvalidImage = "InvalidImage"
+
+	// GitLab's view of the runner (RunnerOnline, TagsMatch).
+	ReasonOnline         = "Online"
+	ReasonOffline        = "Offline"
+	ReasonStale          = "Stale"
+	ReasonNeverContacted = "NeverContacted"
+	// ReasonTokenRefused: GitLab refuses the runner token the team brought
+	// (POST /runners/verify answers 403).
+	ReasonTokenRefused = "TokenRefused"
+	ReasonTagsMatch    = "TagsMatch"
+	ReasonTagsDiffer   = "TagsDiffer"
+	// ReasonStaleManagersDeleted is the Normal Event naming the manager
+	// records of gone manager pods the controller deleted from GitLab.
+	ReasonStaleManagersDeleted = "StaleManagersDeleted"
 
 	// Job settings (spec.jobs) the class forbids or gitlab-runner would
 	// not understand; all are judged before anything of the spec is

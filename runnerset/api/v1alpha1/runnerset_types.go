@@ -58,6 +58,7 @@ type RunnerSetSpec struct {
 // GitLabSpec says how the runner authenticates with GitLab.
 // +kubebuilder:validation:XValidation:rule="has(self.tokenSecretRef) != has(self.runner)",message="gitlab takes exactly one of tokenSecretRef (an existing glrt- token) or runner (runnerfleet creates the runner through the GitLab API)"
 // +kubebuilder:validation:XValidation:rule="has(self.runner) == has(oldSelf.runner)",message="switching between tokenSecretRef and runner would orphan a runner in GitLab: create a new RunnerSet instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.readTokenSecretRef) || has(self.tokenSecretRef)",message="gitlab.readTokenSecretRef is for a runner whose glrt- token you bring (tokenSecretRef); with gitlab.runner, runnerfleet reads GitLab with runner.apiTokenSecretRef: remove readTokenSecretRef"
 type GitLabSpec struct {
 	// URL of the GitLab instance; defaults to the RunnerClass's gitlabURL.
 	// +kubebuilder:validation:MaxLength=2048
@@ -70,6 +71,16 @@ type GitLabSpec struct {
 	// existing runner authentication token (glrt-…).
 	// +optional
 	TokenSecretRef *SecretKeyRef `json:"tokenSecretRef,omitempty"`
+
+	// ReadTokenSecretRef names a Secret holding a GitLab access token with
+	// the read_api scope (or manage_runner) that can see the runner of
+	// tokenSecretRef. runnerfleet reads GitLab's record of that runner with
+	// it every few minutes: its managers' last contact (the RunnerOnline
+	// condition) and its tags, compared with spec.tags (TagsMatch). A glrt-
+	// token alone cannot read them. A runner of gitlab.runner is read with
+	// its apiTokenSecretRef.
+	// +optional
+	ReadTokenSecretRef *SecretKeyRef `json:"readTokenSecretRef,omitempty"`
 
 	// Runner has the controller create the runner through the GitLab API,
 	// rotate its token before it expires and delete it with the RunnerSet.

@@ -166,6 +166,11 @@ func (in *GitLabSpec) DeepCopyInto(out *GitLabSpec) {
 		*out = new(SecretKeyRef)
 		**out = **in
 	}
+	if in.ReadTokenSecretRef != nil {
+		in, out := &in.ReadTokenSecretRef, &out.ReadTokenSecretRef
+		*out = new(SecretKeyRef)
+		**out = **in
+	}
 	if in.Runner != nil {
 		in, out := &in.Runner, &out.Runner
 		*out = new(RunnerRegistration)

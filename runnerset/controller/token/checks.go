@@ -15,26 +15,56 @@ import (
 // controller that restarts makes none until an interval has passed.
 const TokenCheckInterval = time.Hour
 
-// tokenChecks remembers, per RunnerSet, when its token is next checked.
-// It lives in memory only: after a restart every runner waits at least
-// TokenCheckInterval, which is what keeps a restart free of GitLab calls.
-type tokenChecks struct {
+// RunnerViewInterval is how often, on average, the controller reads
+// GitLab's record of a RunnerSet's runner (its managers' last contact, its
+// tags), and RunnerViewJitter how far each read strays from it either way:
+// reads are 4 to 6 minutes apart, so a fleet's reads spread over time. The
+// controller's RunnerOnline and TagsMatch conditions (runnerset/controller's
+// gitlabview.go) read GitLab on this schedule only.
+const (
+	RunnerViewInterval = 5 * time.Minute
+	RunnerViewJitter   = RunnerViewInterval / 5
+)
+
+// Schedule remembers, per RunnerSet, when a periodic GitLab call is next
+// due: at a random point of [Min, Max) after the last. It lives in memory
+// only: the first time it hears of a RunnerSet it only schedules, so a
+// controller that restarts makes no call until Min has passed. The token
+// checks and the reads of GitLab's view of a runner share it.
+type Schedule struct {
+	Min, Max time.Duration
+
 	mu    sync.Mutex
 	nextA map[types.UID]time.Time
 }
 
-func (c *tokenChecks) schedule(uid types.UID, now time.Time) time.Time {
+// NewTokenChecks is the schedule of token checks: one to two
+// TokenCheckIntervals apart.
+func NewTokenChecks() *Schedule {
+	return &Schedule{Min: TokenCheckInterval, Max: 2 * TokenCheckInterval}
+}
+
+// NewRunnerViews is the schedule of reads of GitLab's view of a runner:
+// RunnerViewInterval ± RunnerViewJitter apart.
+func NewRunnerViews() *Schedule {
+	return &Schedule{Min: RunnerViewInterval - RunnerViewJitter, Max: RunnerViewInterval + RunnerViewJitter}
+}
+
+func (c *Schedule) schedule(uid types.UID, now time.Time) time.Time {
 	if c.nextA == nil {
 		c.nextA = map[types.UID]time.Time{}
 	}
-	t := now.Add(TokenCheckInterval + rand.N(TokenCheckInterval))
+	t := now.Add(c.Min)
+	if c.Max > c.Min {
+		t = t.Add(rand.N(c.Max - c.Min))
+	}
 	c.nextA[uid] = t
 	return t
 }
 
-// due reports whether uid's token is to be checked now; the first call for
-// a RunnerSet only schedules its first check.
-func (c *tokenChecks) due(uid types.UID, now time.Time) bool {
+// Due reports whether uid's call is due now; the first call for a
+// RunnerSet only schedules its first call.
+func (c *Schedule) Due(uid types.UID, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.nextA[uid]
@@ -45,15 +75,15 @@ func (c *tokenChecks) due(uid types.UID, now time.Time) bool {
 	return !now.Before(t)
 }
 
-// checked records that uid's token was checked (or issued) at now.
-func (c *tokenChecks) checked(uid types.UID, now time.Time) {
+// Done records that uid's call was made at now, and schedules the next.
+func (c *Schedule) Done(uid types.UID, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.schedule(uid, now)
 }
 
-// next is when uid's token is checked next.
-func (c *tokenChecks) next(uid types.UID, now time.Time) time.Time {
+// Next is when uid's call is due next.
+func (c *Schedule) Next(uid types.UID, now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.nextA[uid]; ok {
@@ -62,8 +92,8 @@ func (c *tokenChecks) next(uid types.UID, now time.Time) time.Time {
 	return c.schedule(uid, now)
 }
 
-// forget drops a RunnerSet that is gone.
-func (c *tokenChecks) forget(uid types.UID) {
+// Forget drops a RunnerSet that is gone.
+func (c *Schedule) Forget(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.nextA, uid)

@@ -66,7 +66,8 @@ type GitLabTokens struct {
 	NewGitLab func(url, pat string) (gitlab.Client, error)
 	Now       func() time.Time
 
-	checks tokenChecks
+	// checks is when each runner's token is next checked (NewTokenChecks).
+	checks *Schedule
 }
 
 // Marker ties a GitLab runner to the RunnerSet with uid.
@@ -228,7 +229,7 @@ func (g *GitLabTokens) keep(ctx context.Context, rs *v1alpha1.RunnerSet, url str
 			return nil, g.explain(rs, err)
 		}
 		valid, asked = ok, true
-	case g.checks.due(rs.UID, now):
+	case g.checks.Due(rs.UID, now):
 		exists, err := api.RunnerExists(ctx, id)
 		if err != nil {
 			return nil, g.explain(rs, err)
@@ -236,7 +237,7 @@ func (g *GitLabTokens) keep(ctx context.Context, rs *v1alpha1.RunnerSet, url str
 		gone, asked = !exists, true
 	}
 	if asked && valid && !gone {
-		g.checks.checked(rs.UID, now) // a failed check stays due until replaced
+		g.checks.Done(rs.UID, now) // a failed check stays due until replaced
 	}
 	if !valid {
 		log.FromContext(ctx).Info("GitLab no longer accepts the stored runner token, or it is due for renewal; replacing it", "runnerID", id)
@@ -260,7 +261,7 @@ func (g *GitLabTokens) keep(ctx context.Context, rs *v1alpha1.RunnerSet, url str
 			}
 		}
 		return &RunnerToken{Value: value, SecretRef: ref, RunnerID: id, RenewAt: renewAt, ExpiresAt: expires,
-			CheckAt: g.checks.next(rs.UID, now), Retire: g.retire(api, rs, sec, retired)}, nil
+			CheckAt: g.checks.Next(rs.UID, now), Retire: g.retire(api, rs, sec, retired)}, nil
 	}
 	if !gone {
 		tok, err := api.ResetToken(ctx, id)
@@ -494,14 +495,14 @@ func (g *GitLabTokens) store(ctx context.Context, rs *v1alpha1.RunnerSet, url st
 		// The runner exists; the next pass finds it by its marker.
 		return nil, fmt.Errorf("storing the token of runner %d: %w", tok.RunnerID, err)
 	}
-	g.checks.checked(rs.UID, now)
+	g.checks.Done(rs.UID, now)
 	return &RunnerToken{
 		Value:     tok.Value,
 		SecretRef: v1alpha1.SecretKeyRef{Name: sec.Name, Key: keyToken},
 		RunnerID:  tok.RunnerID,
 		RenewAt:   renewTime(now, tok.ExpiresAt),
 		ExpiresAt: tok.ExpiresAt,
-		CheckAt:   g.checks.next(rs.UID, now),
+		CheckAt:   g.checks.Next(rs.UID, now),
 		// The next pass retires them, once the managers rolled.
 	}, nil
 }
@@ -536,7 +537,7 @@ func (g *GitLabTokens) Release(ctx context.Context, rs *v1alpha1.RunnerSet, url 
 		ids = append(ids, id)
 	}
 	ids = append(ids, parseIDs(string(sec.Data[keyRetired]))...)
-	g.checks.forget(rs.UID)
+	g.checks.Forget(rs.UID)
 	for _, id := range ids {
 		if err := api.DeleteRunner(ctx, id); err != nil { // 404 counts as deleted
 			return g.explain(rs, err)

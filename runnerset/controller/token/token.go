@@ -11,7 +11,8 @@
 //
 // Files: token.go the sources and the stored token's checks; gitlab.go a
 // created runner's lifecycle; checks.go when a runner's token is next
-// checked with GitLab; tokenmemo.go the reader that reads each version of a
+// checked with GitLab, and when GitLab's view of a runner is next read
+// (the Schedule both share); tokenmemo.go the reader that reads each version of a
 // token Secret once.
 package token
 
@@ -109,6 +110,13 @@ func (s SecretTokens) Token(ctx context.Context, rs *v1alpha1.RunnerSet, _ strin
 // team brought stays theirs.
 func (SecretTokens) Release(context.Context, *v1alpha1.RunnerSet, string) error { return nil }
 
+// ReadSecretKey reads key ref of a Secret of namespace through r, as a
+// *v1alpha1.Failure naming field and what belongs there when it is missing.
+func ReadSecretKey(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.SecretKeyRef, field, what string) (string, error) {
+	_, v, err := readSecret(ctx, r, namespace, ref, field, what)
+	return v, err
+}
+
 // readSecret reads one key of a Secret straight from the API server (the
 // controller caches no Secrets), as a *v1alpha1.Failure when it is not
 // there, and returns the Secret with it.
@@ -162,7 +170,7 @@ func New(c client.Client, apiReader client.Reader, rec events.EventRecorder) Tok
 	return Tokens{
 		Secret: SecretTokens{Reader: newReadSecrets(apiReader, c)},
 		GitLab: &GitLabTokens{
-			Client: c, APIReader: apiReader, Recorder: rec,
+			Client: c, APIReader: apiReader, Recorder: rec, checks: NewTokenChecks(),
 			NewGitLab: func(url, pat string) (gitlab.Client, error) {
 				return gitlab.New(url, pat, gitlab.Options{Transport: metrics.GitLabTransport(nil)})
 			},

@@ -117,21 +117,21 @@ func TestACreatedRunnersTokenIsRenewedTwoThirdsIntoItsLife(t *testing.T) {
 // A runner's first check waits at least an interval (a restart makes no
 // GitLab call), and a fleet's checks spread over the next interval.
 func TestTokenChecksWaitAnIntervalAndSpread(t *testing.T) {
-	var c tokenChecks
+	c := NewTokenChecks()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var earliest, latest time.Time
 	for i := range 200 {
 		uid := "uid-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
-		if c.due(types.UID(uid), now) {
+		if c.Due(types.UID(uid), now) {
 			t.Fatal("a runner's first look is a check")
 		}
-		if c.due(types.UID(uid), now.Add(TokenCheckInterval-time.Second)) {
+		if c.Due(types.UID(uid), now.Add(TokenCheckInterval-time.Second)) {
 			t.Fatal("checked before an interval passed")
 		}
-		if !c.due(types.UID(uid), now.Add(2*TokenCheckInterval)) {
+		if !c.Due(types.UID(uid), now.Add(2*TokenCheckInterval)) {
 			t.Fatal("not checked two intervals later")
 		}
-		next := c.next(types.UID(uid), now)
+		next := c.Next(types.UID(uid), now)
 		if earliest.IsZero() || next.Before(earliest) {
 			earliest = next
 		}
