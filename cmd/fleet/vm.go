@@ -141,16 +141,15 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&webhook, "webhook", "", "URL to POST the rotation's report to, on success and on failure")
 	fs.StringVar(&notifyFormat, "notify-format", vmfleet.NotifyFormats[0], "the --webhook's payload: "+vmfleet.NotifySlack+" (a Slack incoming-webhook message) or "+vmfleet.NotifyJSON+" (the report as JSON)")
 	var st rotateStack
-	fs.StringVar(&st.stack, "stack", "", "read the group (--group, one of the stack's sharedFleets[].vmGroups) from this stack's config: image, machine type, zones, count, network, service account, runner token, drain timeout, notification; a flag given as well overrides the stack's value")
+	fs.StringVar(&st.stack, "stack", "", "read the group (--group, one of the stack's sharedFleets[].vmGroups) from this stack's config: image, machine type, zones, count, network, service account, runner token secret, drain timeout, notification; a flag given as well overrides the stack's value")
 	fs.StringVar(&st.config, "config", "", "with --stack: the stack config file (default the stack's Pulumi.<stack>.yaml compiled into fleet)")
-	fs.StringVar(&st.tokenFile, "runner-token-file", "", "with --stack: file holding the group's runner token, when the stack's tokenConfigKey is a secret fleet does not decrypt")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if st.stack == "" && (st.config != "" || st.tokenFile != "") {
-		return fmt.Errorf("--config and --runner-token-file read a VM group from a stack: add --stack")
+	if st.stack == "" && st.config != "" {
+		return fmt.Errorf("--config reads a VM group from a stack config: add --stack")
 	}
 	if st.stack != "" {
 		if err := st.apply(rotateSettings{r: &r, cloud: &cf, webhook: &webhook, notifyFormat: &notifyFormat, jobTimeout: &jobTimeout}, set, stderr); err != nil {

@@ -3,19 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
-	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
 )
 
 // rotateStack are fleet rotate's flags that read a VM group from a stack
-// config: --stack, --config and --runner-token-file.
+// config: --stack and --config.
 type rotateStack struct {
-	stack, config, tokenFile string
+	stack, config string
 }
 
 // rotateSettings are the settings of fleet rotate that a stack's VM group
@@ -33,8 +31,9 @@ type rotateSettings struct {
 // flag was given (set, by flag name): a flag overrides the stack, and
 // fleet rotate says so. What no flag sets comes from the stack alone: the
 // network, the subnetwork and the service account of the new VMs, and the
-// runner token (--runner-token-file when the stack's is a secret fleet
-// cannot decrypt).
+// name of the group's runner token secret, which the program wrote and
+// only that account may read (the token itself never passes through
+// fleet).
 func (o rotateStack) apply(s rotateSettings, set map[string]bool, stderr io.Writer) error {
 	r := s.r
 	b, err := stackConfigBytes(common{stack: o.stack, config: o.config})
@@ -86,11 +85,7 @@ func (o rotateStack) apply(s rotateSettings, set map[string]bool, stderr io.Writ
 	r.Template.Network, r.Template.Subnetwork = g.Network, g.Subnetwork
 	r.Template.ServiceAccount = fleetspec.VMGroupServiceAccountEmail(g.Project, f.ClusterName, g.Name)
 
-	token, err := o.runnerToken(v, g, key.Child("tokenConfigKey").String())
-	if err != nil {
-		return err
-	}
-	r.Template.Metadata[vmfleet.RunnerTokenMetadataKey] = token
+	r.Template.Metadata[vmfleet.RunnerTokenSecretMetadataKey] = fleetspec.VMGroupTokenSecret(g.Project, f.ClusterName, g.Name)
 
 	if n := g.Notify; n != nil {
 		from("notify-format", "notify.format", n.Format, func() { *s.notifyFormat = n.Format })
@@ -113,36 +108,6 @@ func zonesOf(r *vmfleet.Rotation) []string {
 		return r.Zones
 	}
 	return []string{r.Template.Zone}
-}
-
-// runnerToken is the group's runner token: --runner-token-file, else the
-// stack file's plain value of its config key. A secure value is not
-// decrypted: fleet asks for the file.
-func (o rotateStack) runnerToken(v *stackValues, g fleetspec.VMGroup, path string) (string, error) {
-	var token string
-	switch {
-	case o.tokenFile != "":
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return "", fmt.Errorf("--runner-token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-		path = "--runner-token-file " + o.tokenFile
-	case v.secure[g.TokenConfigKey]:
-		return "", fmt.Errorf("%s: config key runnerfleet:%s is a secret, which fleet does not decrypt: give the token in a file, "+
-			"fleet rotate --runner-token-file <(pulumi config get %s --stack %s) …; nothing was created or drained", path, g.TokenConfigKey, g.TokenConfigKey, o.stack)
-	default:
-		t, ok := v.plain[g.TokenConfigKey]
-		if !ok {
-			return "", fmt.Errorf("%s: config key runnerfleet:%s is not set: pulumi config set --secret %s <glrt-token> --stack %s, then give it with --runner-token-file; nothing was created or drained",
-				path, g.TokenConfigKey, g.TokenConfigKey, o.stack)
-		}
-		token = t
-	}
-	if !gitlabrunner.TokenFormat.MatchString(token) {
-		return "", fmt.Errorf("%s: not a runner token (8 to 512 letters, digits, '.', '_' or '-', such as glrt-…); nothing was created or drained", path)
-	}
-	return token, nil
 }
 
 // webhookURL is the group's notification webhook from the stack file's

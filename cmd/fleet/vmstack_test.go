@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/runnerfleet/runnerfleet/providers"
@@ -18,24 +19,25 @@ import (
 )
 
 const (
-	vmStack      = "ci-test"
-	vmProject    = "ci-test-project"
-	windowsToken = "glrt-windowsTokenNotReal-7c1e"
+	vmStack   = "ci-test"
+	vmProject = "ci-test-project"
 )
 
 // vmStackFile writes a gke stack config with a Windows VM group in its
-// production fleet, whose runner token (and, with webhook, its
-// notification URL) are plain values of the file, or a secret (secure).
-func vmStackFile(t *testing.T, webhook string, secure bool) string {
+// production fleet. The group's runner token is a secret (secure), as in
+// a real stack; with webhook, its notification URL is a plain value, or a
+// secret when secureWebhook.
+func vmStackFile(t *testing.T, webhook string, secureWebhook bool) string {
 	t.Helper()
-	token := "runnerfleet:windowsRunnerToken: " + windowsToken
-	if secure {
-		token = "runnerfleet:windowsRunnerToken:\n    secure: AAABAJ1n0tRe4l"
-	}
+	token := "runnerfleet:windowsRunnerToken:\n    secure: AAABAJ1n0tRe4l"
 	notify := ""
 	if webhook != "" {
 		notify = "\n            notify: {webhookURLConfigKey: rotationWebhook}"
-		token += "\n  runnerfleet:rotationWebhook: " + webhook
+		if secureWebhook {
+			token += "\n  runnerfleet:rotationWebhook:\n    secure: AAABAHo0kN0tRe4l"
+		} else {
+			token += "\n  runnerfleet:rotationWebhook: " + webhook
+		}
 	}
 	yaml := `config:
   ` + token + `
@@ -90,10 +92,12 @@ func windowsGroup(t *testing.T) *gcetest.Server {
 }
 
 // fleet rotate --stack --group rotates a VM group from the stack config
-// alone (no --image, --zone, --machine-type, --project or token flag),
-// against the loopback GCE: the new color has the stack's image, machine
-// type, count, zones, subnetwork and service account, gets the runner
-// token from the stack, and the notification goes to the stack's webhook.
+// alone (no --image, --zone, --machine-type or --project), against the
+// loopback GCE: the new color has the stack's image, machine type, count,
+// zones, subnetwork and service account, is told the name of the group's
+// runner token secret (which the program wrote and only that account may
+// read: the token never passes through fleet), and the notification goes
+// to the stack's webhook.
 func TestFleetRotateRotatesAVMGroupFromTheStackAlone(t *testing.T) {
 	srv := windowsGroup(t)
 	var mu sync.Mutex
@@ -112,9 +116,6 @@ func TestFleetRotateRotatesAVMGroupFromTheStackAlone(t *testing.T) {
 		"--health", "running", "--settle", "0s", "--poll", "50ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
-	}
-	if strings.Contains(out, windowsToken) {
-		t.Errorf("the output shows the runner token:\n%s", out)
 	}
 	for _, want := range []string{"VM group windows-2022 of shared fleet production (stack ci-test): windows wsrm-2022-12, 2 on n2d-standard-8 in us-east1-b, us-east1-c",
 		"Deleted windows-2022-blue-1", "Rotation of windows-2022 succeeded"} {
@@ -138,8 +139,8 @@ func TestFleetRotateRotatesAVMGroupFromTheStackAlone(t *testing.T) {
 		if !strings.HasSuffix(nic.GetNetwork(), "/global/networks/ci-test") || !strings.HasSuffix(nic.GetSubnetwork(), "/regions/us-east1/subnetworks/ci-test-production-vms") {
 			t.Errorf("%s is in %s %s, want the fleet's VM subnetwork of the cluster's VPC", in.Name, nic.GetNetwork(), nic.GetSubnetwork())
 		}
-		if in.Metadata[vmfleet.RunnerTokenMetadataKey] != windowsToken || in.MachineType != "n2d-standard-8" || !strings.HasSuffix(in.SourceImage, "wsrm-2022-12") {
-			t.Errorf("%s: machine type %s, image %s, token given %v", in.Name, in.MachineType, in.SourceImage, in.Metadata[vmfleet.RunnerTokenMetadataKey] == windowsToken)
+		if got := in.Metadata[vmfleet.RunnerTokenSecretMetadataKey]; got != "projects/ci-test-project/secrets/ci-test-windows-2022-runner-token" || in.MachineType != "n2d-standard-8" || !strings.HasSuffix(in.SourceImage, "wsrm-2022-12") {
+			t.Errorf("%s: machine type %s, image %s, token secret %q", in.Name, in.MachineType, in.SourceImage, got)
 		}
 	}
 	if zones["windows-2022-green-1"] != "us-east1-b" || zones["windows-2022-green-2"] != "us-east1-c" {
@@ -157,9 +158,9 @@ func TestFleetRotateRotatesAVMGroupFromTheStackAlone(t *testing.T) {
 }
 
 // A flag overrides the stack's value and says so; a group the stack lacks,
-// a secret token without --runner-token-file, --windows or --provider ec2
-// with --stack are refused naming the key or flag, before anything is
-// created or drained.
+// a secret webhook without --webhook, --windows or --provider ec2 with
+// --stack are refused naming the key or flag, before anything is created
+// or drained.
 func TestFleetRotateFromAStackTakesFlagsOverItAndRefusesBadInput(t *testing.T) {
 	srv := windowsGroup(t)
 	base := []string{"rotate", "--stack", vmStack, "--endpoint", srv.URL(), "--health", "running", "--settle", "0s", "--poll", "50ms"}
@@ -171,19 +172,17 @@ func TestFleetRotateFromAStackTakesFlagsOverItAndRefusesBadInput(t *testing.T) {
 		{"no such group", []string{"--config", vmStackFile(t, "", false), "--group", "windows-2019"},
 			"--group windows-2019: stack ci-test has no such VM group; its VM groups are windows-2022"},
 		{"no group", []string{"--config", vmStackFile(t, "", false)}, "--stack ci-test needs --group, the VM group to rotate: windows-2022"},
-		{"a secret token without its file", []string{"--config", vmStackFile(t, "", true), "--group", "windows-2022"},
-			"runnerfleet:fleet.sharedFleets[0].vmGroups[0].tokenConfigKey: config key runnerfleet:windowsRunnerToken is a secret, which fleet does not decrypt: give the token in a file"},
+		{"a secret webhook without --webhook", []string{"--config", vmStackFile(t, "https://hooks.example.com/x", true), "--group", "windows-2022"},
+			"runnerfleet:fleet.sharedFleets[0].vmGroups[0].notify.webhookURLConfigKey: config key runnerfleet:rotationWebhook is a secret, which fleet does not decrypt: give the URL with --webhook"},
 		{"--windows", []string{"--config", vmStackFile(t, "", false), "--group", "windows-2022", "--windows"}, "drop --windows"},
 		{"--provider ec2", []string{"--config", vmStackFile(t, "", false), "--group", "windows-2022", "--provider", "ec2"}, "--provider ec2: the VM groups of stack ci-test run on GCE"},
-		{"a token file that holds no token", []string{"--config", vmStackFile(t, "", true), "--group", "windows-2022", "--runner-token-file", writeFile(t, "not a token\n")},
-			"not a runner token"},
 		{"--config without --stack", []string{"--config", vmStackFile(t, "", false)}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(append([]string{}, base...), c.args...)
 			if c.want == "" {
 				args = append([]string{"rotate", "--group", "windows-2022"}, c.args...)
-				c.want = "--config and --runner-token-file read a VM group from a stack: add --stack"
+				c.want = "--config reads a VM group from a stack config: add --stack"
 			}
 			out, err := fleetCmd(t, args...)
 			if err == nil || !strings.Contains(err.Error()+out, c.want) {
@@ -195,11 +194,13 @@ func TestFleetRotateFromAStackTakesFlagsOverItAndRefusesBadInput(t *testing.T) {
 		})
 	}
 
-	// The image flag wins over the stack's, and the secret token comes
-	// from its file.
+	// The image flag wins over the stack's, and --webhook over its secret.
+	var posted atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posted.Add(1) }))
+	t.Cleanup(hook.Close)
 	srv.AddImage(gcetest.Image{Name: "wsrm-2022-12-hotfix"})
-	out, err := fleetCmd(t, append(base, "--config", vmStackFile(t, "", true), "--group", "windows-2022",
-		"--image", "wsrm-2022-12-hotfix", "--runner-token-file", writeFile(t, windowsToken+"\n"))...)
+	out, err := fleetCmd(t, append(base, "--config", vmStackFile(t, "https://hooks.example.com/x", true), "--group", "windows-2022",
+		"--image", "wsrm-2022-12-hotfix", "--webhook", hook.URL)...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -207,17 +208,11 @@ func TestFleetRotateFromAStackTakesFlagsOverItAndRefusesBadInput(t *testing.T) {
 		t.Errorf("the override is not said:\n%s", out)
 	}
 	for _, in := range srv.Instances() {
-		if !strings.HasSuffix(in.SourceImage, "wsrm-2022-12-hotfix") || in.Metadata[vmfleet.RunnerTokenMetadataKey] != windowsToken {
-			t.Errorf("%s boots %s, token from the file %v", in.Name, in.SourceImage, in.Metadata[vmfleet.RunnerTokenMetadataKey] == windowsToken)
+		if !strings.HasSuffix(in.SourceImage, "wsrm-2022-12-hotfix") {
+			t.Errorf("%s boots %s", in.Name, in.SourceImage)
 		}
 	}
-}
-
-func writeFile(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
+	if n := posted.Load(); n != 1 {
+		t.Errorf("--webhook got %d notifications, want 1", n)
 	}
-	return path
 }

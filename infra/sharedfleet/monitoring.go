@@ -75,7 +75,11 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 		return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", p.Spec.Name, err)
 	}
 	for _, vp := range p.Cloud.VMGroups {
-		if _, err := declareVMGroup(ctx, e.cluster()+"-vmgroup-"+vp.Group.Name, e, vp, fl); err != nil {
+		token, ok := tokens[vp.Group.TokenConfigKey]
+		if !ok {
+			return nil, fmt.Errorf("sharedfleet: the runner token of VM group %s was not read", vp.Group.Name)
+		}
+		if _, err := declareVMGroup(ctx, e.cluster()+"-vmgroup-"+vp.Group.Name, e, vp, token, fl); err != nil {
 			return nil, fmt.Errorf("declaring VM group %s of shared fleet %s: %w", vp.Group.Name, p.Spec.Name, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/compute"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/projects"
+	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/secretmanager"
 	"github.com/runnerfleet/runnerfleet/infra/internal/sdk/gcp/serviceaccount"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
@@ -21,6 +22,10 @@ import (
 //   - the Google service account the group's managers run as (fleet
 //     rotate --stack creates them so), with the project roles
 //     fleetspec.VMGroupRoles and nothing else;
+//   - the group's runner token (its tokenConfigKey) as a Secret Manager
+//     secret, fleetspec.VMGroupTokenSecretID, which that account alone
+//     may read (fleetspec.RunnerTokenSecretRole on the secret): fleet
+//     rotate names it to the new VMs, never the token;
 //   - its firewall rules, each targeting that account, so that they admit
 //     to the group's managers and to no other VM of the VPC: the fleet's
 //     Prometheus (from the cluster's pods range, vmSourceRanges) to
@@ -40,9 +45,9 @@ type VMGroup struct {
 	Email pulumi.StringOutput
 }
 
-// declareVMGroup declares the VM group of plan vp under its fleet's
-// component parent.
-func declareVMGroup(ctx *pulumi.Context, name string, e *cloud, vp shared.VMGroupPlan, parent pulumi.Resource) (*VMGroup, error) {
+// declareVMGroup declares the VM group of plan vp, whose runner token is
+// token, under its fleet's component parent.
+func declareVMGroup(ctx *pulumi.Context, name string, e *cloud, vp shared.VMGroupPlan, token pulumi.StringOutput, parent pulumi.Resource) (*VMGroup, error) {
 	c := &VMGroup{}
 	if err := ctx.RegisterComponentResource("runnerfleet:sharedfleet:VMGroup", name, c, pulumi.Parent(parent)); err != nil {
 		return nil, err
@@ -68,6 +73,28 @@ func declareVMGroup(ctx *pulumi.Context, name string, e *cloud, vp shared.VMGrou
 			return nil, fmt.Errorf("granting VM group %s %s: %w", g.Name, role, err)
 		}
 	}
+	secret, err := secretmanager.NewSecret(ctx, name+"-token", &secretmanager.SecretArgs{
+		Project:     pulumi.String(g.Project),
+		SecretId:    pulumi.String(vp.TokenSecretID),
+		Replication: &secretmanager.SecretReplicationArgs{Auto: &secretmanager.SecretReplicationAutoArgs{}},
+	}, e.opts(c)...)
+	if err != nil {
+		return nil, fmt.Errorf("creating the runner token secret of VM group %s: %w", g.Name, err)
+	}
+	if _, err := secretmanager.NewSecretVersion(ctx, name+"-token-version", &secretmanager.SecretVersionArgs{
+		Secret:     secret.ID().ToStringOutput(),
+		SecretData: pulumi.ToSecret(token).(pulumi.StringOutput),
+	}, e.opts(c)...); err != nil {
+		return nil, fmt.Errorf("storing the runner token of VM group %s: %w", g.Name, err)
+	}
+	if _, err := secretmanager.NewSecretIamMember(ctx, name+"-token-reader", &secretmanager.SecretIamMemberArgs{
+		Project:  pulumi.String(g.Project),
+		SecretId: secret.SecretId,
+		Role:     pulumi.String(fleetspec.RunnerTokenSecretRole),
+		Member:   member,
+	}, e.opts(c)...); err != nil {
+		return nil, fmt.Errorf("letting VM group %s read its runner token: %w", g.Name, err)
+	}
 	for _, fw := range vp.Firewalls {
 		sources := fw.Sources
 		if fw.Consumer == fleetspec.VMConsumerPrometheus {
@@ -86,5 +113,5 @@ func declareVMGroup(ctx *pulumi.Context, name string, e *cloud, vp shared.VMGrou
 			return nil, fmt.Errorf("creating the firewall rule %s of VM group %s: %w", fw.Name, g.Name, err)
 		}
 	}
-	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"serviceAccount": acct.Email})
+	return c, ctx.RegisterResourceOutputs(c, pulumi.Map{"serviceAccount": acct.Email, "runnerTokenSecret": secret.Name})
 }

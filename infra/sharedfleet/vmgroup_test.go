@@ -18,10 +18,13 @@ import (
 )
 
 const (
-	tokVMGroup    = "runnerfleet:sharedfleet:VMGroup"
-	tokAccount    = "gcp:serviceaccount/account:Account"
-	tokProjectIAM = "gcp:projects/iAMMember:IAMMember"
-	tokConfigMap  = "kubernetes:core/v1:ConfigMap"
+	tokVMGroup       = "runnerfleet:sharedfleet:VMGroup"
+	tokAccount       = "gcp:serviceaccount/account:Account"
+	tokProjectIAM    = "gcp:projects/iAMMember:IAMMember"
+	tokConfigMap     = "kubernetes:core/v1:ConfigMap"
+	tokSecret        = "gcp:secretmanager/secret:Secret"
+	tokSecretVersion = "gcp:secretmanager/secretVersion:SecretVersion"
+	tokSecretIAM     = "gcp:secretmanager/secretIamMember:SecretIamMember"
 	// The admin and RDP ranges of the Windows group.
 	adminRange = "203.0.113.0/24"
 	rdpRange   = "198.51.100.0/28"
@@ -193,34 +196,55 @@ func TestVMGroupFirewallsAdmitOnlyTheFleetsPrometheusAndTheListedRanges(t *testi
 }
 
 // Each group's managers run as an account of their own with the log and
-// metric writer roles in the project and nothing else: no other grant of
-// the stack names it, and none lets anyone act as it.
-func TestVMGroupAccountsHaveOnlyLogAndMetricWriting(t *testing.T) {
+// metric writer roles in the project, and the reading of their runner
+// token's secret on that secret alone: no other grant of the stack names
+// the account, none lets anyone act as it, and no one else may read the
+// secret. The secret holds the group's token, as a Pulumi secret.
+func TestVMGroupAccountsHaveOnlyLogAndMetricWritingAndTheirToken(t *testing.T) {
 	p := withVMGroups(t)
-	for _, group := range []string{"windows-2022", "linux-vm"} {
+	for group, key := range map[string]string{"windows-2022": "windowsToken", "linux-vm": "linuxVMToken"} {
 		email := vmGroupEmail(group)
 		acct := p.m.Get(t, tokAccount, "runners-prod-vmgroup-"+group+"-sa")
 		if str(acct.Input("accountId")) != fleetspec.VMGroupServiceAccountID("runners-prod", group) || str(acct.Input("project")) != project {
 			t.Errorf("%s: account %v", group, acct.Inputs)
 		}
-		var roles []string
+		secret := p.m.Get(t, tokSecret, "runners-prod-vmgroup-"+group+"-token")
+		secretID := fleetspec.VMGroupTokenSecretID("runners-prod", group)
+		if str(secret.Input("secretId")) != secretID || str(secret.Input("project")) != project {
+			t.Errorf("%s: secret %v", group, secret.Inputs)
+		}
+		version := p.m.Get(t, tokSecretVersion, "runners-prod-vmgroup-"+group+"-token-version")
+		if data := version.Inputs["secretData"]; !data.IsSecret() || str(version.Input("secretData")) != "glrt-"+key+"NotReal" {
+			t.Errorf("%s: the secret's version holds %v, want the group's token as a Pulumi secret", group, data)
+		}
+		var grants []string
 		for _, r := range p.m.Resources() {
-			if !strings.Contains(r.Token, "IAMMember") {
+			if !strings.Contains(strings.ToLower(r.Token), "iammember") {
 				continue
 			}
+			if str(r.Input("secretId")) == secretID && str(r.Input("member")) != "serviceAccount:"+email {
+				t.Errorf("%s: %s lets %s read the group's token", group, r.Name, str(r.Input("member")))
+			}
 			if str(r.Input("member")) == "serviceAccount:"+email {
-				if r.Token != tokProjectIAM || str(r.Input("project")) != project || r.Input("condition").IsObject() {
-					t.Errorf("%s: grant %s %s %v", group, r.Token, r.Name, r.Inputs)
+				if r.Input("condition").IsObject() {
+					t.Errorf("%s: grant %s has a condition", group, r.Name)
 				}
-				roles = append(roles, str(r.Input("role")))
+				on := str(r.Input("project"))
+				if r.Token == tokSecretIAM {
+					on = "secret " + str(r.Input("secretId"))
+				} else if r.Token != tokProjectIAM {
+					on = r.Token
+				}
+				grants = append(grants, str(r.Input("role"))+" on "+on)
 			}
 			if strings.Contains(str(r.Input("serviceAccountId")), email) {
 				t.Errorf("%s: %s lets %s act on the group's account", group, r.Name, str(r.Input("member")))
 			}
 		}
-		slices.Sort(roles)
-		if strings.Join(roles, ",") != "roles/logging.logWriter,roles/monitoring.metricWriter" {
-			t.Errorf("%s: roles %v, want the log and metric writer alone", group, roles)
+		slices.Sort(grants)
+		want := []string{"roles/logging.logWriter on " + project, "roles/monitoring.metricWriter on " + project, "roles/secretmanager.secretAccessor on secret " + secretID}
+		if !slices.Equal(grants, want) {
+			t.Errorf("%s: grants %v, want %v", group, grants, want)
 		}
 	}
 }

@@ -60,6 +60,8 @@ type VMGroup struct {
 	Image string `json:"image"`
 	// TokenConfigKey names the stack config secret holding the runner's
 	// authentication token (glrt-…): pulumi config set --secret <key> glrt-…
+	// The program keeps it in a Secret Manager secret only the group's
+	// account may read (VMGroupTokenSecretID).
 	TokenConfigKey string `json:"tokenConfigKey"`
 	// AdminSourceRanges may reach the managers' WinRM (windows) or SSH
 	// (linux), gitlab-runner's metrics and the host exporter's port,
@@ -207,9 +209,24 @@ func VMGroupServiceAccountEmail(project, cluster, name string) string {
 // Logging and Monitoring (the Ops Agent, a runner's log shipping). The
 // drain agent needs no role: it reads the drain request from the VM's
 // metadata server and reports through guest attributes, which the VM
-// itself writes without IAM; the runner's token comes with the VM's
-// metadata from fleet rotate.
+// itself writes without IAM. The one other grant is RunnerTokenSecretRole
+// on the group's own runner token secret.
 var VMGroupRoles = []string{"roles/logging.logWriter", "roles/monitoring.metricWriter"}
+
+// RunnerTokenSecretRole lets a group's account read its runner token
+// secret (VMGroupTokenSecretID), granted on that secret alone.
+const RunnerTokenSecretRole = "roles/secretmanager.secretAccessor"
+
+// VMGroupTokenSecretID is the Secret Manager secret, in the group's
+// project, that holds the runner token of group name in cluster: the
+// program writes it from the group's tokenConfigKey, the group's account
+// alone may read it, and fleet rotate tells the new VMs its name.
+func VMGroupTokenSecretID(cluster, name string) string { return cluster + "-" + name + "-runner-token" }
+
+// VMGroupTokenSecret is that secret's resource name in project.
+func VMGroupTokenSecret(project, cluster, name string) string {
+	return "projects/" + project + "/secrets/" + VMGroupTokenSecretID(cluster, name)
+}
 
 // Consumers of a VM group's ports.
 const (

@@ -39,14 +39,18 @@ type CloudPlan struct {
 
 // VMGroupPlan is a VM manager group's cloud side: the Google service
 // account its managers run as (fleet rotate makes them so), its project
-// roles (fleetspec.VMGroupRoles) and its firewall rules, each targeting
+// roles (fleetspec.VMGroupRoles), its runner token's secret and its
+// firewall rules, each targeting
 // the account, so that they admit to the group's managers and to no other
 // VM.
 type VMGroupPlan struct {
 	Group                                      fleetspec.VMGroup
 	AccountID, Email, DisplayName, Description string
 	Roles                                      []string
-	Firewalls                                  []VMGroupFirewallPlan
+	// TokenSecretID is the Secret Manager secret of the group's runner
+	// token, which the account alone may read.
+	TokenSecretID string
+	Firewalls     []VMGroupFirewallPlan
 }
 
 // VMGroupFirewallPlan is one rule of a VM group (fleetspec.VMGroupIngress).
@@ -60,12 +64,13 @@ type VMGroupFirewallPlan struct {
 // planVMGroup plans VM group g of the Effective fleet s on cluster.
 func planVMGroup(s fleetspec.SharedFleet, g fleetspec.VMGroup, cluster string) VMGroupPlan {
 	p := VMGroupPlan{
-		Group:       g,
-		AccountID:   fleetspec.VMGroupServiceAccountID(cluster, g.Name),
-		Email:       fleetspec.VMGroupServiceAccountEmail(g.Project, cluster, g.Name),
-		DisplayName: "runnerfleet VM group " + g.Name,
-		Description: "the " + g.OS + " manager VMs of group " + g.Name + " of shared fleet " + s.Namespace + " on GKE cluster " + cluster + ": writes their logs and metrics.",
-		Roles:       slices.Clone(fleetspec.VMGroupRoles),
+		Group:         g,
+		AccountID:     fleetspec.VMGroupServiceAccountID(cluster, g.Name),
+		Email:         fleetspec.VMGroupServiceAccountEmail(g.Project, cluster, g.Name),
+		DisplayName:   "runnerfleet VM group " + g.Name,
+		Description:   "the " + g.OS + " manager VMs of group " + g.Name + " of shared fleet " + s.Namespace + " on GKE cluster " + cluster + ": writes their logs and metrics, reads their runner token.",
+		Roles:         slices.Clone(fleetspec.VMGroupRoles),
+		TokenSecretID: fleetspec.VMGroupTokenSecretID(cluster, g.Name),
 	}
 	for _, in := range g.Ingress() {
 		ports := portStrings(in.Ports)

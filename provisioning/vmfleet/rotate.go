@@ -30,11 +30,12 @@ const (
 	RoleManager     = "manager"
 )
 
-// RunnerTokenMetadataKey is the instance metadata key in which fleet
-// rotate --stack hands a VM group's runner token (its tokenConfigKey) to
-// the new VMs; the image's startup writes it into gitlab-runner's
-// config.toml.
-const RunnerTokenMetadataKey = "runnerfleet-runner-token"
+// RunnerTokenSecretMetadataKey is the instance metadata key in which fleet
+// rotate --stack names a VM group's runner token secret (Secret Manager,
+// projects/<project>/secrets/<id>) to the new VMs: the image's startup
+// reads its latest version as the VM's service account, the only one
+// that may, and writes the token into gitlab-runner's config.toml.
+const RunnerTokenSecretMetadataKey = "runnerfleet-runner-token-secret"
 
 // Rotation is one blue/green rotation of a manager group.
 type Rotation struct {
