@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
@@ -64,20 +65,29 @@ func (o rotateStack) apply(s rotateSettings, set map[string]bool, stderr io.Writ
 		return fmt.Errorf("--provider %s: the VM groups of stack %s run on GCE (the gke platform); drop --provider", s.cloud.provider, o.stack)
 	}
 	// A flag given overrides the stack's value, and is said to.
-	from := func(flag, what, stackValue string, fill func()) {
+	fromKey := func(flag, keyPath, stackValue string, fill func()) {
 		if set[flag] {
-			fmt.Fprintf(stderr, "fleet rotate: --%s overrides %s.%s (%s)\n", flag, key, what, stackValue)
+			fmt.Fprintf(stderr, "fleet rotate: --%s overrides %s (%s)\n", flag, keyPath, stackValue)
 			return
 		}
 		fill()
 	}
-	from("project", "project (gcp.project)", g.Project, func() { s.cloud.project = g.Project })
+	from := func(flag, what, stackValue string, fill func()) {
+		fromKey(flag, key.String()+"."+what, stackValue, fill)
+	}
+	fromKey("project", stackconfig.Root.Child("gcp", "project").String(), g.Project, func() { s.cloud.project = g.Project })
 	from("zones", "zones", strings.Join(g.Zones, ","), func() { s.cloud.zones = strings.Join(g.Zones, ",") })
 	from("zone", "zones", strings.Join(g.Zones, ","), func() { r.Zones, r.Template.Zone = g.Zones, g.Zones[0] })
 	from("image", "image", g.Image, func() { r.Template.Image = g.Image })
 	from("machine-type", "machineType", g.MachineType, func() { r.Template.MachineType = g.MachineType })
 	from("count", "count", fmt.Sprint(g.Count), func() { r.Count = g.Count })
-	from("job-timeout", "jobTimeout of its fleet", fleet.JobTimeoutOrDefault().String(), func() { *s.jobTimeout = fleet.JobTimeoutOrDefault() })
+	fleetKey := stackconfig.Root.Child("sharedFleets")
+	for i, sf := range f.SharedFleets {
+		if sf.Name == fleet.Name {
+			fleetKey = fleetKey.Index(i)
+		}
+	}
+	fromKey("job-timeout", fleetKey.Child("jobTimeout").String(), fleet.JobTimeoutOrDefault().String(), func() { *s.jobTimeout = fleet.JobTimeoutOrDefault() })
 	from("drain-timeout", "drainTimeout", g.DrainTimeoutOr(fleet.JobTimeoutOrDefault()).String(), func() {
 		r.DrainTimeout = g.DrainTimeoutOr(fleet.JobTimeoutOrDefault())
 	})
