@@ -50,6 +50,8 @@ var stackSecrets = map[string]map[string]string{
 		"runnerfleet:sharedStagingLinuxToken":       "glrt-shared-staging-linux-secret",
 		"runnerfleet:sharedStagingFleetingToken":    "glrt-shared-staging-fleeting-secret",
 		"runnerfleet:sharedStagingWindowsToken":     "glrt-shared-staging-windows-secret",
+		"runnerfleet:sharedProductionWindowsToken":  "glrt-shared-prod-windows-secret",
+		"runnerfleet:rotationWebhookURL":            "https://hooks.slack.com/services/not-a-real-token",
 		"runnerfleet:alertWebhookURL":               "https://hooks.example.com/alerts/not-a-real-token",
 	},
 }
@@ -406,9 +408,26 @@ func vmNetworkPaths(t *testing.T, m *infratest.Mocks) {
 			}
 		}
 	}
+	// The accounts of the VM groups' managers, which no job VM runs as.
+	managerAccounts := map[string]bool{}
+	for _, r := range m.ByToken("gcp:serviceaccount/account:Account") {
+		if strings.Contains(r.URN, "$runnerfleet:sharedfleet:VMGroup$") {
+			managerAccounts[r.Input("accountId").StringValue()+"@"+r.Input("project").StringValue()+".iam.gserviceaccount.com"] = true
+		}
+	}
 	vmRules := 0
 	for _, r := range m.ByToken("gcp:compute/firewall:Firewall") {
 		targets := r.Input("targetTags")
+		if accounts := r.Input("targetServiceAccounts"); accounts.IsArray() && len(accounts.ArrayValue()) > 0 {
+			// A VM group's rule: it reaches the VMs that run as its
+			// managers' account, and no job VM.
+			for _, a := range accounts.ArrayValue() {
+				if !managerAccounts[a.StringValue()] {
+					t.Errorf("rule %s targets VMs running as %s, not a VM group's managers' account", r.Name, a.StringValue())
+				}
+			}
+			continue
+		}
 		if !targets.IsArray() || len(targets.ArrayValue()) == 0 {
 			t.Errorf("rule %s targets every instance of the VPC, the job VMs included", r.Name)
 			continue

@@ -63,6 +63,16 @@ type InstanceSpec struct {
 	// "user-data" key becomes the instance's user data.
 	Metadata map[string]string
 	Spot     bool
+	// Network and Subnetwork place the VM's one network interface (GCE
+	// resource paths, projects/<p>/global/networks/<n> and
+	// projects/<p>/regions/<r>/subnetworks/<s>); "" is the project's
+	// default network and its subnetwork of the zone's region. EC2 takes
+	// neither.
+	Network, Subnetwork string
+	// ServiceAccount is the email of the Google service account the VM
+	// runs as, with the cloud-platform scope (its roles decide what it
+	// may do); "" runs it as none. EC2 ignores it.
+	ServiceAccount string
 }
 
 // Image is a machine image.

@@ -173,8 +173,12 @@ func checkStack(name string, raw []byte, secrets bool) (string, error) {
 	for _, s := range f.SharedFleets {
 		groups += len(s.Groups)
 	}
-	return fmt.Sprintf("platform %s, %d team(s), %d shared fleet(s) with %d manager group(s); %d config.toml checked against gitlab-runner %s",
-		f.Platform, len(f.Teams), len(f.SharedFleets), groups, configs, oracle.GitLabRunnerRelease), nil
+	vmGroups := ""
+	if n := len(f.VMGroupNames()); n > 0 {
+		vmGroups = fmt.Sprintf(" and %d VM group(s)", n)
+	}
+	return fmt.Sprintf("platform %s, %d team(s), %d shared fleet(s) with %d manager group(s)%s; %d config.toml checked against gitlab-runner %s",
+		f.Platform, len(f.Teams), len(f.SharedFleets), groups, vmGroups, configs, oracle.GitLabRunnerRelease), nil
 }
 
 // secureStandIn stands for a secure config value fleet check does not

@@ -44,6 +44,9 @@ func TestCheckPassesTheCompiledInStacks(t *testing.T) {
 	if !strings.Contains(out.String(), "6 config.toml checked against gitlab-runner "+oracle.GitLabRunnerRelease) {
 		t.Errorf("gke-shared's team and five manager groups were not all judged by the oracle:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "with 5 manager group(s) and 1 VM group(s);") {
+		t.Errorf("gke-shared's VM group is not counted:\n%s", out.String())
+	}
 }
 
 // A stack whose checks fail makes fleet check fail, with the stack's own

@@ -147,8 +147,21 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	)
 	imgFlags.bind(fs, true)
 	fs.Var(&runnerTags, "runner-tag", "with the --image-* inputs and --gitlab-*: a tag of the group's runners instead of <os> and <os>-<version> (repeatable); the runner's tags in GitLab must be the group's")
+	var st rotateStack
+	fs.StringVar(&st.stack, "stack", "", "read the group (--group, one of the stack's sharedFleets[].vmGroups) from this stack's config: image, machine type, zones, count, network, service account, runner token secret, drain timeout, notification; a flag given as well overrides the stack's value")
+	fs.StringVar(&st.config, "config", "", "with --stack: the stack config file (default the stack's Pulumi.<stack>.yaml compiled into fleet)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if st.stack == "" && st.config != "" {
+		return fmt.Errorf("--config reads a VM group from a stack config: add --stack")
+	}
+	if st.stack != "" {
+		if err := st.apply(rotateSettings{r: &r, cloud: &cf, webhook: &webhook, notifyFormat: &notifyFormat, jobTimeout: &jobTimeout}, set, stderr); err != nil {
+			return err
+		}
 	}
 	// The image inputs: --image must be the image they name, and is that
 	// image when not given.

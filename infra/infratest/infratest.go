@@ -40,7 +40,7 @@ const Project = "runnerfleet"
 var SchemaPackages = []string{
 	"aws:.", "gcp:.", "kubernetes:.",
 	"aws:ec2", "aws:eks", "aws:iam", "aws:sqs", "aws:cloudwatch", "aws:s3",
-	"gcp:compute", "gcp:container", "gcp:serviceaccount", "gcp:projects", "gcp:storage", "gcp:iam",
+	"gcp:compute", "gcp:container", "gcp:serviceaccount", "gcp:projects", "gcp:storage", "gcp:iam", "gcp:secretmanager",
 	"kubernetes:helm/v3", "kubernetes:core/v1", "kubernetes:apps/v1", "kubernetes:rbac/v1",
 	"kubernetes:apiextensions/v1", "kubernetes:policy/v1", "kubernetes:networking/v1",
 	"kubernetes:autoscaling/v2", "kubernetes:batch/v1",

@@ -52,6 +52,9 @@ var Resources = []Package{
 		"gcp:iam/workloadIdentityPool:WorkloadIdentityPool", "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider",
 	}},
 	{"gcp", "storage", []string{"gcp:storage/bucket:Bucket", "gcp:storage/bucketIAMMember:BucketIAMMember"}},
+	{"gcp", "secretmanager", []string{
+		"gcp:secretmanager/secret:Secret", "gcp:secretmanager/secretVersion:SecretVersion", "gcp:secretmanager/secretIamMember:SecretIamMember",
+	}},
 
 	{"kubernetes", ".", []string{"pulumi:providers:kubernetes"}},
 	{"kubernetes", "helm/v3", []string{"kubernetes:helm.sh/v3:Release"}},

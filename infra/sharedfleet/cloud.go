@@ -22,7 +22,7 @@ type cloud struct {
 func (e *cloud) platform() fleetspec.Platform {
 	g := e.p.Args.GCP
 	return fleetspec.Platform{Project: g.Project, Region: g.Region, Cluster: e.cluster(), Network: stackconfig.GCPNetworkPath(g.Project, e.cluster()),
-		CacheBucket: gcp.BucketName(g.Project, e.cluster())}
+		CacheBucket: gcp.BucketName(g.Project, e.cluster()), Zones: g.Zones}
 }
 
 func (e *cloud) project() string { return e.p.Args.GCP.Project }

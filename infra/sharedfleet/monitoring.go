@@ -74,6 +74,15 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 	if _, err := newSharedFleetNetwork(ctx, e.cluster()+"-"+p.Namespace+"-vms", e, p.Cloud, pulumi.Parent(fl)); err != nil {
 		return nil, fmt.Errorf("declaring the VM network of shared fleet %s: %w", p.Spec.Name, err)
 	}
+	for _, vp := range p.Cloud.VMGroups {
+		token, ok := tokens[vp.Group.TokenConfigKey]
+		if !ok {
+			return nil, fmt.Errorf("sharedfleet: the runner token of VM group %s was not read", vp.Group.Name)
+		}
+		if _, err := declareVMGroup(ctx, e.cluster()+"-vmgroup-"+vp.Group.Name, e, vp, token, fl); err != nil {
+			return nil, fmt.Errorf("declaring VM group %s of shared fleet %s: %w", vp.Group.Name, p.Spec.Name, err)
+		}
+	}
 	on := children(fl, c)
 	ns, err := kube.Declare(ctx, component+"-ns", kube.Namespace(p.Namespace, ctx.Stack()), nil, on(c.DependsOn...)...)
 	if err != nil {

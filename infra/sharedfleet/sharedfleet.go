@@ -197,6 +197,11 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 				return nil, fmt.Errorf("%s.sharedFleets[%d].groups[%d].tokenConfigKey: no token was read for config key %s (kube.ReadSecrets)", stackconfig.Root, i, j, g.TokenConfigKey)
 			}
 		}
+		for j, g := range s.VMGroups {
+			if _, ok := secrets[g.TokenConfigKey]; !ok {
+				return nil, fmt.Errorf("%s.sharedFleets[%d].vmGroups[%d].tokenConfigKey: no token was read for config key %s (kube.ReadSecrets)", stackconfig.Root, i, j, g.TokenConfigKey)
+			}
+		}
 	}
 	var err error
 	plans := make([]*shared.FleetPlan, len(fleets))

@@ -39,7 +39,8 @@ type ConfigSecret struct {
 
 // ConfigSecrets are every use of a config secret the stack makes, in the
 // order of the stack config: the teams' tokens, the shared fleets' runner
-// tokens and, with shared fleets, the alert receiver's secret. A key may be
+// tokens, the VM groups' runner tokens and notification webhooks and, with
+// shared fleets, the alert receiver's secret. A key may be
 // used more than once; the program reads each once (ReadSecrets).
 func (f *Fleet) ConfigSecrets() []ConfigSecret {
 	var out []ConfigSecret
@@ -55,6 +56,13 @@ func (f *Fleet) ConfigSecrets() []ConfigSecret {
 	for i, s := range f.SharedFleets {
 		for j, g := range s.Groups {
 			out = append(out, ConfigSecret{Root.Child("sharedFleets").Index(i).Child("groups").Index(j).Child("tokenConfigKey"), g.TokenConfigKey, SecretRunnerToken})
+		}
+		for j, g := range s.VMGroups {
+			gp := Root.Child("sharedFleets").Index(i).Child("vmGroups").Index(j)
+			out = append(out, ConfigSecret{gp.Child("tokenConfigKey"), g.TokenConfigKey, SecretRunnerToken})
+			if g.Notify != nil {
+				out = append(out, ConfigSecret{gp.Child("notify", "webhookURLConfigKey"), g.Notify.WebhookURLConfigKey, SecretValue})
+			}
 		}
 	}
 	if len(f.SharedFleets) > 0 && f.Alerting != nil {

@@ -37,6 +37,7 @@ func (f *Fleet) FleetPlatform() fleetspec.Platform {
 	p := fleetspec.Platform{GitLabURL: f.GitLabURL, Cluster: f.ClusterName}
 	if f.GCP != nil {
 		p.Project, p.Region, p.Network = f.GCP.Project, f.GCP.Region, GCPNetworkPath(f.GCP.Project, f.ClusterName)
+		p.Zones = f.GCP.Zones
 	}
 	return p
 }
@@ -102,7 +103,7 @@ func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 		taken[s.Namespace] = fmt.Sprintf("sharedFleets[%d]'s namespace", i)
 		errs = append(errs, validateSharedFleet(s, sp, f)...)
 	}
-	return errs
+	return append(errs, f.validateVMGroups(p)...)
 }
 
 func dns1035(p *field.Path, v string) field.ErrorList {

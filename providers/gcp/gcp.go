@@ -14,6 +14,7 @@
 package gcp
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -227,8 +228,13 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
-// CreateInstance creates an instance with an internal IP only (the default
-// network, no access config), a boot disk from spec.Image, spec's labels
+// CloudPlatformScope is the OAuth scope of a VM's service account: all of
+// Google Cloud, narrowed by the account's roles alone (Google's advice).
+const CloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
+
+// CreateInstance creates an instance with an internal IP only (spec's
+// network and subnetwork, else the default network; no access config),
+// running as spec's service account if any, a boot disk from spec.Image, spec's labels
 // and metadata (plus enable-guest-attributes=TRUE and runnerfleet-image),
 // as a Spot VM deleted on preemption if spec.Spot, and waits for the
 // operation.
@@ -258,10 +264,16 @@ func (c *Compute) CreateInstance(ctx context.Context, spec providers.InstanceSpe
 		}},
 		// No AccessConfigs: the VM gets an internal IP only.
 		NetworkInterfaces: []*computepb.NetworkInterface{{
-			Network: proto.String("global/networks/default"),
+			Network: proto.String(cmp.Or(spec.Network, "global/networks/default")),
 		}},
 		Labels:   copyMap(spec.Labels),
 		Metadata: &computepb.Metadata{Items: metadataItems(spec.Metadata, image)},
+	}
+	if spec.Subnetwork != "" {
+		res.NetworkInterfaces[0].Subnetwork = proto.String(spec.Subnetwork)
+	}
+	if spec.ServiceAccount != "" {
+		res.ServiceAccounts = []*computepb.ServiceAccount{{Email: proto.String(spec.ServiceAccount), Scopes: []string{CloudPlatformScope}}}
 	}
 	if spec.Spot {
 		res.Scheduling = &computepb.Scheduling{

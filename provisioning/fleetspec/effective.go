@@ -20,6 +20,9 @@ type Platform struct {
 	// CacheBucket is the platform's cache bucket, when its name is known
 	// (a fleet that names it uses the platform's bucket).
 	CacheBucket string
+	// Zones are the gcp section's zones: a VM group that names none runs
+	// in the first.
+	Zones []string
 }
 
 // Effective is fleet s with every default resolved: the one resolution of
@@ -37,7 +40,11 @@ type Platform struct {
 //     DefaultTargetUtilization), and what it takes from its fleet and the
 //     platform: the fleet's namespace, GitLab instance, cache bucket, VM
 //     service account and VM agents, the region, the VPC and the VMs'
-//     subnetwork.
+//     subnetwork;
+//   - each VM group's count (DefaultVMGroupCount), zones (the platform's
+//     first), drain timeout (the fleet's job timeout plus gitlab-runner's
+//     drain margin), notification format (DefaultNotifyFormat), and the
+//     fleet's namespace, the project, the VPC and the VMs' subnetwork.
 func (s SharedFleet) Effective(p Platform) SharedFleet {
 	if s.Namespace == "" {
 		s.Namespace = s.Name
@@ -80,6 +87,14 @@ func (s SharedFleet) Effective(p Platform) SharedFleet {
 		if p.Project != "" && p.Region != "" {
 			g.Subnetwork = s.VMSubnetwork(p.Project, p.Region, p.Cluster)
 		}
+	}
+	s.VMGroups = slices.Clone(s.VMGroups)
+	first := ""
+	if len(p.Zones) > 0 {
+		first = p.Zones[0]
+	}
+	for j := range s.VMGroups {
+		s.VMGroups[j] = s.VMGroups[j].effective(s, p, first)
 	}
 	if s.Monitoring.VMQuota == 0 {
 		for _, g := range s.Groups {

@@ -57,6 +57,10 @@ type SharedFleet struct {
 	// Groups are the fleet's manager groups (ManagerGroup, the one model
 	// of a group, decoded from the stack config as it is).
 	Groups []ManagerGroup `json:"groups"`
+	// VMGroups are the fleet's manager groups on VMs of their own
+	// (Windows managers, say), which fleet rotate replaces blue/green;
+	// the fleet's Prometheus scrapes them and its firewall admits it.
+	VMGroups []VMGroup `json:"vmGroups,omitempty"`
 }
 
 // VMNetwork is the subnetwork of a fleet's VMs: one the program declares

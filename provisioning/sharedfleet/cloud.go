@@ -32,6 +32,79 @@ type CloudPlan struct {
 	// (besides gc's own, in GC), in a stable order; infra/sharedfleet
 	// declares each grant two fleets share once.
 	Grants []GrantPlan
+	// VMGroups are the fleet's VM manager groups' identities and firewall
+	// rules, in stack order.
+	VMGroups []VMGroupPlan
+}
+
+// VMGroupPlan is a VM manager group's cloud side: the Google service
+// account its managers run as (fleet rotate makes them so), its project
+// roles (fleetspec.VMGroupRoles), its runner token's secret and its
+// firewall rules, each targeting
+// the account, so that they admit to the group's managers and to no other
+// VM.
+type VMGroupPlan struct {
+	Group                                      fleetspec.VMGroup
+	AccountID, Email, DisplayName, Description string
+	Roles                                      []string
+	// TokenSecretID is the Secret Manager secret of the group's runner
+	// token, which the account alone may read.
+	TokenSecretID string
+	Firewalls     []VMGroupFirewallPlan
+}
+
+// VMGroupFirewallPlan is one rule of a VM group (fleetspec.VMGroupIngress).
+type VMGroupFirewallPlan struct {
+	fleetspec.VMGroupIngress
+	// Name is the rule's GCE name; Ports the ports as GCE takes them.
+	Name, Description string
+	Ports             []string
+}
+
+// planVMGroup plans VM group g of the Effective fleet s on cluster.
+func planVMGroup(s fleetspec.SharedFleet, g fleetspec.VMGroup, cluster string) VMGroupPlan {
+	p := VMGroupPlan{
+		Group:         g,
+		AccountID:     fleetspec.VMGroupServiceAccountID(cluster, g.Name),
+		Email:         fleetspec.VMGroupServiceAccountEmail(g.Project, cluster, g.Name),
+		DisplayName:   "runnerfleet VM group " + g.Name,
+		Description:   "the " + g.OS + " manager VMs of group " + g.Name + " of shared fleet " + s.Namespace + " on GKE cluster " + cluster + ": writes their logs and metrics, reads their runner token.",
+		Roles:         slices.Clone(fleetspec.VMGroupRoles),
+		TokenSecretID: fleetspec.VMGroupTokenSecretID(cluster, g.Name),
+	}
+	for _, in := range g.Ingress() {
+		ports := portStrings(in.Ports)
+		from := "the fleet's Prometheus (the cluster's pods)"
+		if in.Sources != nil {
+			from = strings.Join(in.Sources, ", ")
+		}
+		p.Firewalls = append(p.Firewalls, VMGroupFirewallPlan{
+			VMGroupIngress: in, Name: in.FirewallName(cluster, g.Name), Ports: ports,
+			Description: "runnerfleet: " + from + " reach the managers of VM group " + g.Name + " of shared fleet " + s.Namespace + " on tcp " + strings.Join(ports, ", "),
+		})
+	}
+	return p
+}
+
+func portStrings(ports []int) []string {
+	out := make([]string, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, strconv.Itoa(p))
+	}
+	return out
+}
+
+// monitoredProjects are the projects the fleet's Prometheus discovers VMs
+// in: its groups' and its VM groups', sorted.
+func monitoredProjects(s fleetspec.SharedFleet) []string {
+	out := VMProjects(s)
+	for _, g := range s.VMGroups {
+		if !slices.Contains(out, g.Project) {
+			out = append(out, g.Project)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // What a GrantPlan grants.
@@ -82,7 +155,8 @@ func VMProjects(s fleetspec.SharedFleet) []string {
 // order they were always declared: the managers' (their ServiceAccounts'
 // Workload Identity, compute in the VM projects, the cache bucket, signing
 // as themselves), actAs on the VMs' account (gc's, then the managers'),
-// the Prometheus's (Workload Identity, compute viewer in the VM projects).
+// the Prometheus's (Workload Identity, compute viewer in the projects of
+// the VMs it scrapes).
 // cacheBucket is the fleet's own bucket, "" for the platform's.
 func planGrants(s fleetspec.SharedFleet, gcEmail, cacheBucket string) []GrantPlan {
 	var out []GrantPlan
@@ -107,7 +181,7 @@ func planGrants(s fleetspec.SharedFleet, gcEmail, cacheBucket string) []GrantPla
 	}
 	if gsa := s.Monitoring.GCPServiceAccount; gsa != "" {
 		out = append(out, GrantPlan{What: GrantWorkloadIdentity, Account: gsa, Namespace: ns, ServiceAccount: PrometheusServiceAccount})
-		for _, p := range VMProjects(s) {
+		for _, p := range monitoredProjects(s) {
 			out = append(out, GrantPlan{What: GrantPrometheusCompute, Account: gsa, On: p})
 		}
 	}
@@ -255,5 +329,8 @@ func planCloud(s fleetspec.SharedFleet, on fleetspec.Platform) (CloudPlan, error
 		bucket = ""
 	}
 	c.Grants = planGrants(s, c.GC.Email, bucket)
+	for _, g := range s.VMGroups {
+		c.VMGroups = append(c.VMGroups, planVMGroup(s, g, cluster))
+	}
 	return c, nil
 }

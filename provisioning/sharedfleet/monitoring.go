@@ -59,6 +59,35 @@ type Fleet struct {
 	// regional quotas (host:port), scraped as job QuotaJob for
 	// GCEQuotaNearLimit; no such job without it.
 	QuotaExporter string
+	// VMGroups are the fleet's VM manager groups, each scraped as its own
+	// job (VMGroupJob) with its alert rules (VMGroupMonitoring).
+	VMGroups []fleetspec.VMGroup
+}
+
+// VMGroupJob is the scrape job of VM group name in its fleet's Prometheus.
+func VMGroupJob(name string) string { return "vm-group-" + name }
+
+// VMGroupRotationMargin is added to a VM group's drain timeout for the
+// time two colors may serve side by side before its rotation alert
+// fires: fleet rotate's --health-timeout (15m) and --settle (2m), and
+// more.
+const VMGroupRotationMargin = 30 * time.Minute
+
+// VMGroupMonitoring is how the fleet's Prometheus scrapes and alerts on
+// VM group g: its runners' and host exporter's metrics as the job
+// VMGroupJob, with the managers' alert rules (vmfleet's, as the Windows
+// shared runners' of fleet rotate --windows).
+func VMGroupMonitoring(g fleetspec.VMGroup) vmfleet.VMGroupMonitoring {
+	kind := "Linux"
+	if g.IsWindows() {
+		kind = "Windows"
+	}
+	drain := g.DrainTimeoutOr(fleetspec.MinSharedJobTimeout)
+	return vmfleet.VMGroupMonitoring{
+		Job: VMGroupJob(g.Name), Group: g.Name, Shard: g.Name, Project: g.Project, Zones: g.Zones,
+		Exporter: g.Exporter(), ExporterPort: g.ExporterPort(), Kind: kind, Concurrent: g.ConcurrentOrDefault(),
+		RotationAlertAfter: shortDuration(drain + VMGroupRotationMargin),
+	}
 }
 
 // QuotaJob is the scrape job of the fleet's quota exporter.
@@ -171,6 +200,9 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 		RuleFiles:     ruleFiles,
 		ScrapeConfigs: []prometheus.ScrapeConfig{managers, vms, ksm},
 	}
+	for _, g := range f.VMGroups {
+		c.ScrapeConfigs = append(c.ScrapeConfigs, VMGroupMonitoring(g).ScrapeConfig())
+	}
 	if f.QuotaExporter != "" {
 		// Quotas change slowly and each scrape is a regions.get per region.
 		c.ScrapeConfigs = append(c.ScrapeConfigs, prometheus.ScrapeConfig{
@@ -222,6 +254,16 @@ func (f Fleet) RecordingRules() prometheus.RuleFile {
 
 // AlertRules are the fleet's alerts, evaluated on its own Prometheus.
 func (f Fleet) AlertRules() prometheus.RuleFile {
+	rules := f.fleetAlertRules()
+	for _, g := range f.VMGroups {
+		rules.Groups = append(rules.Groups, VMGroupMonitoring(g).AlertRules())
+	}
+	return rules
+}
+
+// fleetAlertRules are the alerts on the fleet's Kubernetes managers, its
+// autoscaled VMs, quotas and gc.
+func (f Fleet) fleetAlertRules() prometheus.RuleFile {
 	quota := f.alertQuota()
 	return prometheus.RuleFile{Groups: []prometheus.RuleGroup{{
 		Name: "fleet-" + f.Name + "-alerts",

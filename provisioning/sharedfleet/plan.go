@@ -80,7 +80,7 @@ func ManagerServiceAccount(g fleetspec.ManagerGroup) string { return g.ManagerNa
 // quota exporter runs in the Prometheus pod (quotaExporterContainer).
 func monitoringSpec(s fleetspec.SharedFleet) Fleet {
 	return Fleet{Name: s.Namespace, VMQuota: s.Monitoring.VMQuota, Groups: s.Groups, NodeExporterPort: s.NodeExporterPort(),
-		QuotaExporter: fmt.Sprintf("localhost:%d", gcenames.QuotaExporterPort)}
+		QuotaExporter: fmt.Sprintf("localhost:%d", gcenames.QuotaExporterPort), VMGroups: s.VMGroups}
 }
 
 // placeholderBucket stands for a cache bucket known only at deploy time

@@ -9,18 +9,22 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
 // The shapes Webhook posts a Report in: Slack's incoming-webhook message
 // (text, and section blocks of mrkdwn text) or the Report itself as JSON,
 // for receivers of its own.
+// They are defined with the model of a VM group, whose notify.format
+// names them (fleetspec.NotifyFormats).
 const (
-	NotifySlack = "slack"
-	NotifyJSON  = "json"
+	NotifySlack = fleetspec.NotifySlack
+	NotifyJSON  = fleetspec.NotifyJSON
 )
 
 // NotifyFormats are the formats Webhook knows, the default first.
-var NotifyFormats = []string{NotifySlack, NotifyJSON}
+var NotifyFormats = fleetspec.NotifyFormats
 
 // Slack's limits on a section's text and on each of its fields (Block Kit).
 const (

@@ -30,6 +30,13 @@ const (
 	RoleManager     = "manager"
 )
 
+// RunnerTokenSecretMetadataKey is the instance metadata key in which fleet
+// rotate --stack names a VM group's runner token secret (Secret Manager,
+// projects/<project>/secrets/<id>) to the new VMs: the image's startup
+// reads its latest version as the VM's service account, the only one
+// that may, and writes the token into gitlab-runner's config.toml.
+const RunnerTokenSecretMetadataKey = "runnerfleet-runner-token-secret"
+
 // Rotation is one blue/green rotation of a manager group.
 type Rotation struct {
 	Compute providers.Compute
@@ -40,6 +47,9 @@ type Rotation struct {
 	// Template is the new color's VMs: image, machine type, zone, metadata.
 	// Name and the rotation labels are filled in.
 	Template providers.InstanceSpec
+	// Zones, when set, spread the new color: its n-th VM goes to
+	// Zones[(n-1) % len(Zones)] rather than Template.Zone.
+	Zones []string
 	// Count of new managers; default: as many as the old color has.
 	Count int
 	// Healthy reports whether a new VM serves; default: it is running. A
@@ -215,6 +225,9 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 		}
 		spec := r.Template
 		spec.Name = name
+		if len(r.Zones) > 0 {
+			spec.Zone = r.Zones[(n-1)%len(r.Zones)]
+		}
 		spec.Labels = maps.Clone(r.Template.Labels)
 		if spec.Labels == nil {
 			spec.Labels = map[string]string{}
@@ -223,7 +236,7 @@ func (r *Rotation) Run(ctx context.Context) (rep Report, err error) {
 		spec.Labels[LabelColor] = newColor
 		spec.Labels[LabelGeneration] = strconv.Itoa(nextGen)
 		spec.Labels[LabelRole] = RoleManager
-		r.say("Creating %s (%s, image %s)", name, newColor, spec.Image)
+		r.say("Creating %s (%s, image %s, zone %s)", name, newColor, spec.Image, spec.Zone)
 		inst, err := r.Compute.CreateInstance(ctx, spec)
 		if err != nil {
 			return rep, fmt.Errorf("creating %s: %w (the old color keeps serving; rerun to continue)", name, err)

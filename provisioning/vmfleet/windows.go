@@ -1,6 +1,10 @@
 package vmfleet
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+)
 
 // Windows shared runner managers follow GitLab.com's conventions.
 const (
@@ -11,7 +15,7 @@ const (
 	// WindowsPrometheusJob scrapes their runners and windows_exporter.
 	WindowsPrometheusJob = "shared-runners-windows"
 	// WindowsExporterPort is windows_exporter's default port.
-	WindowsExporterPort = 9182
+	WindowsExporterPort = fleetspec.WindowsExporterPort
 )
 
 // WindowsManagerName is the name of the n-th Windows manager.

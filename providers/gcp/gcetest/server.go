@@ -649,6 +649,8 @@ var (
 	machineRE  = regexp.MustCompile(`^(?:https?://[^/]+/compute/v1/)?(?:projects/[^/]+/)?zones/([^/]+)/machineTypes/([^/]+)$`)
 	imageRE    = regexp.MustCompile(`^(?:https?://[^/]+/compute/v1/)?(?:projects/([^/]+)/)?global/images/(family/)?([^/]+)$`)
 	networkRE  = regexp.MustCompile(`^(?:https?://[^/]+/compute/v1/)?(?:projects/([^/]+)/)?global/networks/([^/]+)$`)
+	// subnetworkRE's groups: the project, the region, the name.
+	subnetworkRE = regexp.MustCompile(`^(?:https?://[^/]+/compute/v1/)?(?:projects/([^/]+)/)?regions/([^/]+)/subnetworks/([^/]+)$`)
 )
 
 func validLabels(w http.ResponseWriter, labels map[string]string) bool {
@@ -870,6 +872,14 @@ func (s *Server) insertInstance(w http.ResponseWriter, r *http.Request) {
 			NetworkIP:   proto.String(fmt.Sprintf("10.128.%d.%d", s.nextIP/250, s.nextIP%250+2)),
 			Fingerprint: proto.String(newFingerprint()),
 			StackType:   proto.String("IPV4_ONLY"),
+		}
+		if sub := nic.GetSubnetwork(); sub != "" {
+			sm := subnetworkRE.FindStringSubmatch(sub)
+			if sm == nil || sm[2] != region {
+				invalid(w, "resource.networkInterfaces[0].subnetwork", sub, "Must be the URL of a subnetwork in the instance's region.")
+				return
+			}
+			out.Subnetwork = proto.String(s.projectURL() + "/regions/" + region + "/subnetworks/" + sm[3])
 		}
 		s.nextIP++
 		for _, ac := range nic.GetAccessConfigs() {
