@@ -222,9 +222,10 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 		"VM commands":             {"rotate", "gc"},
 		"fleet rotate":            {"rotate"},
 		"fleet gc":                {"gc"},
+		"fleet cost":              {"cost"},
 	}
 	flags := map[string]map[string]bool{}
-	for _, name := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
+	for _, name := range []string{"up", "status", "down", "check", "preview", "rotate", "gc", "cost"} {
 		flags[name] = flagsOf(t, name)
 	}
 	var out []string
@@ -261,7 +262,7 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 			seen[c][f] = true
 		}
 	}
-	for _, c := range []string{"up", "status", "down", "check", "preview", "rotate", "gc"} {
+	for _, c := range []string{"up", "status", "down", "check", "preview", "rotate", "gc", "cost"} {
 		for f := range flags[c] {
 			if !seen[c][f] && f != "help" && f != "h" && !(f == "output" && seen[c]["o"]) && !(f == "o" && seen[c]["output"]) {
 				out = append(out, fmt.Sprintf("%s: fleet %s's flag --%s is not on the page: add a row", page, c, f))
