@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
@@ -261,7 +262,7 @@ func Files() (map[string][]byte, error) {
 	// The monitoring for a Prometheus and Grafana without the operator and
 	// the sidecar: a rule file, a scrape config, the dashboards' JSON.
 	mon := filepath.Join("charts", "monitoring")
-	if out[filepath.Join(mon, "runnerfleet.rules.yaml")], err = monitoring.RuleFileYAML(); err != nil {
+	if out[filepath.Join(mon, "runnerfleet.rules.yaml")], err = monitoring.RuleFileYAML(cost.Defaults()); err != nil {
 		return nil, err
 	}
 	if out[filepath.Join(mon, "managers.scrape.yaml")], err = monitoring.ScrapeConfigYAML(install.Defaults().ServiceMonitorInterval); err != nil {

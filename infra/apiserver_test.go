@@ -87,6 +87,19 @@ func TestStackObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 				}
 			}
 			t.Logf("%d objects accepted: %v", len(objs), kinds)
+			for _, o := range objs {
+				if o.GetKind() != "PrometheusRule" {
+					continue
+				}
+				// The cost rules price by the stack's table over the defaults.
+				b, err := json.Marshal(o.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(b), `"vector(0.0412)"`) || !strings.Contains(string(b), `"currency":"EUR"`) || !strings.Contains(string(b), `"instance_type":"n2d-standard-4"`) {
+					t.Errorf("the PrometheusRule does not price by the stack's cost table over the defaults:\n%s", b)
+				}
+			}
 			for _, want := range want {
 				if kinds[want] == 0 {
 					t.Errorf("no %s among the stack's objects", want)
@@ -118,6 +131,8 @@ func withMonitoring(t *testing.T, fleet string) string {
 	ctrl["monitoring"] = map[string]any{"serviceMonitors": true, "prometheusRule": true, "dashboards": true,
 		"labels": map[string]any{"release": "kube-prometheus-stack"}}
 	f["controller"] = ctrl
+	// A price table of the stack's own, for the PrometheusRule's cost rules.
+	f["cost"] = map[string]any{"currency": "EUR", "prices": []any{map[string]any{"instanceType": "m7i.large", "onDemand": 0.1176, "spot": 0.0412}}}
 	b, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)

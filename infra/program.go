@@ -72,7 +72,7 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting, Platform: gke})
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting, Platform: gke, Prices: f.Cost})
 		if err != nil {
 			return err
 		}

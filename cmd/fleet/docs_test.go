@@ -215,7 +215,7 @@ func TestTheFleetReferenceListsEveryFlag(t *testing.T) {
 }
 
 // vmAndStackCommands are the commands whose every flag has a row.
-var vmAndStackCommands = []string{"up", "status", "down", "check", "preview", "rotate", "gc", "image-name", "vm-runner"}
+var vmAndStackCommands = []string{"up", "status", "down", "check", "preview", "rotate", "gc", "image-name", "vm-runner", "cost"}
 
 func fleetReferenceProblems(t *testing.T, page, src string) []string {
 	t.Helper()
@@ -227,6 +227,7 @@ func fleetReferenceProblems(t *testing.T, page, src string) []string {
 		"fleet gc":                {"gc"},
 		"fleet image-name":        {"image-name"},
 		"fleet vm-runner":         {"vm-runner"},
+		"fleet cost":              {"cost"},
 	}
 	flags := map[string]map[string]bool{}
 	for _, name := range vmAndStackCommands {

@@ -241,6 +241,7 @@ the jobs namespace).`,
 		root.AddCommand(cmd)
 	}
 	root.AddCommand(checkCmd(stdout))
+	root.AddCommand(costCmd(stdout, stderr))
 
 	// local-gitlab is the local stack's loopback GitLab, started by fleet up
 	// --stack local (local.go), not by hand.

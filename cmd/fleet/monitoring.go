@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
 
@@ -38,7 +41,7 @@ type localPrometheusConfig struct {
 
 // localPrometheusFiles builds the local Prometheus' files from the URLs of
 // the controller's and Karpenter's metrics and the cluster's kubeconfig.
-func localPrometheusFiles(controllerMetrics, karpenterMetrics, kubeconfig string) (map[string][]byte, error) {
+func localPrometheusFiles(controllerMetrics, karpenterMetrics, kubeconfig string, prices cost.Table) (map[string][]byte, error) {
 	cfg := localPrometheusConfig{
 		Global:    prometheus.Global{ScrapeInterval: localScrapeInterval, EvaluationInterval: localScrapeInterval},
 		RuleFiles: []string{localRulesFile},
@@ -61,16 +64,48 @@ func localPrometheusFiles(controllerMetrics, karpenterMetrics, kubeconfig string
 	if err != nil {
 		return nil, err
 	}
-	rules, err := monitoring.RuleFileYAML()
+	rules, err := monitoring.RuleFileYAML(prices)
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{localcluster.PrometheusConfig: config, localRulesFile: rules}, nil
 }
 
+// localPrices is the local stack's price table: the prices of the kwok
+// provider's instance types (its job nodes), with the stack config's
+// cost.prices over them and over the defaults.
+func localPrices(ctx context.Context, stack *stackconfig.Fleet) (cost.Table, error) {
+	kwok, err := localcluster.KWOKPrices(ctx)
+	if err != nil {
+		return cost.Table{}, err
+	}
+	t := &cost.Table{Prices: kwok}
+	if stack.Cost != nil {
+		t.Currency = stack.Cost.Currency
+		t.Prices = append(t.Prices, stack.Cost.Prices...)
+	}
+	return cost.Effective(t), nil
+}
+
 // startPrometheus runs (or keeps) the local stack's Prometheus.
 func (s *localStack) startPrometheus(ctx context.Context, cl *localcluster.Cluster) error {
-	files, err := localPrometheusFiles(cl.State.Endpoints[localcluster.Controller], cl.State.Endpoints[localcluster.Karpenter], cl.Kubeconfig)
+	file, err := s.stackFile()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	stack, err := parseStack(stackLocal, b)
+	if err != nil {
+		return err
+	}
+	prices, err := localPrices(ctx, stack.fleet)
+	if err != nil {
+		return err
+	}
+	files, err := localPrometheusFiles(cl.State.Endpoints[localcluster.Controller], cl.State.Endpoints[localcluster.Karpenter], cl.Kubeconfig, prices)
 	if err != nil {
 		return err
 	}

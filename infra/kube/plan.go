@@ -119,6 +119,7 @@ func PlanStack(a PlanArgs) (*Plan, error) {
 		m := f.Controller.Monitoring
 		o.ServiceMonitor, o.PrometheusRule, o.Dashboards = m.ServiceMonitors, m.PrometheusRule, m.Dashboards
 		o.ServiceMonitorLabels, o.PrometheusRuleLabels, o.DashboardLabels = m.Labels, m.Labels, m.Labels
+		o.Prices = f.Cost
 		if p.Controller, err = install.Objects(o); err != nil {
 			return nil, fmt.Errorf("kube: the controller: %w", err)
 		}

@@ -110,6 +110,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 )
 
 // SharedFleets is every shared fleet of the stack, and the central
@@ -177,6 +178,9 @@ type Args struct {
 	// Platform is the gke platform the fleets' cloud side (VM network,
 	// identities and grants) is composed from.
 	Platform *gcp.Platform
+	// Prices is the stack config's cost: the fleets' VMs are priced by it
+	// over the defaults.
+	Prices *cost.Table
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is
@@ -207,7 +211,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	plans := make([]*shared.FleetPlan, len(fleets))
 	for i := range fleets {
 		key := stackconfig.Root.Child("sharedFleets").Index(i).String()
-		if plans[i], err = shared.PlanFleet(fleets[i], key, e.platform()); err != nil {
+		if plans[i], err = shared.PlanFleet(fleets[i], key, e.platform(), shared.WithPrices(cost.Effective(args.Prices))); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
@@ -62,6 +64,7 @@ const stackJSON = `{
     "labels": {"cost-center": "ci"}
   },
   "alerting": {"receiver": {"name": "ci-platform", "webhookURLConfigKey": "alertWebhookURL"}},
+  "cost": {"currency": "EUR", "prices": [{"instanceType": "n2d-standard-4", "onDemand": 0.1866, "spot": 0.0561}]},
   "sharedFleets": [
     {
       "name": "production",
@@ -165,7 +168,7 @@ func deploy(t *testing.T, raw string, secrets map[string]string) (*infratest.Moc
 		if err != nil {
 			return err
 		}
-		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting, Platform: pl})
+		out, err = New(ctx, &Args{Fleets: f.SharedFleets, Cluster: c, Secrets: secrets, Alerting: f.Alerting, Platform: pl, Prices: f.Cost})
 		return err
 	})
 	return m, out, err
@@ -622,9 +625,18 @@ func TestEveryPrometheusConfigPassesPromtool(t *testing.T) {
 		if err != nil || !strings.Contains(out, "SUCCESS") {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
-		// 8 recording rules and 8 alerts.
-		if ns != "monitoring" && strings.Count(out, "SUCCESS: 8 rules found") != 2 {
+		// 8 recording rules, the VMs' cost rules (a count per group, the
+		// default price table, the cost) and 8 alerts.
+		recording := 0
+		if m := regexp.MustCompile(`Checking recording.yml\s+SUCCESS: (\d+) rules found`).FindStringSubmatch(out); m != nil {
+			recording, _ = strconv.Atoi(m[1])
+		}
+		if ns != "monitoring" && (recording <= 8+1+2*len(cost.DefaultPrices()) || !regexp.MustCompile(`Checking alerts.yml\s+SUCCESS: 8 rules found`).MatchString(out)) {
 			t.Errorf("%s: promtool did not check the recording and alert rules:\n%s", name, out)
+		}
+		// The VMs are priced by the stack's table over the defaults.
+		if rec := string(files[shared.RecordingRulesFile]); ns != "monitoring" && (!strings.Contains(rec, "vector(0.0561)") || !strings.Contains(rec, "currency: EUR") || !strings.Contains(rec, "instance_type: e2-standard-2")) {
+			t.Errorf("%s: the VMs are not priced by the stack's cost table over the defaults:\n%s", name, rec)
 		}
 		dep := m.Get(t, tokDeployment, name+"-prometheus")
 		args := dep.Input("spec.template.spec.containers").ArrayValue()[0].ObjectValue()["args"].ArrayValue()

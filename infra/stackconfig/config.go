@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
@@ -73,6 +74,11 @@ type Fleet struct {
 	// the named projects and branches only, be exchanged for cloud
 	// credentials (docs/tasks/deploy-from-gitlab-ci.md).
 	CIIdentity *CIIdentity `json:"ciIdentity,omitempty"`
+	// Cost is the price table the cost rules turn node-seconds and
+	// VM-seconds into money with: its entries are added to the default
+	// prices (runnerset/cost), an entry replacing the default of its
+	// instance type (docs/operations/cost.md).
+	Cost *cost.Table `json:"cost,omitempty"`
 }
 
 // Local is the local control plane.
@@ -324,6 +330,9 @@ func (f *Fleet) Validate() field.ErrorList {
 	errs = append(errs, f.validateAlerting(p.Child("alerting"))...)
 	if f.CIIdentity != nil {
 		errs = append(errs, f.CIIdentity.validate(p.Child("ciIdentity"), f)...)
+	}
+	if f.Cost != nil {
+		errs = append(errs, f.Cost.Validate(p.Child("cost"))...)
 	}
 
 	// What the RunnerClass will hold, judged by its CRD as admission will.

@@ -11,6 +11,9 @@ import (
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
+	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -62,6 +65,9 @@ type Fleet struct {
 	// VMGroups are the fleet's VM manager groups, each scraped as its own
 	// job (VMGroupJob) with its alert rules (VMGroupMonitoring).
 	VMGroups []fleetspec.VMGroup
+	// Prices are what the cost rules price the VMs by (CostRules); nil is
+	// the defaults.
+	Prices *cost.Table
 }
 
 // VMGroupJob is the scrape job of VM group name in its fleet's Prometheus.
@@ -172,6 +178,10 @@ func (f Fleet) PrometheusConfig(ruleFiles ...string) prometheus.Config {
 			// vm_manager.
 			{SourceLabels: []string{gceLabel(vmfleet.LabelFleet), gceLabel(vmfleet.LabelManagerGroup)}, Separator: "-", TargetLabel: "manager"},
 			{SourceLabels: []string{gceLabel(vmfleet.LabelManager)}, TargetLabel: "vm_manager"},
+			// The group alone and the machine type (the last part of
+			// GCE's machine type URL), for the cost rules (CostRules).
+			{SourceLabels: []string{gceLabel(vmfleet.LabelManagerGroup)}, TargetLabel: monitoring.LabelGroup},
+			{SourceLabels: []string{"__meta_gce_machine_type"}, Regex: ".*/machineTypes/([^/]+)", TargetLabel: metrics.LabelInstanceType, Replacement: "$1"},
 			// fleet gc's note on a VM whose manager it proved absent
 			// (instance metadata runnerfleet-note-orphaned-since).
 			{SourceLabels: []string{"__meta_gce_metadata_" + strings.ReplaceAll(gcenames.NoteMetadataKey(vmfleet.NoteOrphanedSince), "-", "_")}, TargetLabel: "orphaned_since"},
@@ -233,9 +243,10 @@ func promLabel(l string) string {
 }
 
 // RecordingRules pre-aggregate what the central Prometheus federates: small
-// series per fleet and manager instead of every VM's.
+// series per fleet and manager instead of every VM's, and the cost of the
+// VMs (CostRules).
 func (f Fleet) RecordingRules() prometheus.RuleFile {
-	return prometheus.RuleFile{Groups: []prometheus.RuleGroup{{
+	return prometheus.RuleFile{Groups: []prometheus.RuleGroup{f.CostRules(), {
 		Name: "fleet-" + f.Name + "-aggregates",
 		Rules: []prometheus.Rule{
 			{Record: "fleet_manager:gitlab_runner_jobs:sum", Expr: `sum by (manager) (gitlab_runner_jobs{job="runner-managers"})`},
@@ -361,7 +372,7 @@ func CentralConfig(fleets ...Fleet) prometheus.Config {
 			JobName:       "federate-fleets",
 			MetricsPath:   "/federate",
 			HonorLabels:   true,
-			Params:        map[string][]string{"match[]": {`{__name__=~"fleet(_manager)?:.+"}`, `ALERTS{alertstate="firing"}`}},
+			Params:        map[string][]string{"match[]": {`{__name__=~"fleet(_manager)?:.+"}`, fmt.Sprintf(`{__name__=~%q}`, monitoring.RecordVMs+"|"+monitoring.RecordVMCost), `ALERTS{alertstate="firing"}`}},
 			StaticConfigs: []prometheus.StaticConfig{{Targets: targets}},
 		}},
 	}

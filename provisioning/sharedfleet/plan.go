@@ -92,8 +92,8 @@ const placeholderBucket = "runnerfleet-cache-bucket"
 // its cloud side. s is the stack's Effective fleet (its defaults resolved
 // by fleetspec.SharedFleet.Effective, which PlanFleet applies again: that
 // changes nothing of an Effective fleet and fills the defaults of one
-// built by hand).
-func PlanFleet(s fleetspec.SharedFleet, key string, on fleetspec.Platform) (*FleetPlan, error) {
+// built by hand). opts price its VMs (WithPrices).
+func PlanFleet(s fleetspec.SharedFleet, key string, on fleetspec.Platform, opts ...PlanOption) (*FleetPlan, error) {
 	if on.Project == "" || on.Cluster == "" {
 		return nil, fmt.Errorf("%s: shared fleet %s is planned on the gke platform, and no project and cluster were given", key, s.Name)
 	}
@@ -103,6 +103,9 @@ func PlanFleet(s fleetspec.SharedFleet, key string, on fleetspec.Platform) (*Fle
 		Namespace:  Namespace(s),
 		Grace:      int64(s.JobTimeoutOrDefault().Seconds()) + DrainMarginSeconds,
 		Monitoring: monitoringSpec(s),
+	}
+	for _, o := range opts {
+		o(p)
 	}
 	for j := range s.Groups {
 		gp, err := planGroup(s, j, p.Grace)

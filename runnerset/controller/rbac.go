@@ -74,6 +74,11 @@ package controller
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// Cost: the metrics' Nodes collector counts each RunnerSet's nodes from a
+// cache of the nodes' metadata (runnerset/metrics.NodeCache); it writes
+// nothing.
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+
 // Capacity: apply (dry run first) creates and updates it, deleteCapacity
 // reads and deletes it, and each kind the cluster has is watched by metadata
 // and cached by its managed-by label.

@@ -30,6 +30,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -90,8 +91,23 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 	})
 	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	must(t, err)
-	if err := as.List(ctx, &corev1.NodeList{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("listing Nodes as the ServiceAccount: %v; the test is not running with the ClusterRole alone", err)
+	if err := as.List(ctx, &corev1.PersistentVolumeList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing PersistentVolumes as the ServiceAccount: %v; the test is not running with the ClusterRole alone", err)
+	}
+	// The metrics' cache of nodes (metrics.NodeCache) lists and watches
+	// their metadata.
+	nodes, _ := metrics.NodeCache()
+	nodeList := &metav1.PartialObjectMetadataList{}
+	nodeList.SetGroupVersionKind(nodes.GetObjectKind().GroupVersionKind().GroupVersion().WithKind("NodeList"))
+	if err := as.List(ctx, nodeList); err != nil {
+		t.Errorf("the ClusterRole does not let the metrics list nodes: %v", err)
+	}
+	asWatch, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	if w, err := asWatch.Watch(ctx, nodeList); err != nil {
+		t.Errorf("the ClusterRole does not let the metrics watch nodes: %v", err)
+	} else {
+		w.Stop()
 	}
 
 	since := len(logs.String())

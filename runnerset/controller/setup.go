@@ -33,6 +33,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
+	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -77,6 +78,10 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 	managerPods := &metav1.PartialObjectMetadata{}
 	managerPods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 	byObject[managerPods] = cache.ByObject{Label: labels.SelectorFromSet(resources.ManagerPods())}
+	// Nodes, by their name and the few labels that tell a tag's nodes
+	// apart, for the nodes-per-RunnerSet metric (cost).
+	nodes, nodeCache := metrics.NodeCache()
+	byObject[nodes] = nodeCache
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
 	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &kwokv1alpha1.KWOKNodeClass{}} {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
@@ -90,6 +91,9 @@ type Options struct {
 	// PrometheusRuleLabels (what its Prometheus selects rules by).
 	PrometheusRule       bool
 	PrometheusRuleLabels map[string]string
+	// Prices turn the cost rules' node-seconds into money: added to the
+	// default price table (runnerset/cost); nil is the defaults.
+	Prices *cost.Table
 	// Dashboards ships the Grafana dashboards as ConfigMaps Grafana's
 	// sidecar loads (label grafana_dashboard), with DashboardLabels.
 	Dashboards      bool
@@ -202,7 +206,7 @@ func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
 	if o.PrometheusRule {
 		l := o.labels()
 		maps.Copy(l, o.PrometheusRuleLabels)
-		out = append(out, monitoring.PrometheusRule(o.Namespace, l))
+		out = append(out, monitoring.PrometheusRule(o.Namespace, l, cost.Effective(o.Prices)))
 	}
 	if o.Dashboards {
 		l := o.labels()

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
 	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
@@ -33,6 +34,7 @@ import (
 	runnertoken "github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 	"github.com/runnerfleet/runnerfleet/runnerset/testenv"
 )
@@ -126,6 +128,10 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 	}
 	mustT(t, c.Create(ctx, pod))
 	mustT(t, c.Delete(ctx, pod))
+	// A spot node of the stored runner's NodePool, as Karpenter labels it.
+	mustT(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "job-node-1", Labels: map[string]string{
+		karpv1.NodePoolLabelKey: naming.For(ns, "stored").Capacity(), karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeSpot, corev1.LabelInstanceTypeStable: "c-4x-amd64-linux",
+	}}}))
 
 	// Scrapers: one bound to the install's metrics reader role, one not.
 	reader := install.MetricsReaderRole(install.Defaults())
@@ -162,7 +168,8 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 			if value(fams, metrics.RunnerSetReady, map[string]string{"runnerset": "created"}) == 1 &&
 				value(fams, metrics.RunnerSetReady, map[string]string{"runnerset": "stored"}) == 1 &&
 				value(fams, metrics.TokenExpiry, map[string]string{"runnerset": "created"}) > 0 &&
-				value(fams, metrics.CapacityObjects, map[string]string{"kind": "KWOKNodeClass"}) == 1 { // the class's, shared by both
+				value(fams, metrics.CapacityObjects, map[string]string{"kind": "KWOKNodeClass"}) == 1 && // the class's, shared by both
+				value(fams, metrics.RunnerSetNodes, map[string]string{"runnerset": "stored"}) == 1 {
 				break
 			}
 		}
@@ -191,6 +198,7 @@ func TestALiveScrapeOfTheControllerPassesPromtoolAndTellsTheFleet(t *testing.T) 
 		{metrics.GitLabRequestsTotal, map[string]string{"endpoint": "/user/runners", "method": "POST", "code": "201"}, 1},
 		{metrics.CapacityObjects, map[string]string{"kind": "NodePool"}, 2},
 		{metrics.ReconcileErrorsTotal, map[string]string{"step": v1alpha1.ConditionCapacityReady}, 0},
+		{metrics.RunnerSetNodes, map[string]string{"namespace": ns, "runnerset": "stored", "capacity_type": "spot", "instance_type": "c-4x-amd64-linux"}, 1},
 	} {
 		if got := value(fams, tc.name, tc.labels); got != tc.want {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)

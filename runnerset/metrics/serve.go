@@ -35,10 +35,13 @@ func (s Serving) Options() metricsserver.Options {
 	return o
 }
 
-// Register adds the fleet Collector of mgr to controller-runtime's registry,
-// beside the counters: it reads mgr's cache, and exports only while mgr
-// leads.
+// Register adds the fleet Collector and the Nodes collector of mgr to
+// controller-runtime's registry, beside the counters: they read mgr's
+// cache, and export only while mgr leads.
 func Register(mgr ctrl.Manager, capacityKinds []schema.GroupVersionKind) error {
+	if err := ctrlmetrics.Registry.Register(&Nodes{Reader: mgr.GetCache(), Elected: mgr.Elected()}); err != nil {
+		return err
+	}
 	return ctrlmetrics.Registry.Register(&Collector{
 		Reader:        mgr.GetCache(),
 		Mapper:        mgr.GetRESTMapper(),

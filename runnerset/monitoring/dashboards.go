@@ -47,9 +47,9 @@ func (d Dashboard) JSON() ([]byte, error) {
 func Dashboards() []Dashboard {
 	return []Dashboard{
 		{UID: "runnerfleet-overview", build: overview,
-			Answers: "Is the fleet healthy? RunnerSets not Ready and why, jobs running and queueing by runner, managers up, capacity against its limits and nodes by runner, drains in progress, reconcile and GitLab API errors."},
+			Answers: "Is the fleet healthy? RunnerSets not Ready and why, jobs running and queueing by runner, managers up, capacity against its limits and nodes by runner, cost per hour by team, drains in progress, reconcile and GitLab API errors."},
 		{UID: "runnerfleet-team", build: team,
-			Answers: "How is my runner doing? For one RunnerSet: Ready, days until its token expires, managers up and draining, jobs running against concurrent, queue time, job durations and failures, its capacity and nodes, GitLab's answers to its managers."},
+			Answers: "How is my runner doing? For one RunnerSet: Ready, days until its token expires, managers up and draining, jobs running against concurrent, queue time, job durations and failures, its capacity and nodes, GitLab's answers to its managers, and what it and its team's other runners cost."},
 	}
 }
 
@@ -155,6 +155,10 @@ func overview() *dashboard.DashboardBuilder {
 			q(fmt.Sprintf(`max by (nodepool, resource_type) (%s{nodepool=~"rf-.*"}) / max by (nodepool, resource_type) (%s{nodepool=~"rf-.*"})`, KarpenterNodePoolUsage, KarpenterNodePoolLimit), "{{nodepool}} {{resource_type}}"))).
 		WithPanel(series("Nodes by runner", "Nodes Karpenter runs for each runner NodePool (its status.resources.nodes).", "short", 12,
 			q(fmt.Sprintf(`max by (nodepool) (%s{nodepool=~"rf-.*",resource_type="nodes"})`, KarpenterNodePoolUsage), "{{nodepool}}"))).
+		WithPanel(series("Cost per hour by team", "What the nodes of each namespace's RunnerSets cost per hour, by the stack's price table (docs/operations/cost.md).", "short", 12,
+			q(fmt.Sprintf(`sum by (namespace, currency) (%s)`, RecordCost), "{{namespace}} {{currency}}"))).
+		WithPanel(series("Nodes by team and capacity type", "Nodes of each namespace's RunnerSets, by capacity type.", "short", 12,
+			q(fmt.Sprintf(`sum by (namespace, capacity_type) (%s)`, RecordNodes), "{{namespace}} {{capacity_type}}"))).
 		WithPanel(series("Capacity objects", "NodePools and node classes runnerfleet manages, by kind.", "short", 24,
 			q(fmt.Sprintf(`sum by (kind) (%s)`, metrics.CapacityObjects), "{{kind}}"))).
 		WithRow(dashboard.NewRowBuilder("Errors")).
@@ -201,7 +205,20 @@ func team() *dashboard.DashboardBuilder {
 		WithPanel(series("Nodes", "Nodes Karpenter runs for the runner's NodePool.", "short", 12,
 			q(fmt.Sprintf(`max(%s{nodepool="$capacity",resource_type="nodes"})`, KarpenterNodePoolUsage), "nodes"))).
 		WithPanel(series("Versions", "gitlab-runner versions the managers run.", "short", 24,
-			q(fmt.Sprintf(`count by (version) (%s{%s})`, RunnerVersionInfo, sel), "{{version}}")))
+			q(fmt.Sprintf(`count by (version) (%s{%s})`, RunnerVersionInfo, sel), "{{version}}"))).
+		WithRow(dashboard.NewRowBuilder("Cost")).
+		WithPanel(single("Node-hours of the team", "Node-hours of every RunnerSet of the namespace over the dashboard's time range: its capacity's nodes, counted every minute.", "short",
+			q(NodeSeconds(`{namespace="$namespace"}`, "", "$__range")+" / 3600", "node-hours"))).
+		WithPanel(single("Cost of the team", "What the nodes of every RunnerSet of the namespace cost over the dashboard's time range, by the stack's price table (nodes of a type it has no price for are left out: RunnerCostUnpriced).", "short",
+			q(Spent(`{namespace="$namespace"}`, "", "$__range"), "{{currency}}"))).
+		WithPanel(single("Node-hours of this runner", "Node-hours of this RunnerSet's capacity over the dashboard's time range.", "short",
+			q(NodeSeconds(fmt.Sprintf(`{%s}`, rs), "", "$__range")+" / 3600", "node-hours"))).
+		WithPanel(single("Cost of this runner", "What this RunnerSet's nodes cost over the dashboard's time range.", "short",
+			q(Spent(fmt.Sprintf(`{%s}`, rs), "", "$__range"), "{{currency}}"))).
+		WithPanel(series("Team cost per hour by runner", "What the nodes of each RunnerSet of the namespace cost per hour, by the price table.", "short", 12,
+			q(fmt.Sprintf(`sum by (runnerset, currency) (%s{namespace="$namespace"})`, RecordCost), "{{runnerset}} {{currency}}"))).
+		WithPanel(series("Nodes by capacity and instance type", "This RunnerSet's nodes by capacity type and instance type, as the controller counts them from the nodes' labels.", "short", 12,
+			q(fmt.Sprintf(`sum by (capacity_type, instance_type) (%s{%s})`, RecordNodes, rs), "{{capacity_type}} {{instance_type}}")))
 }
 
 // ConfigMaps hold the dashboards for Grafana's sidecar, in namespace, with

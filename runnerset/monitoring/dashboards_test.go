@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
 
 // grafanaVars are what Grafana puts in for the dashboards' variables before
 // a query reaches Prometheus.
-var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$namespace", "team-a", "$runnerset", "build", "$capacity", "rf-team-a.build")
+var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__range", "6h", "$namespace", "team-a", "$runnerset", "build", "$capacity", "rf-team-a.build")
 
 // checkQueries has promtool parse every query, as the expressions of
 // recording rules (promtool check rules parses them with Prometheus' own
@@ -46,6 +47,21 @@ func checkQueries(t *testing.T, queries []string) error {
 
 var metricName = regexp.MustCompile(`\b(?:runnerfleet|gitlab_runner|karpenter)_[a-z_]+\b`)
 
+// recordedName is a series runnerfleet's recording rules record.
+var recordedName = regexp.MustCompile(`\brunnerfleet:[a-z_]+:[a-z_0-9]+\b`)
+
+// recorded reports whether the rule file records name.
+func recorded(name string) bool {
+	for _, g := range monitoring.AllRuleGroups(cost.Defaults()) {
+		for _, r := range g.Rules {
+			if r.Record == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Every panel's query parses as PromQL and reads only metrics the
 // controller, gitlab-runner or Karpenter export.
 func TestEveryDashboardQueryParsesAndUsesExportedMetrics(t *testing.T) {
@@ -64,8 +80,14 @@ func TestEveryDashboardQueryParsesAndUsesExportedMetrics(t *testing.T) {
 		for _, q := range list {
 			qs = append(qs, q)
 			names := metricName.FindAllString(q, -1)
-			if len(names) == 0 && !strings.Contains(q, "up{") {
+			records := recordedName.FindAllString(q, -1)
+			if len(names) == 0 && len(records) == 0 && !strings.Contains(q, "up{") {
 				t.Errorf("%s: %q reads no metric", uid, q)
+			}
+			for _, n := range records {
+				if !recorded(n) {
+					t.Errorf("%s: %q reads %s, which no rule records", uid, q, n)
+				}
 			}
 			for _, n := range names {
 				if !exported(t, n) {
@@ -84,6 +106,9 @@ func TestEveryDashboardQueryParsesAndUsesExportedMetrics(t *testing.T) {
 	}
 	if exported(t, "gitlab_runner_jobs_running") {
 		t.Error("gitlab_runner_jobs_running counts as exported")
+	}
+	if recorded("runnerfleet:runnerset_nodes:sum") {
+		t.Error("runnerfleet:runnerset_nodes:sum counts as recorded")
 	}
 }
 

@@ -212,7 +212,7 @@ func exported(t *testing.T, name string) bool {
 		return true
 	}
 	for _, s := range [][]string{{metrics.RunnerSets, metrics.RunnerSetReady, metrics.TokenExpiry, metrics.DrainingManagerPods, metrics.DrainDeadline,
-		metrics.RunnerSetsDeleting, metrics.CapacityObjects, metrics.ReconcileErrorsTotal, metrics.GitLabRequestsTotal, metrics.GitLabRequestDuration, metrics.JobsInterruptedTotal}} {
+		metrics.RunnerSetsDeleting, metrics.CapacityObjects, metrics.ReconcileErrorsTotal, metrics.GitLabRequestsTotal, metrics.GitLabRequestDuration, metrics.JobsInterruptedTotal, metrics.RunnerSetNodes}} {
 		for _, n := range s {
 			if n == base || n == name {
 				return true

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 )
 
@@ -136,16 +137,21 @@ func RuleGroups() []monitoringv1.RuleGroup {
 	}}
 }
 
-// PrometheusRule is RuleGroups for the Prometheus operator.
-func PrometheusRule(namespace string, labels map[string]string) *monitoringv1.PrometheusRule {
+// AllRuleGroups are RuleGroups and the cost rules priced by prices.
+func AllRuleGroups(prices cost.Table) []monitoringv1.RuleGroup {
+	return append(RuleGroups(), CostRuleGroups(prices)...)
+}
+
+// PrometheusRule is AllRuleGroups for the Prometheus operator.
+func PrometheusRule(namespace string, labels map[string]string, prices cost.Table) *monitoringv1.PrometheusRule {
 	return &monitoringv1.PrometheusRule{
 		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.SchemeGroupVersion.String(), Kind: monitoringv1.PrometheusRuleKind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "runnerfleet", Labels: maps.Clone(labels)},
-		Spec:       monitoringv1.PrometheusRuleSpec{Groups: RuleGroups()},
+		Spec:       monitoringv1.PrometheusRuleSpec{Groups: AllRuleGroups(prices)},
 	}
 }
 
-// RuleFileYAML is RuleGroups as a Prometheus rule file (rule_files:).
-func RuleFileYAML() ([]byte, error) {
-	return yaml.Marshal(monitoringv1.PrometheusRuleSpec{Groups: RuleGroups()})
+// RuleFileYAML is AllRuleGroups as a Prometheus rule file (rule_files:).
+func RuleFileYAML(prices cost.Table) ([]byte, error) {
+	return yaml.Marshal(monitoringv1.PrometheusRuleSpec{Groups: AllRuleGroups(prices)})
 }

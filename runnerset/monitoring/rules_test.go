@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/internal/promtool"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/metrics"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 )
@@ -162,7 +163,7 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 		{"20m", monitoring.AlertJobsInterrupted, []expAlert{expect(t, monitoring.AlertJobsInterrupted, team)}},
 		{"20m", monitoring.AlertReconcileFailures, []expAlert{expect(t, monitoring.AlertReconcileFailures, map[string]string{"step": v1alpha1.ConditionCapacityReady})}},
 	}
-	rules, err := monitoring.RuleFileYAML()
+	rules, err := monitoring.RuleFileYAML(cost.Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestAlertRulesFireOnTheExportersSeries(t *testing.T) {
 
 // The PrometheusRule is judged by the operator's CRD on a real API server.
 func TestThePrometheusRuleIsValidByTheOperatorsCRD(t *testing.T) {
-	pr := monitoring.PrometheusRule("default", map[string]string{"release": "kube-prometheus-stack"})
+	pr := monitoring.PrometheusRule("default", map[string]string{"release": "kube-prometheus-stack"}, cost.Defaults())
 	if err := env.Client.Create(context.Background(), pr, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
 		t.Fatalf("the operator's CRD refuses the PrometheusRule: %v", err)
 	}

@@ -115,6 +115,9 @@ const (
 	// LabelComputeClass selects a GKE ComputeClass (GKE custom compute
 	// classes).
 	LabelComputeClass = "cloud.google.com/compute-class"
+	// LabelGKESpot "true" is on every GKE node that is a Spot VM (GKE's
+	// Spot VMs documentation).
+	LabelGKESpot = "cloud.google.com/gke-spot"
 	// TagKarpenterDiscovery is the tag by which Karpenter's EC2NodeClass
 	// selects subnets and security groups (Karpenter's getting-started
 	// convention; karpenter-provider-aws defines no constant for it).
