@@ -145,7 +145,7 @@ e2e: $(if $(E2E_KUBECONFIG),,tools) ## end to end on the local control plane wit
 	rc=0; lock="$(if $(E2E_KUBECONFIG),,flock $(E2E_LOCK))"; w=$$SECONDS; \
 	[ -z "$$lock" ] || flock -n $(E2E_LOCK) true || { echo "e2e: another end-to-end run on this machine holds $(E2E_LOCK); waiting for it"; \
 		flock $(E2E_LOCK) true; echo "e2e: waited $$((SECONDS - w)) s"; }; \
-	cd e2e && RUNNERFLEET_E2E_KUBECONFIG=$(E2E_KUBECONFIG) $$lock go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
+	cd e2e && $$lock env RUNNERFLEET_E2E_KUBECONFIG=$(E2E_KUBECONFIG) go test -tags e2e -count=1 -v -timeout 30m . >../e2e.log 2>&1 || rc=$$?; \
 	grep -E '^(--- |PASS|FAIL|ok )|^    --- SKIP|capacity timings|^ +\|' ../e2e.log; \
 	[ $$rc = 0 ] || { tail -150 ../e2e.log; exit $$rc; }
 	$(if $(E2E_KUBECONFIG),,@$(MAKE) --no-print-directory e2e-kubeconfig-mode)

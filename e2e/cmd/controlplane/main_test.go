@@ -41,6 +41,9 @@ func TestMakeE2EUsesOnlyAKubeconfigGivenOnItsCommandLine(t *testing.T) {
 		if !strings.Contains(out, "RUNNERFLEET_E2E_KUBECONFIG="+kubeconfig+" go test -tags e2e") {
 			t.Errorf("make e2e does not run the suite on %s:\n%s", kubeconfig, out)
 		}
+		if !strings.Contains(out, `lock=""`) {
+			t.Errorf("make e2e on an existing cluster waits for the machine's real node (the e2e lock):\n%s", out)
+		}
 		if strings.Contains(out, "hack/tools.sh") || strings.Contains(out, "e2e/cmd/controlplane") {
 			t.Errorf("make e2e on an existing cluster builds the tools or starts a control plane:\n%s", out)
 		}
@@ -52,6 +55,9 @@ func TestMakeE2EUsesOnlyAKubeconfigGivenOnItsCommandLine(t *testing.T) {
 	out := dryRun([]string{"KUBECONFIG=/home/me/.kube/production"}, "e2e")
 	if strings.Contains(out, "production") || !strings.Contains(out, "RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
 		t.Errorf("an exported KUBECONFIG points make e2e at its cluster:\n%s", out)
+	}
+	if !strings.Contains(out, `lock="flock /tmp/runnerfleet-e2e.lock"`) || !strings.Contains(out, "$lock env RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
+		t.Errorf("make e2e on the local cluster does not take the machine's e2e lock (one real node per machine):\n%s", out)
 	}
 	if !strings.Contains(out, "e2e/cmd/controlplane up") {
 		t.Errorf("make e2e in its default mode does not go on to prove the existing-cluster mode (e2e-kubeconfig-mode):\n%s", out)
