@@ -58,9 +58,10 @@ type Rate struct {
 
 // Source says where the default prices come from and when they were
 // recorded; docs/operations/cost.md says the same.
-const Source = "list prices recorded from the providers' pricing pages in mid-2025 " +
-	"(AWS EC2 On-Demand and Spot pricing, us-east-1, Linux; Google Compute Engine VM instance and Spot VM pricing, us-central1), " +
-	"not re-checked since: spot prices move (daily on AWS, about monthly on GCE) and prices differ by region"
+const Source = "the providers' list prices as known in mid-2025 (AWS EC2 On-Demand and Spot pricing, us-east-1, Linux; " +
+	"Google Compute Engine VM instance and Spot VM pricing, us-central1), written down without access to those pages " +
+	"and not checked against them: the on-demand figures are the published hourly rates as remembered, the spot figures " +
+	"typical values rather than a snapshot (spot prices move daily on AWS, about monthly on GCE), and prices differ by region: set your own"
 
 var currency = regexp.MustCompile(`^[A-Z]{3}$`)
 
