@@ -166,6 +166,7 @@ func (w *interruptions) deleted(ctx context.Context, obj any) {
 		pod.Namespace, pod.Name, pod.Spec.NodeName, reason, message)
 	if w.retrier != nil {
 		w.retrier.interrupted(ctx, rs, pod)
+		w.retrier.countForFallback(ctx, rs)
 	}
 }
 

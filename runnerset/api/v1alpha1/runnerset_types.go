@@ -704,6 +704,12 @@ type RunnerSetStatus struct {
 	// +listType=atomic
 	// +optional
 	JobRetries []JobRetry `json:"jobRetries,omitempty"`
+
+	// SpotFallback is where the RunnerSet stands against its class's
+	// policy.spotFallback: its recent interruptions, and until when its
+	// tag asks for on-demand capacity.
+	// +optional
+	SpotFallback *SpotFallbackStatus `json:"spotFallback,omitempty"`
 }
 
 // RunnerSet is one team's GitLab runner: its tags, managers, job pods and capacity.
