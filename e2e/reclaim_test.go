@@ -41,13 +41,25 @@ import (
 // real kube-controller-manager's PodGC marks the orphaned pod
 // (DisruptionTarget, DeletionByPodGC) and deletes it; and the controller
 // records it: a Warning Event JobInterrupted on the RunnerSet naming the
-// pod and the node, and runnerfleet_jobs_interrupted_total +1.
+// pod and the node, and runnerfleet_jobs_interrupted_total +1. The
+// RunnerSet retries interrupted jobs (spec.jobs.retryOnInterruption): the
+// controller retries the lost job through GitLab's API, once, and the
+// retry runs on a new node to success.
 func TestAReclaimedJobNodeFailsItsJobAndIsRecorded(t *testing.T) {
 	needsRealNode(t)
 	e := startNodeEnv(t)
 	ctx := context.Background()
 	tm := e.newTeam("reclaim", 1, 1, 2*time.Minute)
 	e.collectOnFailure(t, tm)
+	// The team's API token: a member (Developer) of the jobs' project.
+	e.gl.AddUser("glpat-reclaim-retry", gitlabserver.User{Scopes: []string{gitlabserver.ScopeAPI}, Projects: []int64{gitlabserver.DefaultProject}})
+	create(t, e.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tm.ns, Name: "retry-token"}, Data: map[string][]byte{"token": []byte("glpat-reclaim-retry")}})
+	patchRS := client.MergeFrom(tm.rs.DeepCopy())
+	tm.rs.Spec.Jobs.RetryOnInterruption = &v1alpha1.RetryOnInterruption{MaxRetries: 1, APITokenSecretRef: &v1alpha1.SecretKeyRef{Name: "retry-token"}}
+	if err := e.c.Patch(ctx, tm.rs, patchRS); err != nil {
+		t.Fatal(err)
+	}
+	e.waitManagers(tm, 1, 4*time.Minute)
 	scrape := e.metricsScraper(t)
 	series := regexp.MustCompile(fmt.Sprintf(`(?m)^%s\{namespace="%s",reason="DeletionByPodGC",runnerset="%s"\} (\S+)$`,
 		metrics.JobsInterruptedTotal, tm.ns, tm.rs.Name))
@@ -66,7 +78,9 @@ func TestAReclaimedJobNodeFailsItsJobAndIsRecorded(t *testing.T) {
 		t.Fatalf("before any reclaim the controller counts %v interrupted jobs (%v)", n, err)
 	}
 
-	ids := e.queue(tm, 1, 10*time.Minute)
+	// Long enough to be running when its node goes (the stand-in counts
+	// it from its pod's start), short enough for its retry to end.
+	ids := e.queue(tm, 1, 2*time.Minute)
 	e.waitInPods(tm, 1, 3*time.Minute)
 	jobsNS := naming.For(tm.ns, tm.rs.Name).JobsNamespace()
 	var pod corev1.Pod
@@ -143,6 +157,36 @@ func TestAReclaimedJobNodeFailsItsJobAndIsRecorded(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The retry: one new job, a retry of the lost one, taken by the
+	// manager, run on a node Karpenter brings, succeeded.
+	var retry gitlabserver.Job
+	waitFor(t, 8*time.Minute, fmt.Sprintf("the retry of job %d succeeded", ids[0]), func() error {
+		var retries []gitlabserver.Job
+		for _, j := range e.jobsOf(tm) {
+			if j.RetryOf == ids[0] {
+				retries = append(retries, j)
+			}
+		}
+		if len(retries) != 1 {
+			return fmt.Errorf("%d retries of job %d", len(retries), ids[0])
+		}
+		if retry = retries[0]; retry.State != gitlabserver.JobSuccess {
+			return fmt.Errorf("the retry, job %d, is %s", retry.ID, retry.State)
+		}
+		return nil
+	})
+	t.Logf("job %d retried as job %d, which succeeded %.0f s after the reclaim", ids[0], retry.ID, time.Since(reclaimed).Seconds())
+	if n := len(e.jobsOf(tm)); n != 2 {
+		t.Errorf("%d jobs of the team in GitLab, want the lost one and its one retry", n)
+	}
+	cur := &v1alpha1.RunnerSet{}
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(tm.rs), cur); err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Status.JobRetries) != 1 || cur.Status.JobRetries[0].State != v1alpha1.JobRetryRetried || cur.Status.JobRetries[0].RetriedAs != retry.ID {
+		t.Errorf("status.jobRetries %+v, want job %d Retried as %d", cur.Status.JobRetries, ids[0], retry.ID)
+	}
 }
 
 // metricsScraper returns a function that scrapes the controller's metrics

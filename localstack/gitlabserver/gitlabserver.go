@@ -34,6 +34,8 @@
 //	POST   /runners                               registration-token registration: always 410 Gone
 //	POST   /jobs/request, PUT /jobs/:id, PATCH /jobs/:id/trace
 //	                                              the runner API's job queue (see jobs.go, QueueJob)
+//	GET    /projects/:id/jobs/:job_id             a job (PAT: api or read_api; see projectjobs.go)
+//	POST   /projects/:id/jobs/:job_id/retry       retry a finished job (PAT: api; Developer role)
 //
 // The server never logs a token: log lines (see SetLogf) carry methods, paths,
 // statuses and runner IDs only.
@@ -106,9 +108,13 @@ type User struct {
 	// ExpiresAt, when set, is the instant from which the token is refused
 	// with 401 invalid_token.
 	ExpiresAt time.Time
-	// Groups and Projects the user can manage runners of. AddUser creates
-	// them on the server if they do not exist yet.
+	// Groups and Projects the user can manage runners of (and, for a
+	// project, retry its jobs: GitLab's Developer role or more). AddUser
+	// creates them on the server if they do not exist yet.
 	Groups, Projects []int64
+	// ReporterProjects are projects whose jobs the user may read but not
+	// retry (GitLab's Reporter role).
+	ReporterProjects []int64
 }
 
 // Runner is the server's record of one runner.
@@ -249,6 +255,10 @@ func (s *Server) AddUser(pat string, u User) {
 	u.Scopes = slices.Clone(u.Scopes)
 	u.Groups = slices.Clone(u.Groups)
 	u.Projects = slices.Clone(u.Projects)
+	u.ReporterProjects = slices.Clone(u.ReporterProjects)
+	for _, p := range u.ReporterProjects {
+		s.projects[p] = true
+	}
 	for _, g := range u.Groups {
 		s.groups[g] = true
 	}
@@ -560,6 +570,9 @@ func (s *Server) route(r *http.Request) reply {
 	seg := strings.Split(strings.TrimSuffix(rest, "/"), "/")
 	m := r.Method
 	if rep, ok := s.routeJobs(r, seg); ok {
+		return rep
+	}
+	if rep, ok := s.routeProjectJobs(r, seg); ok {
 		return rep
 	}
 

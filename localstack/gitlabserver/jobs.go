@@ -15,6 +15,13 @@ package gitlabserver
 // job is refused with 403 and its state in the Job-Status header, as GitLab
 // does, so a runner that lost track of a job cannot turn a failure into a
 // success.
+//
+// The Jobs API, with a personal access token (see projectjobs.go):
+//
+//	GET  /api/v4/projects/:id/jobs/:job_id        the job (PAT: api or read_api; a member or reporter of the project)
+//	POST /api/v4/projects/:id/jobs/:job_id/retry  201 and the new job (PAT: api; a member of the project, GitLab's
+//	                                              Developer role); 403 "Job is not retryable" for a job not finished
+//	                                              or already retried
 
 import (
 	"bytes"
@@ -42,9 +49,17 @@ const (
 // long a job runs (a Go duration, for example "30s"): the job's whole work.
 const DurationVariable = "RUNNERFLEET_JOB_DURATION"
 
+// DefaultProject is the project of the jobs QueueJob queues.
+const DefaultProject = 1
+
 // Job is the server's record of one CI job.
 type Job struct {
-	ID       int64
+	ID int64
+	// ProjectID is the project the job belongs to.
+	ProjectID int64
+	// Name is the job's name in its pipeline (job-<ID> when queued; a
+	// retry keeps its job's name).
+	Name     string
 	Tags     []string
 	Duration time.Duration
 	State    string // JobPending, JobRunning, JobSuccess or JobFailed
@@ -57,17 +72,35 @@ type Job struct {
 	// QueuedAt, PickedAt and FinishedAt: when the test queued it, when a
 	// runner took it, when the runner reported its end.
 	QueuedAt, PickedAt, FinishedAt time.Time
-	Trace                          []byte
-	token                          string
+	// RetryOf is the job this one retries (POST .../retry); RetriedAs the
+	// job that retried this one. GitLab retries a job once: the retried
+	// job is no longer retryable.
+	RetryOf, RetriedAs int64
+	Trace              []byte
+	token              string
 }
 
-// QueueJob adds a pending job with these tags that runs for d, and returns
-// its ID.
+// QueueJob adds a pending job of DefaultProject with these tags that runs
+// for d, and returns its ID.
 func (s *Server) QueueJob(tags []string, d time.Duration) int64 {
+	return s.QueueProjectJob(DefaultProject, tags, d)
+}
+
+// QueueProjectJob adds a pending job of project with these tags that runs
+// for d, and returns its ID. The project is created if missing.
+func (s *Server) QueueProjectJob(project int64, tags []string, d time.Duration) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.projects[project] = true
+	return s.queueLocked(&Job{ProjectID: project, Tags: normalizeTags(tags), Duration: d})
+}
+
+func (s *Server) queueLocked(j *Job) int64 {
 	s.nextJobID++
-	j := &Job{ID: s.nextJobID, Tags: normalizeTags(tags), Duration: d, State: JobPending, QueuedAt: time.Now()}
+	j.ID, j.State, j.QueuedAt = s.nextJobID, JobPending, time.Now()
+	if j.Name == "" {
+		j.Name = fmt.Sprintf("job-%d", j.ID)
+	}
 	s.jobs = append(s.jobs, j)
 	return j.ID
 }
@@ -202,8 +235,8 @@ func jobResponse(j *Job) map[string]any {
 		"token":           j.token,
 		"allow_git_fetch": false,
 		"job_info": map[string]any{
-			"id": j.ID, "name": fmt.Sprintf("job-%d", j.ID), "stage": "test",
-			"project_id": 1, "project_name": "runnerfleet-e2e",
+			"id": j.ID, "name": j.Name, "stage": "test",
+			"project_id": j.ProjectID, "project_name": projectName(j.ProjectID),
 		},
 		"runner_info": map[string]any{"timeout": 3600},
 		"variables":   vars,

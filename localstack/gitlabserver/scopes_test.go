@@ -44,6 +44,8 @@ var scopeTable = []struct {
 	{"POST", "/runners/:id/reset_authentication_token", []string{"api", "manage_runner"}},
 	{"GET", "/groups/:group/runners", []string{"api", "read_api", "manage_runner"}},
 	{"GET", "/projects/:project/runners", []string{"api", "read_api", "manage_runner"}},
+	// https://docs.gitlab.com/api/jobs/ (GET a single job: read_api or api).
+	{"GET", "/projects/:project/jobs/:job", []string{"api", "read_api"}},
 }
 
 // TestEveryEndpointEnforcesGitLabsScopeTable calls every endpoint as an
@@ -56,11 +58,12 @@ func TestEveryEndpointEnforcesGitLabsScopeTable(t *testing.T) {
 	for _, sc := range scopes {
 		srv.AddUser("glpat-only-"+sc, gitlabserver.User{Admin: true, Scopes: []string{sc}, Groups: []int64{groupID}, Projects: []int64{projectID}})
 	}
+	job := srv.QueueProjectJob(projectID, nil, 0)
 	for _, row := range scopeTable {
 		for _, sc := range scopes {
 			t.Run(fmt.Sprintf("%s %s with %s", row.method, row.path, sc), func(t *testing.T) {
 				r := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: groupID, Description: "scope"})
-				p := strings.NewReplacer(":id", fmt.Sprint(r.ID), ":group", fmt.Sprint(groupID), ":project", fmt.Sprint(projectID)).Replace(row.path)
+				p := strings.NewReplacer(":id", fmt.Sprint(r.ID), ":group", fmt.Sprint(groupID), ":project", fmt.Sprint(projectID), ":job", fmt.Sprint(job)).Replace(row.path)
 				var body io.Reader
 				if row.method == "POST" && row.path == "/user/runners" {
 					body = strings.NewReader(fmt.Sprintf(`{"runner_type":"group_type","group_id":%d}`, groupID))

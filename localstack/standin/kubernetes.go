@@ -53,9 +53,15 @@ type Kubernetes struct {
 	PollTimeout int `toml:"poll_timeout"`
 }
 
-// jobIDLabel is the label gitlab-runner's executor gives a job's pod: the
-// job's ID.
-const jobIDLabel = naming.LabelGitLabJobID
+// jobIDLabel is the key of the job's ID on a job pod: gitlab-runner's
+// executor annotates the pod with it; the stand-in also labels the pod with
+// it, to find the pod of a job by a selector. projectIDKey is the key of
+// the job's project ID, which the executor puts on the pod both as a label
+// and as an annotation.
+const (
+	jobIDLabel   = naming.LabelGitLabJobID
+	projectIDKey = naming.LabelGitLabProjectID
+)
 
 // defaultPollTimeout is gitlab-runner's poll_timeout default.
 const defaultPollTimeout = 180 * time.Second
@@ -209,17 +215,29 @@ func isNotFound(err error) bool {
 	return errors.As(err, &ke) && ke.Code == http.StatusNotFound
 }
 
-// JobPod is the pod the stand-in creates for job id of runner r: what the
-// kubernetes executor would ask of the scheduler, with containers that only
-// wait.
-func JobPod(r Runner, id int64, image string) map[string]any {
+// JobPod is the pod the stand-in creates for job id of project of runner
+// r: what the kubernetes executor would ask of the scheduler, with
+// containers that only wait.
+func JobPod(r Runner, id, project int64, image string) map[string]any {
 	k := r.Kubernetes
 	labels := map[string]string{}
 	for key, v := range k.PodLabels {
 		labels[key] = v
 	}
-	// The executor's own label (gitlab-runner labels job pods with the job's ID).
+	// The executor's own keys, which pod_labels cannot overwrite: the
+	// project's ID as a label (and the job's, the stand-in's own).
 	labels[jobIDLabel] = strconv.FormatInt(id, 10)
+	labels[projectIDKey] = strconv.FormatInt(project, 10)
+	// Its annotations: the job's and the project's IDs, then
+	// pod_annotations, which may overwrite them, as the executor's
+	// buildPodAnnotations has them.
+	annotations := map[string]string{
+		jobIDLabel:   strconv.FormatInt(id, 10),
+		projectIDKey: strconv.FormatInt(project, 10),
+	}
+	for key, v := range k.PodAnnotations {
+		annotations[key] = v
+	}
 	requests := map[string]string{}
 	if k.CPURequest != "" {
 		requests["cpu"] = k.CPURequest
@@ -250,9 +268,7 @@ func JobPod(r Runner, id int64, image string) map[string]any {
 		"generateName": fmt.Sprintf("runner-%s-job-%d-", dnsLabel(r.Name), id),
 		"namespace":    k.Namespace,
 		"labels":       labels,
-	}
-	if len(k.PodAnnotations) > 0 {
-		meta["annotations"] = k.PodAnnotations
+		"annotations":  annotations,
 	}
 	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 }
@@ -320,7 +336,7 @@ func podPath(ns, name string) string {
 
 // startPod creates the job's pod and waits until it runs; it returns the
 // pod's name (to delete, also on error when it was created).
-func (m *manager) startPod(ctx context.Context, r Runner, id int64, trace func(string)) (string, error) {
+func (m *manager) startPod(ctx context.Context, r Runner, id, project int64, trace func(string)) (string, error) {
 	k := r.Kubernetes
 	image := k.Image
 	if image == "" {
@@ -329,7 +345,7 @@ func (m *manager) startPod(ctx context.Context, r Runner, id int64, trace func(s
 	created := &podStatus{}
 	// Not canceled by an abort: a create that reaches the API server
 	// returns the pod's name, so that it is deleted.
-	if err := m.kube.do(context.WithoutCancel(ctx), http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(k.Namespace)+"/pods", JobPod(r, id, image), created); err != nil {
+	if err := m.kube.do(context.WithoutCancel(ctx), http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(k.Namespace)+"/pods", JobPod(r, id, project, image), created); err != nil {
 		return "", fmt.Errorf("creating the job's pod in namespace %s: %w", k.Namespace, err)
 	}
 	name := created.Metadata.Name

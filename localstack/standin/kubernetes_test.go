@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,6 +198,13 @@ func TestAJobRunsInAPodPlacedAsItsConfigSaysAndTheJobEndsWithIt(t *testing.T) {
 	}
 	if p.Labels["runnerfleet.dev/runnerset"] != "build" || p.Annotations["karpenter.sh/do-not-disrupt"] != "true" {
 		t.Errorf("labels %v annotations %v", p.Labels, p.Annotations)
+	}
+	// The keys gitlab-runner's kubernetes executor sets (buildLabels,
+	// buildPodAnnotations): the project's ID as a label and an annotation,
+	// the job's ID as an annotation.
+	jobID, project := strconv.FormatInt(id, 10), strconv.Itoa(gitlabserver.DefaultProject)
+	if p.Labels["project.runner.gitlab.com/id"] != project || p.Annotations["project.runner.gitlab.com/id"] != project || p.Annotations["job.runner.gitlab.com/id"] != jobID {
+		t.Errorf("labels %v annotations %v: want project %s (label and annotation) and job %s (annotation)", p.Labels, p.Annotations, project, jobID)
 	}
 	if p.Spec.ServiceAccountName == "default" || p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
 		t.Errorf("serviceAccountName %q automount %v: want the job ServiceAccount, no API token", p.Spec.ServiceAccountName, p.Spec.AutomountServiceAccountToken)

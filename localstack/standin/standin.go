@@ -306,8 +306,11 @@ func (m *manager) poll(ctx context.Context, r Runner) {
 }
 
 type jobPayload struct {
-	ID        int64  `json:"id"`
-	Token     string `json:"token"`
+	ID      int64  `json:"id"`
+	Token   string `json:"token"`
+	JobInfo struct {
+		ProjectID int64 `json:"project_id"`
+	} `json:"job_info"`
 	Variables []struct {
 		Key   string `json:"key"`
 		Value string `json:"value"`
@@ -402,7 +405,7 @@ func (m *manager) run(r Runner, j *jobPayload) {
 			case <-ctx.Done():
 			}
 		}()
-		name, err := m.startPod(ctx, r, j.ID, trace)
+		name, err := m.startPod(ctx, r, j.ID, j.JobInfo.ProjectID, trace)
 		cancel()
 		pod = name
 		// A create that failed short of the API server's answer (a

@@ -33,7 +33,10 @@ import (
 type capacityStep struct{ *writer }
 
 func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, error) {
-	c, err := capacity.For(s.rs, s.class, s.settings)
+	// After repeated interruptions, on-demand capacity for a while
+	// (spotfallback.go).
+	built, fallback := onDemandFallback(s.rs, s.class, r.now())
+	c, err := capacity.For(built, s.class, s.settings)
 	var invalid *v1alpha1.Failure
 	if errors.As(err, &invalid) {
 		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
@@ -101,10 +104,10 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	s.rs.Status.Capacity = c.Name
 	s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("%s capacity %s is in place; it scales to zero when no job runs", s.class.Spec.Provider, c.Name))
-	if keepEarlier {
+	if keepEarlier && (fallback == 0 || earlierNodeClassRecheck < fallback) {
 		return true, earlierNodeClassRecheck, nil
 	}
-	return true, 0, nil
+	return true, fallback, nil
 }
 
 // earlierNodeClassRecheck is how often a NodePool still on the tag's own

@@ -58,6 +58,9 @@ type Reconciler struct {
 	// firstStatus remembers the RunnerSets whose first status this
 	// controller wrote in the last seconds.
 	firstStatus createdObjects
+	// jobRetry tunes the retries of interrupted jobs (WithJobRetry); the
+	// watch of job pods (NewControllers) runs them.
+	jobRetry JobRetryOptions
 }
 
 func (r *Reconciler) now() time.Time {

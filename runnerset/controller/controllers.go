@@ -8,6 +8,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,20 +34,26 @@ var (
 // leader's watch of job pods taken away under their jobs (interruptions.go).
 // They read the field indexes Register adds to the manager.
 func NewControllers(c client.Client, apiReader client.Reader, rec events.EventRecorder, opts ...Option) []Controller {
+	r := New(c, apiReader, rec, opts...)
 	return []Controller{
-		New(c, apiReader, rec, opts...),
+		r,
 		&ClassReconciler{Client: c},
-		interruptionsController{recorder: rec},
+		interruptionsController{recorder: rec, retry: r.jobRetry, now: r.Now},
 	}
 }
 
-// interruptionsController registers the watch of interrupted job pods.
-type interruptionsController struct{ recorder events.EventRecorder }
+// interruptionsController registers the watch of interrupted job pods and
+// the retries of their jobs (jobretry.go).
+type interruptionsController struct {
+	recorder events.EventRecorder
+	retry    JobRetryOptions
+	now      func() time.Time
+}
 
 func (interruptionsController) Name() string { return "jobinterruptions" }
 
 func (c interruptionsController) Register(_ context.Context, mgr ctrl.Manager) error {
-	return watchInterruptions(mgr, c.recorder)
+	return watchInterruptions(mgr, c.recorder, c.retry, c.now)
 }
 
 // Register adds to mgr the field indexes the controllers share, then each

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,15 +93,18 @@ type interruptions struct {
 	// Reader is the manager's cache: RunnerSets and jobs namespaces.
 	Reader   client.Reader
 	Recorder events.EventRecorder
+	// retrier retries the jobs of RunnerSets that opt in (jobretry.go).
+	retrier *jobRetrier
 	// newCache builds the cache of job pods, started by Start.
 	newCache func() (cache.Cache, error)
 }
 
 // watchInterruptions registers the watch of job pods with mgr.
-func watchInterruptions(mgr ctrl.Manager, rec events.EventRecorder) error {
+func watchInterruptions(mgr ctrl.Manager, rec events.EventRecorder, retry JobRetryOptions, now func() time.Time) error {
 	return mgr.Add(&interruptions{
 		Reader:   mgr.GetClient(),
 		Recorder: rec,
+		retrier:  newJobRetrier(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), rec, retry, now),
 		newCache: func() (cache.Cache, error) {
 			return cache.New(mgr.GetConfig(), cache.Options{
 				HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -127,6 +131,11 @@ func (w *interruptions) Start(ctx context.Context) error {
 		DeleteFunc: func(obj any) { w.deleted(ctx, obj) },
 	}); err != nil {
 		return err
+	}
+	if w.retrier != nil {
+		if err := w.retrier.resume(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "Resuming the retries of interrupted jobs")
+		}
 	}
 	return c.Start(ctx)
 }
@@ -155,6 +164,10 @@ func (w *interruptions) deleted(ctx context.Context, obj any) {
 	w.Recorder.Eventf(rs, pod, corev1.EventTypeWarning, v1alpha1.ReasonJobInterrupted, "Interrupt",
 		"Job pod %s/%s on node %s was taken away while its job ran (%s: %s): the job fails as its pod is lost.",
 		pod.Namespace, pod.Name, pod.Spec.NodeName, reason, message)
+	if w.retrier != nil {
+		w.retrier.interrupted(ctx, rs, pod)
+		w.retrier.countForFallback(ctx, rs)
+	}
 }
 
 // runnerSetOf finds the RunnerSet of a job pod: its jobs namespace names
@@ -178,17 +191,27 @@ func (w *interruptions) runnerSetOf(ctx context.Context, pod *corev1.Pod) (*v1al
 }
 
 // trimJobPod keeps of a job pod only what deleted reads, so that the
-// controller's memory does not hold every running job's spec.
+// controller's memory does not hold every running job's spec: of its
+// annotations, the executor's that name its GitLab job.
 func trimJobPod(in any) (any, error) {
 	pod, ok := in.(*corev1.Pod)
 	if !ok {
 		return in, nil
 	}
+	var annotations map[string]string
+	for _, k := range []string{podKeyJobID, podKeyProjectID} {
+		if v, ok := pod.Annotations[k]; ok {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
+	}
 	out := &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
+			Labels: pod.Labels, Annotations: annotations, DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Spec:   corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},

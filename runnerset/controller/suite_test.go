@@ -135,7 +135,8 @@ func startManager() error {
 		controller.WithGitLab(func(url, pat string) (gitlab.Client, error) {
 			return gitlab.New(url, pat, gitlab.Options{Timeout: 2 * time.Second, Retries: 1})
 		}),
-		controller.WithClock(func() time.Time { return time.Now().Add(time.Duration(clockAhead.Load())) }))
+		controller.WithClock(func() time.Time { return time.Now().Add(time.Duration(clockAhead.Load())) }),
+		controller.WithJobRetry(controller.JobRetryOptions{Poll: 100 * time.Millisecond, Wait: time.Minute}))
 	if err := controller.Register(ctx, mgr, cs...); err != nil {
 		cancel()
 		return err

@@ -21,6 +21,8 @@ var GitLabEndpoints = []string{
 	"/runners/:id/reset_authentication_token",
 	"/groups/:id/runners",
 	"/projects/:id/runners",
+	"/projects/:id/jobs/:id",
+	"/projects/:id/jobs/:id/retry",
 }
 
 // EndpointOther is the endpoint label of a path not in GitLabEndpoints.

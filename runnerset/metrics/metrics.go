@@ -40,6 +40,7 @@ const (
 	GitLabRequestsTotal   = Prefix + "gitlab_api_requests_total"
 	GitLabRequestDuration = Prefix + "gitlab_api_request_duration_seconds"
 	JobsInterruptedTotal  = Prefix + "jobs_interrupted_total"
+	JobRetriesTotal       = Prefix + "job_retries_total"
 )
 
 // Label names.
@@ -56,6 +57,7 @@ const (
 	LabelEndpoint  = "endpoint"
 	LabelMethod    = "method"
 	LabelCode      = "code"
+	LabelResult    = "result"
 )
 
 // Steps a reconcile error is counted under besides the conditions'
@@ -95,6 +97,21 @@ var JobsInterrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Job pods of a RunnerSet taken away while their job ran, by the reason of their DisruptionTarget condition (DeletionByPodGC: their node was deleted; DeletionByTaintManager, EvictionByEvictionAPI, PreemptionByScheduler, TerminationByKubelet; Other).",
 }, []string{LabelNamespace, LabelRunnerSet, LabelReason})
 
+// JobRetries counts the interrupted jobs of RunnerSets that retry them
+// (spec.jobs.retryOnInterruption), by result: Retried (GitLab retried the
+// job) or NotRetried (it ended on its own, reached the limit, or the token
+// or GitLab kept it from being retried).
+var JobRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: JobRetriesTotal,
+	Help: "Interrupted jobs of RunnerSets that retry them (spec.jobs.retryOnInterruption), by result: Retried (GitLab retried the job) or NotRetried (it ended on its own, reached maxRetries, or the token or GitLab kept it from being retried; the JobNotRetried Event says why).",
+}, []string{LabelNamespace, LabelRunnerSet, LabelResult})
+
+// Results of JobRetries.
+const (
+	ResultRetried    = "Retried"
+	ResultNotRetried = "NotRetried"
+)
+
 // Steps are every value of ReconcileErrors' step label.
 func Steps() []string {
 	return append(append([]string{}, v1alpha1.DependentConditions...), StepStatus, StepFinalize)
@@ -102,7 +119,7 @@ func Steps() []string {
 
 // Counters are the metrics the controller increments.
 func Counters() []prometheus.Collector {
-	return []prometheus.Collector{ReconcileErrors, GitLabRequests, GitLabDuration, JobsInterrupted}
+	return []prometheus.Collector{ReconcileErrors, GitLabRequests, GitLabDuration, JobsInterrupted, JobRetries}
 }
 
 func init() {

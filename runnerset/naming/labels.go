@@ -142,10 +142,14 @@ const (
 	AnnotationPrometheusPort   = "prometheus.io/port"
 )
 
-// Labels gitlab-runner's Kubernetes executor puts on job pods (its
-// executors/kubernetes package).
+// Keys gitlab-runner's Kubernetes executor puts on job pods (its
+// executors/kubernetes package: buildLabels and buildPodAnnotations). The
+// job's ID, name and URL are annotations (the local stack's stand-in also
+// labels the pod with the ID); the project's ID is both a label, which no
+// configuration can overwrite, and an annotation.
 const (
-	LabelGitLabJobID   = "job.runner.gitlab.com/id"
-	LabelGitLabJobName = "job.runner.gitlab.com/name"
-	LabelGitLabJobURL  = "job.runner.gitlab.com/url"
+	LabelGitLabJobID     = "job.runner.gitlab.com/id"
+	LabelGitLabJobName   = "job.runner.gitlab.com/name"
+	LabelGitLabJobURL    = "job.runner.gitlab.com/url"
+	LabelGitLabProjectID = "project.runner.gitlab.com/id"
 )

@@ -128,7 +128,14 @@ type RunnerClassDefaults struct {
 
 // RunnerClassPolicy bounds what a RunnerSet may ask for.
 // +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || self.maxConcurrency >= 1",message="policy.maxConcurrency must be at least 1; leave it out for no limit"
+// +kubebuilder:validation:XValidation:rule="!has(self.spotFallback) || (has(self.allowedCapacityTypes) && self.allowedCapacityTypes.exists(t, t == 'on-demand'))",message="policy.spotFallback moves tags to on-demand capacity: add on-demand to policy.allowedCapacityTypes, or remove spotFallback"
 type RunnerClassPolicy struct {
+	// SpotFallback moves a tag to on-demand capacity for onDemandFor once
+	// interruptions job pods of its RunnerSet were taken away within
+	// window. Off when unset.
+	// +optional
+	SpotFallback *SpotFallback `json:"spotFallback,omitempty"`
+
 	// MaxConcurrency caps managers.replicas × managers.concurrent of one RunnerSet.
 	// +kubebuilder:validation:Minimum=1
 	// +optional

@@ -347,6 +347,14 @@ type JobSpec struct {
 	// +kubebuilder:validation:MaxLength=16384
 	// +optional
 	ConfigOverride string `json:"configOverride,omitempty"`
+
+	// RetryOnInterruption, when set, retries through GitLab's API a job
+	// whose pod was taken away with its node (a spot reclaim) once GitLab
+	// reports it failed with runner_system_failure, up to maxRetries times
+	// per job. Off when unset. A job that failed on its own is never
+	// retried.
+	// +optional
+	RetryOnInterruption *RetryOnInterruption `json:"retryOnInterruption,omitempty"`
 }
 
 // EnvVar is one environment variable of every job.
@@ -699,6 +707,20 @@ type RunnerSetStatus struct {
 	// while a manager pod exists.
 	// +optional
 	OrphanedJobPodsSince *metav1.Time `json:"orphanedJobPodsSince,omitempty"`
+
+	// JobRetries are the interrupted jobs of a RunnerSet that retries them
+	// (spec.jobs.retryOnInterruption), newest last: at most 100, a
+	// finished record kept for a day.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	JobRetries []JobRetry `json:"jobRetries,omitempty"`
+
+	// SpotFallback is where the RunnerSet stands against its class's
+	// policy.spotFallback: its recent interruptions, and until when its
+	// tag asks for on-demand capacity.
+	// +optional
+	SpotFallback *SpotFallbackStatus `json:"spotFallback,omitempty"`
 }
 
 // RunnerSet is one team's GitLab runner: its tags, managers, job pods and capacity.
