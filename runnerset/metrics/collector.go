@@ -98,23 +98,33 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// scrapeContext is a collector's gate and deadline: ok is false on a replica
+// that does not lead (it exports nothing: only the leader's informers are
+// filled), and the context ends after timeout (10s when 0).
+func scrapeContext(elected <-chan struct{}, timeout time.Duration) (context.Context, context.CancelFunc, bool) {
+	if elected != nil {
+		select {
+		case <-elected:
+		default:
+			return nil, nil, false
+		}
+	}
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return ctx, cancel, true
+}
+
 type stateKey struct{ condition, status, reason string }
 
 // Collect implements prometheus.Collector. A list that fails is logged and
 // its metrics left out: the rest of the scrape still serves.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	if c.Elected != nil {
-		select {
-		case <-c.Elected:
-		default:
-			return
-		}
+	ctx, cancel, ok := scrapeContext(c.Elected, c.Timeout)
+	if !ok {
+		return
 	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	logger := log.Log.WithName("metrics")
 

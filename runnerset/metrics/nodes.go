@@ -115,18 +115,10 @@ type NodeKey struct{ Namespace, RunnerSet, CapacityType, InstanceType string }
 
 // Collect implements prometheus.Collector.
 func (c *Nodes) Collect(ch chan<- prometheus.Metric) {
-	if c.Elected != nil {
-		select {
-		case <-c.Elected:
-		default:
-			return
-		}
+	ctx, cancel, ok := scrapeContext(c.Elected, c.Timeout)
+	if !ok {
+		return
 	}
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	counts, err := CountNodes(ctx, c.Reader)
 	if err != nil {
