@@ -49,8 +49,12 @@ func (f *Fleet) validateVMGroups(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]string{}
 	for i, s := range f.SharedFleets {
-		for j, g := range s.VMGroups {
+		for j := range s.VMGroups {
 			gp := p.Index(i).Child("vmGroups").Index(j)
+			if osVersionValid(s.VMGroups[j]) {
+				errs = append(errs, resolveVMGroupImage(&f.SharedFleets[i].VMGroups[j], gp)...)
+			}
+			g := f.SharedFleets[i].VMGroups[j]
 			if other, ok := seen[g.Name]; ok && g.Name != "" {
 				errs = append(errs, field.Duplicate(gp.Child("name"), fmt.Sprintf("%s: also %s's name; fleet rotate --group finds a group by its name, so give each its own", g.Name, other)))
 			}
@@ -59,6 +63,18 @@ func (f *Fleet) validateVMGroups(p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// osVersionValid reports whether g's os, and its windowsVersion on
+// windows, are valid (validateVMGroup refuses them otherwise).
+func osVersionValid(g fleetspec.VMGroup) bool {
+	switch g.OS {
+	case fleetspec.OSWindows:
+		return windowsVersion.MatchString(g.WindowsVersion)
+	case fleetspec.OSLinux:
+		return g.WindowsVersion == ""
+	}
+	return false
 }
 
 func (f *Fleet) validateVMGroup(s fleetspec.SharedFleet, g fleetspec.VMGroup, p *field.Path) field.ErrorList {
@@ -99,7 +115,7 @@ func (f *Fleet) validateVMGroup(s fleetspec.SharedFleet, g fleetspec.VMGroup, p 
 	if !gcpMachineType.MatchString(g.MachineType) {
 		errs = append(errs, field.Invalid(p.Child("machineType"), g.MachineType, "a Compute Engine machine type such as n2d-standard-8"))
 	}
-	if g.Image == "" {
+	if g.Image == "" && g.ImageInputs == nil {
 		errs = append(errs, field.Required(p.Child("image"), "the image the managers boot: an image name, family/<family>, or projects/<project>/global/images/<image>"))
 	}
 	if g.Count < 1 || g.Count > fleetspec.MaxVMGroupCount {

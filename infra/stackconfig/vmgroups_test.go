@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmimage"
 )
 
 // vmGroupStack is sharedFleetStack with a Windows VM group in production
@@ -151,5 +152,116 @@ func TestBadVMGroupsAreRefusedNamingTheKey(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withImageInputs gives the Windows group of v image inputs, and returns
+// the same inputs as vmimage takes them.
+func withImageInputs(v map[string]any) vmimage.Inputs {
+	g := at(v, "sharedFleets", 0, "vmGroups", 0)
+	delete(g, "image")
+	g["imageInputs"] = map[string]any{"family": "wsrm", "runnerVersion": "v17.5.0", "agentVersion": "0.1.0",
+		"runnerConfig": "concurrent = 4\n", "files": map[string]any{"install.ps1": "Install-Runner\n"}}
+	return vmimage.Inputs{Family: "wsrm", OS: "windows", OSVersion: "2022", RunnerVersion: "17.5.0", AgentVersion: "0.1.0",
+		RunnerConfig: []byte("concurrent = 4\n"), Files: map[string][]byte{"install.ps1": []byte("Install-Runner\n")}}
+}
+
+// A group with imageInputs boots the image they name (vmimage.Name): its
+// image, when left out, is that name; its tags default to windows and
+// windows-<version>, and declared ones are kept, sorted.
+func TestAVMGroupsImageIsTheNameOfItsInputs(t *testing.T) {
+	v := vmGroupStack()
+	in := withImageInputs(v)
+	want, err := vmimage.Name(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Decode(encode(t, v), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, _ := f.VMGroup("windows-2022")
+	if g.Image != want || strings.Join(g.Tags, ",") != "windows,windows-2022" {
+		t.Errorf("image %s, tags %v; want %s, windows,windows-2022", g.Image, g.Tags, want)
+	}
+	if got, _ := vmimage.Name(*VMGroupImageInputs(g)); got != want {
+		t.Errorf("VMGroupImageInputs names %s, want %s", got, want)
+	}
+	// The image given as its name, and declared tags.
+	at(v, "sharedFleets", 0, "vmGroups", 0)["image"] = want
+	at(v, "sharedFleets", 0, "vmGroups", 0)["tags"] = []any{"windows-2022", "shared", "windows"}
+	f, err = Decode(encode(t, v), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _, _ := f.VMGroup("windows-2022"); g.Image != want || strings.Join(g.Tags, ",") != "shared,windows,windows-2022" {
+		t.Errorf("image %s, tags %v", g.Image, g.Tags)
+	}
+	again, err := Decode([]byte(f.JSON()), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _, _ := again.VMGroup("windows-2022"); g.Image != want {
+		t.Errorf("decoded again: image %s", g.Image)
+	}
+}
+
+// An image other than the one the inputs name, a version tag for another
+// Windows version and a bad input are refused naming the key (and the
+// expected name).
+func TestAVMGroupsImageAndTagsMustAgreeWithItsInputs(t *testing.T) {
+	const w = "runnerfleet:fleet.sharedFleets[0].vmGroups[0]."
+	v := vmGroupStack()
+	want, _ := vmimage.Name(withImageInputs(v))
+	cases := []struct {
+		name   string
+		mutate func(g map[string]any)
+		want   string
+	}{
+		{"another image", func(g map[string]any) { g["image"] = "wsrm-hand-built" },
+			w + `image: Invalid value: "wsrm-hand-built": is not the image its imageInputs name, ` + want},
+		{"a tag for another Windows version", func(g map[string]any) { g["tags"] = []any{"windows", "windows-1809"} },
+			w + `tags[1]: Invalid value: "windows-1809": tag windows-1809 names windows 1809, but the image's os-version is 2022`},
+		{"a tag for another Windows version without imageInputs", func(g map[string]any) {
+			delete(g, "imageInputs")
+			g["tags"] = []any{"windows-2019"}
+		}, w + `tags[0]: Invalid value: "windows-2019"`},
+		{"no runner version", func(g map[string]any) { delete(at(g, "imageInputs"), "runnerVersion") },
+			w + `imageInputs.runnerVersion: Invalid value: "" is not a version`},
+		{"no config.toml", func(g map[string]any) { delete(at(g, "imageInputs"), "runnerConfig") },
+			w + `imageInputs.runnerConfig: Invalid value: required`},
+		{"a family GCE refuses", func(g map[string]any) { at(g, "imageInputs")["family"] = "WSRM" },
+			w + `imageInputs.family: Invalid value: "WSRM" is not a family name`},
+		{"an OS version for Windows", func(g map[string]any) { at(g, "imageInputs")["osVersion"] = "2019" },
+			w + `imageInputs.osVersion: Forbidden: a windows group's image runs its windowsVersion (2022)`},
+		{"an unknown input", func(g map[string]any) { at(g, "imageInputs")["runnerVerison"] = "17.5.0" },
+			w + `imageInputs.runnerVerison: Forbidden: unknown key`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := vmGroupStack()
+			withImageInputs(v)
+			c.mutate(at(v, "sharedFleets", 0, "vmGroups", 0))
+			_, err := Decode(encode(t, v), "gke-shared")
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v\nwant %q", err, c.want)
+			}
+		})
+	}
+	// A Linux group's image is named from its imageInputs.osVersion.
+	v = vmGroupStack()
+	lin := at(v, "sharedFleets", 1, "vmGroups", 0)
+	delete(lin, "image")
+	lin["imageInputs"] = map[string]any{"family": "lrm", "runnerVersion": "17.5.0", "agentVersion": "0.1.0", "runnerConfig": "concurrent = 4\n"}
+	if _, err := Decode(encode(t, v), "gke-shared"); err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.sharedFleets[1].vmGroups[0].imageInputs.osVersion: Invalid value") {
+		t.Fatalf("a linux image without its version: %v", err)
+	}
+	at(lin, "imageInputs")["osVersion"] = "debian-12"
+	f, err := Decode(encode(t, v), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _, _ := f.VMGroup("linux-vm"); !strings.HasPrefix(g.Image, "lrm-") || strings.Join(g.Tags, ",") != "linux,linux-debian-12" {
+		t.Errorf("linux group: image %s, tags %v", g.Image, g.Tags)
 	}
 }

@@ -57,7 +57,21 @@ type VMGroup struct {
 	Count int `json:"count,omitempty"`
 	// Image the managers boot (an image name, family/<family>, or a
 	// resource path), as fleet rotate's --image takes it.
+	//
+	// With ImageInputs it may be left out: it is then the name the inputs
+	// give; given, it must be that name.
 	Image string `json:"image"`
+	// ImageInputs are what goes into the group's image (vmimage.Inputs;
+	// the OS and its version are the group's os and windowsVersion):
+	// the stack config names the image from them, and fleet rotate
+	// --stack boots only the image of that name.
+	ImageInputs *VMImageInputs `json:"imageInputs,omitempty"`
+	// Tags are the tags of the group's runners; default <os> and
+	// <os>-<version> (windows, windows-2022). A version tag
+	// (windows-<digit>…) must name the group's version. The stack config
+	// fills the default and sorts them; fleet rotate --stack checks an
+	// adopted runner's tags in GitLab against them.
+	Tags []string `json:"tags,omitempty"`
 	// TokenConfigKey names the stack config secret holding the runner's
 	// authentication token (glrt-…): pulumi config set --secret <key> glrt-…
 	// The program keeps it in a Secret Manager secret only the group's
@@ -86,6 +100,28 @@ type VMGroup struct {
 	Project    string `json:"-"`
 	Network    string `json:"-"`
 	Subnetwork string `json:"-"`
+}
+
+// VMImageInputs are the inputs of a VM group's image a stack config
+// carries. The files are inline text, not paths: the stack config is
+// decoded from its bytes alone (by the program, and by fleet from the
+// stack file compiled into it), so it reads no other file.
+type VMImageInputs struct {
+	// Family is the image family, the name's prefix (wsrm).
+	Family string `json:"family"`
+	// OSVersion is the Linux base (debian-12) of a linux group's image;
+	// a windows group's is its windowsVersion.
+	OSVersion string `json:"osVersion,omitempty"`
+	// RunnerVersion is the gitlab-runner version the image installs.
+	RunnerVersion string `json:"runnerVersion"`
+	// AgentVersion is the fleet-agent version the image installs.
+	AgentVersion string `json:"agentVersion"`
+	// RunnerConfig is the config.toml the image installs, as text: its
+	// template, never a token.
+	RunnerConfig string `json:"runnerConfig"`
+	// Files are other files the image build installs or runs (its install
+	// script, say), by name, as text.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // VMGroupNotify is the webhook fleet rotate reports a group's rotations
@@ -279,6 +315,7 @@ func (g VMGroup) effective(s SharedFleet, p Platform, firstZone string) VMGroup 
 		g.Zones = []string{firstZone}
 	}
 	g.Zones = slices.Clone(g.Zones)
+	g.Tags = slices.Clone(g.Tags)
 	if g.DrainTimeout == nil {
 		g.DrainTimeout = &metav1.Duration{Duration: g.DrainTimeoutOr(s.JobTimeoutOrDefault())}
 	}
