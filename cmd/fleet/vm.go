@@ -158,21 +158,22 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if st.stack == "" && st.config != "" {
 		return fmt.Errorf("--config reads a VM group from a stack config: add --stack")
 	}
+	var stack stackImage
 	if st.stack != "" {
-		if err := st.apply(rotateSettings{r: &r, cloud: &cf, webhook: &webhook, notifyFormat: &notifyFormat, jobTimeout: &jobTimeout}, set, stderr); err != nil {
+		if err := st.apply(rotateSettings{r: &r, cloud: &cf, webhook: &webhook, notifyFormat: &notifyFormat, jobTimeout: &jobTimeout, image: &stack}, set, stderr); err != nil {
 			return err
 		}
 	}
-	// The image inputs: --image must be the image they name, and is that
-	// image when not given.
-	var inputs *vmimage.Inputs
+	// The image inputs (the flags', or the stack group's): --image must be
+	// the image they name, and is that image when not given.
+	inputs := stack.inputs
 	if imgFlags.given() {
 		in, err := imgFlags.inputs("")
 		if err != nil {
 			return fmt.Errorf("%w; nothing was created or drained", err)
 		}
 		inputs = &in
-	} else if len(runnerTags) > 0 {
+	} else if len(runnerTags) > 0 && inputs == nil {
 		return errors.New("--runner-tag needs the image's inputs (--image-os and --image-os-version and the rest): a version tag is checked against the image's OS version")
 	}
 	notify, err := vmfleet.Webhook(webhook, notifyFormat, stderr)
@@ -241,13 +242,22 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return fmt.Errorf("--health %q is not runner or running", health)
 	}
-	if withGitLab && inputs != nil {
+	// The group's runners' OS, version and tags: the inputs' and
+	// --runner-tag, or the stack group's.
+	tagOS, tagVersion, declared := stack.os, stack.osVersion, stack.tags
+	if inputs != nil {
+		tagOS, tagVersion = inputs.OS, inputs.OSVersion
+	}
+	if len(runnerTags) > 0 {
+		declared = runnerTags
+	}
+	if withGitLab && tagOS != "" && tagVersion != "" {
 		// The runner the group adopts carries the group's tags.
-		tags, err := groupTags(inputs.OS, inputs.OSVersion, runnerTags)
+		tags, err := groupTags(tagOS, tagVersion, declared)
 		if err != nil {
 			return fmt.Errorf("%w; nothing was created or drained", err)
 		}
-		if err := checkAdoptedTags(ctx, gf, token, inputs.OS, inputs.OSVersion, tags); err != nil {
+		if err := checkAdoptedTags(ctx, gf, token, tagOS, tagVersion, tags); err != nil {
 			return fmt.Errorf("%w; nothing was created or drained", err)
 		}
 	}
@@ -261,6 +271,9 @@ func rotate(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if inputs != nil {
 		img, err := vmfleet.ResolveImage(ctx, c, r.Template.Image, *inputs)
 		if err != nil {
+			if inputs == stack.inputs {
+				return fmt.Errorf("--image: %w (the inputs are %s); nothing was created or drained", flagError(err), stack.key)
+			}
 			return fmt.Errorf("--image: %w; nothing was created or drained", flagError(err))
 		}
 		if r.Template.Image == "" {

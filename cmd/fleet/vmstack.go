@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmimage"
 )
 
 // rotateStack are fleet rotate's flags that read a VM group from a stack
@@ -26,6 +29,18 @@ type rotateSettings struct {
 	webhook      *string
 	notifyFormat *string
 	jobTimeout   *time.Duration
+	// image is what the group says of its image, for the image and tag
+	// checks.
+	image *stackImage
+}
+
+// stackImage is what a stack's VM group says of its image: its inputs
+// (nil without imageInputs) at key, and its runners' OS, version and tags.
+type stackImage struct {
+	inputs        *vmimage.Inputs
+	key           string
+	os, osVersion string
+	tags          []string
 }
 
 // apply fills in s what the stack's VM group r.Group says, except where a
@@ -78,7 +93,23 @@ func (o rotateStack) apply(s rotateSettings, set map[string]bool, stderr io.Writ
 	fromKey("project", stackconfig.Root.Child("gcp", "project").String(), g.Project, func() { s.cloud.project = g.Project })
 	from("zones", "zones", strings.Join(g.Zones, ","), func() { s.cloud.zones = strings.Join(g.Zones, ",") })
 	from("zone", "zones", strings.Join(g.Zones, ","), func() { r.Zones, r.Template.Zone = g.Zones, g.Zones[0] })
-	from("image", "image", g.Image, func() { r.Template.Image = g.Image })
+	*s.image = stackImage{inputs: stackconfig.VMGroupImageInputs(g), key: key.Child("imageInputs").String(), os: g.OS, tags: g.Tags}
+	if in := s.image.inputs; in != nil {
+		s.image.osVersion = in.OSVersion
+		for _, f := range slices.Sorted(maps.Keys(set)) {
+			if strings.HasPrefix(f, "image-") {
+				return fmt.Errorf("--%s: the image's inputs are %s; drop the --image-* flags (nothing was created or drained)", f, s.image.key)
+			}
+		}
+		// The image is the name the inputs give; an --image flag must be
+		// that image, which fleet rotate checks as it checks the flags'.
+		if !set["image"] {
+			r.Template.Image = g.Image
+		}
+	} else {
+		s.image.osVersion = g.WindowsVersion
+		from("image", "image", g.Image, func() { r.Template.Image = g.Image })
+	}
 	from("machine-type", "machineType", g.MachineType, func() { r.Template.MachineType = g.MachineType })
 	from("count", "count", fmt.Sprint(g.Count), func() { r.Count = g.Count })
 	fleetKey := stackconfig.Root.Child("sharedFleets")

@@ -7,15 +7,18 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/providers"
 	"github.com/runnerfleet/runnerfleet/providers/gcp/gcetest"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmimage"
 )
 
 const (
@@ -214,5 +217,87 @@ func TestFleetRotateFromAStackTakesFlagsOverItAndRefusesBadInput(t *testing.T) {
 	}
 	if n := posted.Load(); n != 1 {
 		t.Errorf("--webhook got %d notifications, want 1", n)
+	}
+}
+
+// vmStackFileWithInputs is vmStackFile whose group carries its image's
+// inputs instead of its image (the config.toml inline) and declares tags,
+// and the same inputs as vmimage takes them.
+func vmStackFileWithInputs(t *testing.T, tags string) (string, vmimage.Inputs) {
+	t.Helper()
+	path := vmStackFile(t, "", false)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := `imageInputs:
+              family: wsrm
+              runnerVersion: 17.5.0
+              agentVersion: 0.1.0
+              runnerConfig: |
+                concurrent = 4
+            tags: ` + tags
+	yaml := strings.Replace(string(b), "image: wsrm-2022-12", inputs, 1)
+	if yaml == string(b) {
+		t.Fatal("the stack has no image to replace")
+	}
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, vmimage.Inputs{Family: "wsrm", OS: "windows", OSVersion: "2022", RunnerVersion: "17.5.0", AgentVersion: "0.1.0", RunnerConfig: []byte("concurrent = 4\n")}
+}
+
+// fleet rotate --stack boots the image the group's imageInputs name: an
+// --image of another name is refused naming the expected name and the key,
+// as are the --image-* flags beside the stack's inputs and an adopted
+// runner tagged for another Windows version, before anything is created
+// or drained; without --image the group rotates to the inputs' image.
+func TestFleetRotateFromAStackBootsOnlyTheImageOfItsInputs(t *testing.T) {
+	srv := windowsGroup(t)
+	cfg, in := vmStackFileWithInputs(t, "[windows, windows-2022, shared]")
+	want, err := vmimage.Name(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.AddImage(gcetest.Image{Name: want, Family: "wsrm"})
+	srv.AddImage(gcetest.Image{Name: "wsrm-hand-built", Family: "wsrm"})
+	base := []string{"rotate", "--stack", vmStack, "--config", cfg, "--group", "windows-2022", "--endpoint", srv.URL(), "--settle", "0s", "--poll", "50ms"}
+	const key = "runnerfleet:fleet.sharedFleets[0].vmGroups[0].imageInputs"
+
+	_, err = fleetCmd(t, append(base, "--health", "running", "--image", "wsrm-hand-built")...)
+	if err == nil || !strings.Contains(err.Error(), "--image: image wsrm-hand-built is not the image its inputs name: they name "+want) ||
+		!strings.Contains(err.Error(), "(the inputs are "+key+")") || !strings.Contains(err.Error(), "nothing was created or drained") {
+		t.Fatalf("another image: %v", err)
+	}
+	if _, err := fleetCmd(t, append(base, "--health", "running", "--image-runner-version", "17.6.0")...); err == nil ||
+		!strings.HasPrefix(err.Error(), "--image-runner-version: the image's inputs are "+key) {
+		t.Fatalf("--image-* beside the stack's inputs: %v", err)
+	}
+	// The group's tags are checked against the adopted runner's in GitLab.
+	gl := gitlabserver.New()
+	t.Cleanup(gl.Close)
+	gl.AddUser("glpat-reader", gitlabserver.User{Admin: true, Scopes: []string{gitlabserver.ScopeReadAPI}})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("glpat-reader\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := gl.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"windows", "windows-1809"}})
+	id := strconv.FormatInt(old.ID, 10)
+	_, err = fleetCmd(t, append(base, "--gitlab-url", gl.URL(), "--gitlab-token-file", tokenFile, "--gitlab-runner-id", id)...)
+	if err == nil || !strings.Contains(err.Error(), "--gitlab-runner-id "+id) || !strings.Contains(err.Error(), "windows-1809") || !strings.Contains(err.Error(), "nothing was created") {
+		t.Fatalf("a windows-1809 runner for the group's 2022 image: %v", err)
+	}
+	if n := len(srv.Calls(http.MethodPost, "/zones/*/instances")); n != 0 {
+		t.Fatalf("a refused rotation created %d instances", n)
+	}
+
+	out, err := fleetCmd(t, append(base, "--health", "running")...)
+	if err != nil || !strings.Contains(out, "windows "+want+", 2 on n2d-standard-8") || !strings.Contains(out, "Rotation of windows-2022 succeeded") {
+		t.Fatalf("the inputs' image: %v\n%s", err, out)
+	}
+	for _, vm := range srv.Instances() {
+		if vm.Labels[vmfleet.LabelColor] == "green" && !strings.HasSuffix(vm.SourceImage, "/"+want) && vm.SourceImage != want {
+			t.Errorf("%s boots %s, want %s", vm.Name, vm.SourceImage, want)
+		}
 	}
 }
