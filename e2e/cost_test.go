@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -13,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	corev1 "k8s.io/api/core/v1"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
@@ -34,7 +38,7 @@ type nodeLife struct {
 // go), each to within a step of the rules per node; each team's nodes are
 // priced (the kwok provider's prices).
 func TestTwoTeamsGetTheirOwnNodeSecondsAndCost(t *testing.T) {
-	needsRealNode(t) // fleet up --stack local starts the control plane and the real node
+	onRealNode(t) // fleet up --stack local starts the control plane and the real node
 	root := repoRoot(t)
 	bin := buildBinaries(t, root)
 	state := t.TempDir()
@@ -144,16 +148,24 @@ func TestTwoTeamsGetTheirOwnNodeSecondsAndCost(t *testing.T) {
 
 	want := map[string]float64{}
 	nodes := map[string]int{}
+	var lastGone time.Time
 	for name, l := range lives {
+		if l.gone.After(lastGone) {
+			lastGone = l.gone
+		}
 		d := l.gone.Sub(l.created).Seconds()
 		want[team[l.pool]] += d
 		nodes[team[l.pool]]++
 		t.Logf("node %s of %s: %s to %s (%.0fs)", name, team[l.pool], l.created.Format(time.TimeOnly), l.gone.Format(time.TimeOnly), d)
 	}
 
-	// The rules sample every CostStep: let them record the last nodes
-	// gone, then ask fleet cost as a user would.
-	time.Sleep(2*monitoring.CostStep + 20*time.Second)
+	// The rules sample every CostStep: wait until they have recorded the
+	// last node gone, then ask fleet cost as a user would.
+	st, err := localcluster.ReadState(state)
+	if err != nil || st == nil || st.Endpoints[localcluster.Prometheus] == "" {
+		t.Fatalf("no local Prometheus in %s (%v)", state, err)
+	}
+	waitRulesAfter(t, st.Endpoints[localcluster.Prometheus], lastGone)
 	var rep struct {
 		Teams []struct {
 			Namespace   string             `json:"namespace"`
@@ -190,4 +202,57 @@ func TestTwoTeamsGetTheirOwnNodeSecondsAndCost(t *testing.T) {
 		t.Errorf("fleet cost names teams %v, want team-a and team-b", got)
 	}
 	t.Logf("all teams: %.0f node-seconds by fleet cost, %.0f by the nodes' lifetimes", total, totalWant)
+}
+
+// waitRulesAfter waits until the Prometheus at url has scraped every target
+// after since and then evaluated the cost rules: from then on the
+// recorded node series hold what existed at since, and no later step adds
+// to a node gone by then. (Waiting two steps instead cost the suite about
+// 100 s more on average.)
+func waitRulesAfter(t *testing.T, url string, since time.Time) {
+	t.Helper()
+	pc, err := promapi.NewClient(promapi.Config{Address: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := promv1.NewAPI(pc)
+	ctx := context.Background()
+	var scraped time.Time // every target scraped after since, the latest of those scrapes
+	waitFor(t, 2*monitoring.CostStep+time.Minute, fmt.Sprintf("the cost rules evaluated after a scrape past %s", since.Format(time.TimeOnly)), func() error {
+		if scraped.IsZero() {
+			tr, err := api.Targets(ctx)
+			if err != nil {
+				return err
+			}
+			if len(tr.Active) == 0 {
+				return errors.New("no active targets")
+			}
+			var latest time.Time
+			for _, tg := range tr.Active {
+				if !tg.LastScrape.After(since) {
+					return fmt.Errorf("target %s last scraped at %s", tg.ScrapeURL, tg.LastScrape.Format(time.TimeOnly))
+				}
+				if tg.LastScrape.After(latest) {
+					latest = tg.LastScrape
+				}
+			}
+			scraped = latest
+		}
+		rules, err := api.Rules(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, g := range rules.Groups {
+			for _, r := range g.Rules {
+				if rr, ok := r.(promv1.RecordingRule); ok && g.Name == monitoring.CostGroupName && rr.Name == monitoring.RecordNodes {
+					if !rr.LastEvaluation.After(scraped) {
+						return fmt.Errorf("%s last evaluated at %s, before the scrape at %s", rr.Name, rr.LastEvaluation.Format(time.TimeOnly), scraped.Format(time.TimeOnly))
+					}
+					t.Logf("%s evaluated at %s, %.0f s after the last node went", rr.Name, rr.LastEvaluation.Format(time.TimeOnly), rr.LastEvaluation.Sub(since).Seconds())
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no recording rule %s in group %s", monitoring.RecordNodes, monitoring.CostGroupName)
+	})
 }
