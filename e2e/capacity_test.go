@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -60,38 +59,24 @@ type pool struct {
 // disrupted, and consolidation back to zero — beside a plain hand-written
 // NodePool, to show that runnerfleet's wrapping adds no latency.
 func TestTwoTeamsScaleFromZeroOnTheirOwnCapacityAndBack(t *testing.T) {
+	onKWOKCluster(t)
 	root := repoRoot(t)
 	bin := buildBinaries(t, root)
 	ctx := context.Background()
-	var c client.Client
-	var kubeconfig string
-	// Its managers run on the real node: the stand-in image fleet up
-	// imports; on an existing cluster, the example's gitlab-runner.
-	managerImage := localcluster.StandinImage
-	if existingKubeconfig() == "" {
-		state := t.TempDir()
-		fleet := func(timeout time.Duration, args ...string) string {
-			t.Helper()
-			return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)
-		}
-		// fleet down runs pulumi destroy, which deletes the CRDs and so this
-		// test's RunnerSets; their managers drain within their shutdownTimeout
-		// (kwok deletes a stopping pod at a random moment of its grace period).
-		t.Cleanup(func() { fleet(4*time.Minute, "down") })
-		fleet(6*time.Minute, "up", "--config", filepath.Join(root, "e2e", "testdata", "Pulumi.local.yaml"))
-		kubeconfig = filepath.Join(state, "kubeconfig")
-		c = clientFor(t, kubeconfig)
+	// A control plane with Karpenter's kwok provider and kwok nodes only
+	// (or the user's cluster), the controller as the manifests install it:
+	// the test itself creates the job pods a manager would, so no manager
+	// has to run a job and the real node is left to the other lane.
+	cl := startCluster(t, localcluster.Options{Name: "capacity", RepoRoot: root, Karpenter: true})
+	cl.needsKarpenterKWOK(t)
+	applyDocs(ctx, t, cl.Client, charts.InstallYAML())
+	if cl.RunsContainers {
+		waitControllerPod(ctx, t, cl, install.Defaults().Namespace)
 	} else {
-		// The user's cluster: the controller as the manifests install it.
-		cl := startCluster(t, localcluster.Options{})
-		cl.needsKarpenterKWOK(t)
-		applyDocs(ctx, t, cl.Client, charts.InstallYAML())
-		if cl.RunsContainers {
-			waitControllerPod(ctx, t, cl, install.Defaults().Namespace)
-		} else {
-			startControllerAsServiceAccount(ctx, t, cl, bin, install.Defaults().Namespace)
-		}
-		kubeconfig, c, managerImage = cl.Kubeconfig, cl.Client, exampleManagerImage(t, root)
+		startControllerAsServiceAccount(ctx, t, cl, bin, install.Defaults().Namespace)
+	}
+	kubeconfig, c, managerImage := cl.Kubeconfig, cl.Client, exampleManagerImage(t, root)
+	if cl.Existing {
 		t.Cleanup(func() {
 			_ = client.IgnoreNotFound(c.Delete(ctx, &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}))
 			_ = client.IgnoreNotFound(c.Delete(ctx, &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}))

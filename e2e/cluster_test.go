@@ -85,6 +85,52 @@ func needsRealNode(t *testing.T) {
 	}
 }
 
+// The suite runs in two lanes at once. A lane runs its tests one after
+// another; each test calls t.Parallel and then waits for its lane:
+//
+//   - realNodeLane: the tests on this machine's real node. There is one
+//     (one kubelet, one containerd, one node address and its iptables
+//     rules), so they take turns.
+//   - clusterLane: the tests on a control plane whose nodes are all kwok
+//     nodes (one each test starts), or on the user's existing cluster,
+//     which they share and so also take turns on.
+//
+// The second lane's tests (about 6 minutes) run beside the first's
+// (about 19), which mostly wait on jobs, drains and Karpenter: on 2
+// cores they cost the first lane little. make e2e runs go test with
+// -parallel high enough that a test waiting for its lane never keeps
+// the other lane's test from starting.
+var (
+	realNodeLane = make(chan struct{}, 1)
+	clusterLane  = make(chan struct{}, 1)
+)
+
+// onRealNode makes t a test of the real node's lane: skipped on an
+// existing cluster (needsRealNode), otherwise run in parallel with the
+// cluster lane and after the real node's previous test.
+func onRealNode(t *testing.T) {
+	t.Helper()
+	needsRealNode(t)
+	enterLane(t, realNodeLane, "real node")
+}
+
+// onKWOKCluster makes t a test of the cluster lane.
+func onKWOKCluster(t *testing.T) {
+	t.Helper()
+	enterLane(t, clusterLane, "cluster")
+}
+
+func enterLane(t *testing.T, lane chan struct{}, name string) {
+	t.Helper()
+	t.Parallel()
+	waited := time.Now()
+	lane <- struct{}{}
+	t.Cleanup(func() { <-lane })
+	if d := time.Since(waited); d > time.Second {
+		t.Logf("waited %s for the %s lane", d.Round(time.Second), name)
+	}
+}
+
 // needsKarpenterKWOK skips t, naming what is missing, when the cluster has no
 // Karpenter with its kwok provider.
 func (c *cluster) needsKarpenterKWOK(t *testing.T) {

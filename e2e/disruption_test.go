@@ -47,6 +47,7 @@ type disruptionPool struct {
 // rendered config.toml gives it, and one whose job pod has do-not-disrupt
 // removed (the negative control), which Karpenter must disrupt.
 func TestKarpenterLeavesARunningJobsNodeAlone(t *testing.T) {
+	onKWOKCluster(t)
 	cl := startCluster(t, localcluster.Options{Name: "disruption", RepoRoot: repoRoot(t), Karpenter: true})
 	cl.needsKarpenterKWOK(t)
 	c := cl.Client

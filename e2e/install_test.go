@@ -61,11 +61,17 @@ import (
 // pod, shaped as the kubernetes executor shapes it, on a node Karpenter
 // brings up from the team's own NodePool.
 func TestInstallPathsIntoACluster(t *testing.T) {
+	t.Parallel() // its paths wait for their lanes
 	root := repoRoot(t)
 	bin := buildBinaries(t, root)
 	ns := install.Defaults().Namespace
 	for _, path := range []string{"helm", "manifests", "fleet"} {
 		t.Run(path, func(t *testing.T) {
+			if path == "helm" && existingKubeconfig() == "" {
+				onRealNode(t) // the controller from its image, in the real node's containerd
+			} else {
+				onKWOKCluster(t)
+			}
 			ctx := context.Background()
 			cl := startCluster(t, localcluster.Options{Name: "install-" + path, RepoRoot: root, Karpenter: true, Node: path == "helm"})
 			cl.needsKarpenterKWOK(t)

@@ -43,7 +43,7 @@ import (
 var example = client.ObjectKey{Namespace: "team-a", Name: "build"}
 
 func TestLocalStackUpRolloutDown(t *testing.T) {
-	needsRealNode(t) // fleet up --stack local starts the control plane and the real node
+	onRealNode(t) // fleet up --stack local starts the control plane and the real node
 	root := repoRoot(t)
 	start := time.Now()
 	bin := buildBinaries(t, root)

@@ -505,7 +505,7 @@ func longest(jobs []gitlabserver.Job) time.Duration {
 }
 
 func TestRealNodeManagersLoseNoJob(t *testing.T) {
-	needsRealNode(t)
+	onRealNode(t)
 	e := startNodeEnv(t)
 	ctx := context.Background()
 	const replicas, concurrent = 2, 2
@@ -946,7 +946,7 @@ func httpGet(ctx context.Context, url string) error {
 // A kubelet that cannot start: Up says so with the kubelet's log, and
 // stops what it started, leaving no process, mount, cgroup or bridge.
 func TestRealNodeWhoseKubeletFailsLeavesNothing(t *testing.T) {
-	needsRealNode(t)
+	onRealNode(t)
 	root := repoRoot(t)
 	good := os.Getenv("RUNNERFLEET_LOCAL_ASSETS")
 	if good == "" {

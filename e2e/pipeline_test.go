@@ -144,7 +144,7 @@ func copyFile(t *testing.T, from, to string, edit func(string) string) {
 // with the stack's own error: a variable naming no stack, a stack whose
 // checks fail (then nothing after the check runs).
 func TestPipelineTemplateDeploysTheLocalStack(t *testing.T) {
-	needsRealNode(t)
+	onRealNode(t)
 	root := repoRoot(t)
 	// fleet finds the checkout (hack/tools.sh, the stand-in runner's
 	// image) above its own binary: build it inside the checkout, since the

@@ -46,7 +46,7 @@ import (
 // controller retries the lost job through GitLab's API, once, and the
 // retry runs on a new node to success.
 func TestAReclaimedJobNodeFailsItsJobAndIsRecorded(t *testing.T) {
-	needsRealNode(t)
+	onRealNode(t)
 	e := startNodeEnv(t)
 	ctx := context.Background()
 	tm := e.newTeam("reclaim", 1, 1, 2*time.Minute)

@@ -44,7 +44,7 @@ func TestMakeE2EUsesOnlyAKubeconfigGivenOnItsCommandLine(t *testing.T) {
 		if !strings.Contains(out, `lock=""`) {
 			t.Errorf("make e2e on an existing cluster waits for the machine's real node (the e2e lock):\n%s", out)
 		}
-		if strings.Contains(out, "hack/tools.sh") || strings.Contains(out, "e2e/cmd/controlplane") {
+		if strings.Contains(out, "hack/tools.sh") || strings.Contains(out, "e2e/cmd/controlplane") || strings.Contains(out, "hack/e2e-kubeconfig-mode.sh") {
 			t.Errorf("make e2e on an existing cluster builds the tools or starts a control plane:\n%s", out)
 		}
 	}
@@ -59,7 +59,14 @@ func TestMakeE2EUsesOnlyAKubeconfigGivenOnItsCommandLine(t *testing.T) {
 	if !strings.Contains(out, `lock="flock /tmp/runnerfleet-e2e.lock"`) || !strings.Contains(out, "$lock env RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
 		t.Errorf("make e2e on the local cluster does not take the machine's e2e lock (one real node per machine):\n%s", out)
 	}
-	if !strings.Contains(out, "e2e/cmd/controlplane up") {
-		t.Errorf("make e2e in its default mode does not go on to prove the existing-cluster mode (e2e-kubeconfig-mode):\n%s", out)
+	if !strings.Contains(out, "hack/e2e-kubeconfig-mode.sh TestInstallPathsIntoACluster/manifests >e2e-kubeconfig-mode.out 2>&1 &") {
+		t.Errorf("make e2e in its default mode does not prove the existing-cluster mode beside the suite (hack/e2e-kubeconfig-mode.sh):\n%s", out)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "hack", "e2e-kubeconfig-mode.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "go run ./e2e/cmd/controlplane up") || !strings.Contains(string(script), `RUNNERFLEET_E2E_KUBECONFIG="$kc" go test -tags e2e`) {
+		t.Errorf("hack/e2e-kubeconfig-mode.sh does not run the suite on a control plane e2e/cmd/controlplane started:\n%s", script)
 	}
 }
