@@ -56,7 +56,9 @@ func capabilities() *chartutil.Capabilities {
 
 // render is helm template through the SDK: an install with a client-only
 // dry run, values checked against values.schema.json.
-func render(t testing.TB, ch *chart.Chart, release, namespace string, vals map[string]any, crds bool) (string, error) {
+// apis are more APIs the cluster serves, as Helm's Capabilities.APIVersions
+// names them (group/version/Kind).
+func render(t testing.TB, ch *chart.Chart, release, namespace string, vals map[string]any, crds bool, apis ...string) (string, error) {
 	t.Helper()
 	cfg := &action.Configuration{
 		Releases:     storage.Init(driver.NewMemory()),
@@ -67,6 +69,7 @@ func render(t testing.TB, ch *chart.Chart, release, namespace string, vals map[s
 	inst := action.NewInstall(cfg)
 	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
 	inst.ReleaseName, inst.Namespace, inst.IncludeCRDs, inst.KubeVersion = release, namespace, crds, &cfg.Capabilities.KubeVersion
+	inst.APIVersions = apis // a client-only install adds them to the default capabilities
 	rel, err := inst.Run(ch, vals)
 	if err != nil {
 		return "", err
@@ -147,22 +150,31 @@ func nonDefaultValues() charts.Values {
 }
 
 // What the chart renders is exactly what runnerset/install builds from the
-// same values, for the defaults and for every value changed.
+// same values, for the defaults and for every value changed, and the
+// admission policies (install.AdmissionPolicies) only where the cluster
+// serves MutatingAdmissionPolicy (Kubernetes 1.36 and later).
 func TestTemplateIsTheBuilder(t *testing.T) {
 	ch := loadChart(t)
 	for name, tc := range map[string]struct {
 		release, namespace string
 		values             charts.Values
+		policies           bool
 	}{
-		"defaults":    {"runnerfleet", "runnerfleet-system", charts.DefaultValues()},
-		"every value": {"rf", "ci-system", nonDefaultValues()},
+		"defaults":                   {"runnerfleet", "runnerfleet-system", charts.DefaultValues(), false},
+		"every value":                {"rf", "ci-system", nonDefaultValues(), false},
+		"defaults, with policies":    {"runnerfleet", "runnerfleet-system", charts.DefaultValues(), true},
+		"every value, with policies": {"rf", "ci-system", nonDefaultValues(), true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var vals map[string]any
-			if name != "defaults" {
+			if !reflect.DeepEqual(tc.values, charts.DefaultValues()) {
 				vals = valuesMap(t, tc.values)
 			}
-			manifest, err := render(t, ch, tc.release, tc.namespace, vals, false)
+			var apis []string
+			if tc.policies {
+				apis = append(apis, charts.AdmissionPolicyAPI)
+			}
+			manifest, err := render(t, ch, tc.release, tc.namespace, vals, false, apis...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +189,9 @@ func TestTemplateIsTheBuilder(t *testing.T) {
 			objs, err := install.Objects(tc.values.Options(tc.release, tc.namespace))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.policies {
+				objs = append(objs, install.AdmissionPolicies(tc.values.Options(tc.release, tc.namespace))...)
 			}
 			want := map[string]map[string]any{}
 			for _, o := range objs {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -171,9 +172,18 @@ func TestInstallPathsReachReady(t *testing.T) {
 				t.Logf("helm install: release %s revision %d %s", rel.Name, rel.Version, rel.Info.Status)
 			case "manifests":
 				applyYAML(ctx, t, env.Client, charts.InstallYAML())
+				// envtest's kube-apiserver (1.37) serves them.
+				applyYAML(ctx, t, env.Client, charts.AdmissionPoliciesYAML())
 			}
 			for _, kind := range []client.Object{&corev1.ServiceAccount{}, &corev1.Service{}} {
 				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: install.Name}, kind); err != nil {
+					t.Fatalf("%T after the install: %v", kind, err)
+				}
+			}
+			// The chart asked the API server whether it serves
+			// MutatingAdmissionPolicy (it does), and installed the policy.
+			for _, kind := range []client.Object{&admissionregistrationv1.MutatingAdmissionPolicy{}, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}} {
+				if err := env.Client.Get(ctx, client.ObjectKey{Name: install.FinalizerPolicyName}, kind); err != nil {
 					t.Fatalf("%T after the install: %v", kind, err)
 				}
 			}

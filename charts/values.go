@@ -43,6 +43,14 @@ func Chart() fs.FS {
 // the controller at the release's defaults.
 func InstallYAML() []byte { return append([]byte(nil), installYAML...) }
 
+//go:embed manifests/admission-policies.yaml
+var admissionPoliciesYAML []byte
+
+// AdmissionPoliciesYAML is charts/manifests/admission-policies.yaml
+// (AdmissionPoliciesManifest): install.AdmissionPolicies, for Kubernetes
+// 1.36 and later.
+func AdmissionPoliciesYAML() []byte { return append([]byte(nil), admissionPoliciesYAML...) }
+
 // Values are the chart's values. values.yaml is DefaultValues and
 // values.schema.json (Schema) refuses anything else: a wrong type or an
 // unknown key, named by its path.

@@ -396,10 +396,11 @@ func executorPod(cfg runnerconfig.Config, i int) *corev1.Pod {
 			Annotations: k.PodAnnotations,
 		},
 		Spec: corev1.PodSpec{
-			ServiceAccountName: k.ServiceAccount,
-			NodeSelector:       k.NodeSelector,
-			Tolerations:        tolerations,
-			RestartPolicy:      corev1.RestartPolicyNever,
+			ServiceAccountName:           k.ServiceAccount,
+			AutomountServiceAccountToken: k.AutomountServiceAccountToken,
+			NodeSelector:                 k.NodeSelector,
+			Tolerations:                  tolerations,
+			RestartPolicy:                corev1.RestartPolicyNever,
 			Containers: []corev1.Container{
 				{Name: "build", Image: k.Image, Resources: res(k.CPURequest, k.CPULimit, k.MemoryRequest, k.MemoryLimit)},
 				{Name: "helper", Image: "gitlab-runner-helper", Resources: res(k.HelperCPURequest, k.HelperCPULimit, k.HelperMemoryRequest, k.HelperMemoryLimit)},

@@ -14,12 +14,12 @@
 #   4. the Windows drain agent: DIR/fleet-agent.exe (windows/amd64, static,
 #      version-stamped; a plain binary for the manager VM, not an image);
 #   5. chart: DIR/runnerfleet-X.Y.Z.tgz (the Helm SDK's helm package);
-#   6. manifests: DIR/install.yaml; and DIR/SHA256SUMS.
+#   6. manifests: DIR/install.yaml, DIR/admission-policies.yaml; and DIR/SHA256SUMS.
 #
 # Publishing is then (not run here: no registry is reachable from CI):
 #   crane push DIR/images/runnerset-controller ghcr.io/runnerfleet/runnerset-controller:vX.Y.Z   (same for fleet, fleet-agent)
 #   helm push DIR/runnerfleet-X.Y.Z.tgz oci://ghcr.io/runnerfleet/charts
-#   git push origin vX.Y.Z, and a GitHub release with DIR/install.yaml, the chart and SHA256SUMS
+#   git push origin vX.Y.Z, and a GitHub release with DIR/install.yaml, DIR/admission-policies.yaml, the chart and SHA256SUMS
 #
 # To start the next release: bump Release in internal/version/version.go, run
 # make manifests (chart version, image tags, install.yaml follow), and add an

@@ -136,6 +136,10 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 	if err := os.WriteFile(filepath.Join(o.Out, "install.yaml"), charts.InstallYAML(), 0o644); err != nil {
 		return nil, err
 	}
+	// For Kubernetes 1.36 and later, beside install.yaml.
+	if err := os.WriteFile(filepath.Join(o.Out, charts.AdmissionPoliciesManifest), charts.AdmissionPoliciesYAML(), 0o644); err != nil {
+		return nil, err
+	}
 	sums, err := checksums(o.Out)
 	if err != nil {
 		return nil, err

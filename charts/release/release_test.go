@@ -146,6 +146,11 @@ func TestWindowsAgentDownload(t *testing.T) {
 	if !slices.Contains(rep.Files, "fleet-agent.exe") {
 		t.Fatalf("release files %v: no fleet-agent.exe", rep.Files)
 	}
+	for _, f := range []string{"install.yaml", "admission-policies.yaml"} {
+		if !slices.Contains(rep.Files, f) {
+			t.Errorf("release files %v: no %s", rep.Files, f)
+		}
+	}
 	exe := filepath.Join(out, "fleet-agent.exe")
 	f, err := pe.Open(exe)
 	if err != nil {

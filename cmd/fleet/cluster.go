@@ -189,12 +189,14 @@ func (s *clusterStack) labels() map[string]string {
 // the cluster, each team's token Secrets filled from the stack config.
 // existing says whether a Secret is in the cluster already (for tokens the
 // stack config keeps encrypted).
-func (s *clusterStack) plan(v *stackValues, image string, existing func(ns, name string) bool) ([]client.Object, error) {
+// admissionPolicies says whether the API server serves
+// MutatingAdmissionPolicy (install.AdmissionPolicies).
+func (s *clusterStack) plan(v *stackValues, image string, admissionPolicies bool, existing func(ns, name string) bool) ([]client.Object, error) {
 	f := v.fleet
 	if err := s.supported(v); err != nil {
 		return nil, err
 	}
-	p, err := kube.PlanStack(kube.PlanArgs{Fleet: f, Labels: s.labels(), Image: image,
+	p, err := kube.PlanStack(kube.PlanArgs{Fleet: f, Labels: s.labels(), Image: image, AdmissionPolicies: admissionPolicies,
 		Cluster: &kube.Cluster{Class: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}, InCluster: true}})
 	if err != nil {
 		return nil, err
@@ -266,6 +268,21 @@ func resourceOf(c client.Client, obj client.Object) (schema.GroupVersionResource
 		return schema.GroupVersionResource{}, false, err
 	}
 	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// servesAdmissionPolicies asks the API server's discovery whether it serves
+// install.AdmissionPolicyKind (Kubernetes 1.36 and later): only then does
+// fleet up install the drain finalizer's policy; without it the controller
+// adds the finalizer itself.
+func servesAdmissionPolicies(c client.Client) (bool, error) {
+	_, err := c.RESTMapper().RESTMapping(install.AdmissionPolicyKind.GroupKind(), install.AdmissionPolicyKind.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether it serves %s: %w", install.AdmissionPolicyKind, err)
+	}
+	return true, nil
 }
 
 // preflight asks the API server whether every write of objs is allowed, and
@@ -406,7 +423,11 @@ func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	exists := func(ns, n string) bool {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &corev1.Secret{}) == nil
 	}
-	objs, err := s.plan(v, o.image, exists)
+	policies, err := servesAdmissionPolicies(c)
+	if err != nil {
+		return err
+	}
+	objs, err := s.plan(v, o.image, policies, exists)
 	if err != nil {
 		return err
 	}
@@ -555,6 +576,7 @@ func (s *clusterStack) Down(ctx context.Context, o downOptions) error {
 		return err
 	}
 	rest = append(rest, ctrlObjs...)
+	rest = append(rest, install.AdmissionPolicies(opts)...) // no match on an API server that does not serve them
 	deleted := 0
 	for _, obj := range rest {
 		err := c.Delete(ctx, obj)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,6 +115,14 @@ func TestUpKubeconfigInstallsIntoAnExistingCluster(t *testing.T) {
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != install.Defaults().Image {
 		t.Errorf("controller image %s, want the release's %s", img, install.Defaults().Image)
 	}
+	// envtest's kube-apiserver (1.37) serves MutatingAdmissionPolicy, as
+	// its discovery told fleet up: the drain finalizer's policy is in.
+	policies := []client.Object{&admissionregistrationv1.MutatingAdmissionPolicy{}, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}}
+	for _, p := range policies {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: install.FinalizerPolicyName}, p); err != nil {
+			t.Errorf("%T after fleet up: %v", p, err)
+		}
+	}
 
 	out.Reset()
 	if err := run(ctx, []string{"status", "--kubeconfig", kc, "-o", "json"}, &out, &errOut); err != nil {
@@ -139,6 +148,11 @@ func TestUpKubeconfigInstallsIntoAnExistingCluster(t *testing.T) {
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), d); !apierrors.IsNotFound(err) {
 		t.Errorf("the controller after fleet down: %v", err)
+	}
+	for _, p := range policies {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: install.FinalizerPolicyName}, p); !apierrors.IsNotFound(err) {
+			t.Errorf("%T after fleet down: %v", p, err)
+		}
 	}
 }
 

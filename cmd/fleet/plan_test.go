@@ -45,7 +45,7 @@ func TestFleetUpAndTheProgramApplyOnePlan(t *testing.T) {
 		}
 		tested++
 		t.Run(stack, func(t *testing.T) {
-			objs, err := s.plan(v, "", func(string, string) bool { return false })
+			objs, err := s.plan(v, "", false, func(string, string) bool { return false }) // the program declares no admission policies
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,4 +162,38 @@ func plain(t *testing.T, v any) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// On an API server that serves MutatingAdmissionPolicy, fleet up applies
+// the drain finalizer's policy after the controller and before the
+// RunnerClass and any RunnerSet; elsewhere the plan is the program's.
+func TestFleetUpAppliesTheAdmissionPoliciesBeforeAnyRunnerSet(t *testing.T) {
+	b, err := stacks.Config("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := parseStack("local", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &clusterStack{name: "local"}
+	without, err := s.plan(v, "", false, func(string, string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := s.plan(v, "", true, func(string, string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) != len(without)+2 {
+		t.Fatalf("%d objects with the policies, %d without: want two more", len(with), len(without))
+	}
+	var kinds []string
+	for _, o := range with {
+		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
+	}
+	policy, binding, class := slices.Index(kinds, "MutatingAdmissionPolicy"), slices.Index(kinds, "MutatingAdmissionPolicyBinding"), slices.Index(kinds, "RunnerClass")
+	if policy < slices.Index(kinds, "Deployment") || binding < policy || class < binding || slices.Index(kinds, "RunnerSet") < class {
+		t.Errorf("order %v: want the policy and its binding after the controller, before the RunnerClass and the RunnerSets", kinds)
+	}
 }

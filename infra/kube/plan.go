@@ -34,6 +34,14 @@ type PlanArgs struct {
 	ManagerPool bool
 	// Image replaces the controller's image (fleet up --image).
 	Image string
+	// AdmissionPolicies adds install.AdmissionPolicies (the drain
+	// finalizer set at a RunnerSet's creation): for an API server that
+	// serves MutatingAdmissionPolicy, which fleet up --kubeconfig asks its
+	// discovery. The program leaves them out: its pinned Kubernetes
+	// provider has no admissionregistration.k8s.io/v1 MutatingAdmissionPolicy,
+	// and the controller adds the finalizer itself, a write more per new
+	// RunnerSet.
+	AdmissionPolicies bool
 }
 
 // Plan is a stack's Kubernetes objects: what the program declares
@@ -49,6 +57,9 @@ type Plan struct {
 	// (the local stack), only the executor's ClusterRole, which it binds in
 	// each jobs namespace.
 	Controller []client.Object
+	// AdmissionPolicies are install.AdmissionPolicies when PlanArgs asked
+	// for them, applied before any RunnerSet.
+	AdmissionPolicies []client.Object
 	// Class is the stack's one RunnerClass.
 	Class *v1alpha1.RunnerClass
 	// Namespaces are the teams' namespaces other than the controller's,
@@ -127,6 +138,10 @@ func PlanStack(a PlanArgs) (*Plan, error) {
 		p.Controller = []client.Object{install.ExecutorClusterRole(o)}
 	}
 
+	if a.AdmissionPolicies {
+		p.AdmissionPolicies = install.AdmissionPolicies(o)
+	}
+
 	p.Class = RunnerClass(f, c)
 	p.Class.Labels = maps.Clone(a.Labels)
 
@@ -158,7 +173,7 @@ func PlanStack(a PlanArgs) (*Plan, error) {
 }
 
 // All are the plan's objects in the order they are applied: the CRDs, the
-// controller's namespace and objects, the RunnerClass, the teams'
+// controller's namespace and objects, the admission policies, the RunnerClass, the teams'
 // namespaces, then each team's Secrets and RunnerSet.
 func (p *Plan) All() []client.Object {
 	var out []client.Object
@@ -167,6 +182,7 @@ func (p *Plan) All() []client.Object {
 	}
 	out = append(out, p.ControllerNamespace)
 	out = append(out, p.Controller...)
+	out = append(out, p.AdmissionPolicies...)
 	out = append(out, p.Class)
 	for _, ns := range p.Namespaces {
 		out = append(out, ns)

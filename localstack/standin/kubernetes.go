@@ -39,15 +39,19 @@ import (
 
 // Kubernetes is the part of [runners.kubernetes] the stand-in reads.
 type Kubernetes struct {
-	Namespace       string            `toml:"namespace"`
-	Image           string            `toml:"image"`
-	ServiceAccount  string            `toml:"service_account"`
-	CPURequest      string            `toml:"cpu_request"`
-	MemoryRequest   string            `toml:"memory_request"`
-	NodeSelector    map[string]string `toml:"node_selector"`
-	NodeTolerations map[string]string `toml:"node_tolerations"`
-	PodLabels       map[string]string `toml:"pod_labels"`
-	PodAnnotations  map[string]string `toml:"pod_annotations"`
+	Namespace      string `toml:"namespace"`
+	Image          string `toml:"image"`
+	ServiceAccount string `toml:"service_account"`
+	// AutomountServiceAccountToken is the job pod's own
+	// automountServiceAccountToken, set only when config.toml sets it, as
+	// gitlab-runner's executor does: unset, the ServiceAccount decides.
+	AutomountServiceAccountToken *bool             `toml:"automount_service_account_token"`
+	CPURequest                   string            `toml:"cpu_request"`
+	MemoryRequest                string            `toml:"memory_request"`
+	NodeSelector                 map[string]string `toml:"node_selector"`
+	NodeTolerations              map[string]string `toml:"node_tolerations"`
+	PodLabels                    map[string]string `toml:"pod_labels"`
+	PodAnnotations               map[string]string `toml:"pod_annotations"`
 	// PollTimeout is how long a job waits for its pod to run, in seconds
 	// (gitlab-runner's default: 180).
 	PollTimeout int `toml:"poll_timeout"`
@@ -248,7 +252,6 @@ func JobPod(r Runner, id, project int64, image string) map[string]any {
 	spec := map[string]any{
 		"restartPolicy":                 "Never",
 		"terminationGracePeriodSeconds": 0,
-		"automountServiceAccountToken":  false,
 		"containers": []any{map[string]any{
 			"name": "build", "image": image,
 			"command":   []string{"sleep", "infinity"},
@@ -257,6 +260,9 @@ func JobPod(r Runner, id, project int64, image string) map[string]any {
 	}
 	if k.ServiceAccount != "" {
 		spec["serviceAccountName"] = k.ServiceAccount
+	}
+	if k.AutomountServiceAccountToken != nil {
+		spec["automountServiceAccountToken"] = *k.AutomountServiceAccountToken
 	}
 	if len(k.NodeSelector) > 0 {
 		spec["nodeSelector"] = k.NodeSelector

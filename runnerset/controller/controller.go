@@ -31,13 +31,17 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller/token"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // Name is the controller's name in logs, metrics and events.
 const Name = "runnerset"
 
-// Finalizer holds a RunnerSet until its managers have drained.
-const Finalizer = "runnerfleet.dev/drain"
+// Finalizer holds a RunnerSet until its managers have drained. A pass
+// adds it when the RunnerSet lacks it; where the API server serves
+// MutatingAdmissionPolicy, the install's FinalizerPolicy has added it at
+// creation already, and the pass writes nothing for it.
+const Finalizer = naming.FinalizerDrain
 
 // Reconciler reconciles RunnerSets.
 type Reconciler struct {

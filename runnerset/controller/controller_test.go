@@ -236,6 +236,65 @@ func TestConfigOrTokenChangeRollsTheManagers(t *testing.T) {
 	waitReady(t, rs)
 }
 
+// Job pods run as a ServiceAccount of the RunnerSet's own only when a cloud
+// identity binds to it by name: without one, the controller writes none
+// (a write less per new RunnerSet) and config.toml leaves the jobs
+// namespace's default to them, with the pod's API token turned off. An
+// identity added later gets its ServiceAccount; one removed leaves it,
+// stripped of the identity, for the job pods of managers that still run
+// with a config that names it.
+func TestJobPodsRunAsTheirNamespacesDefaultUnlessACloudIdentityIsAsked(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "plain-token", token)
+	rs := runnerSet(ns, "plain", class.Name)
+	must(t, k8s.Create(ctx, rs))
+	cur := waitReady(t, rs)
+	n := naming.For(ns, "plain")
+	jobs := n.JobsNamespace()
+	configTOML := func() string {
+		return string(get(t, ns, n.Config(), &corev1.Secret{}).Data[resources.ConfigKey])
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobServiceAccount()}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a job ServiceAccount without a cloud identity (%v): a write nothing needs", err)
+	}
+	if c := configTOML(); strings.Contains(c, "service_account =") || !strings.Contains(c, "automount_service_account_token = false") {
+		t.Errorf("without a cloud identity config.toml must leave the ServiceAccount to the namespace's default and turn its token off:\n%s", c)
+	}
+
+	arn := "arn:aws:iam::123456789012:role/ci-" + ns + ".plain"
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.Jobs.Identity = &v1alpha1.JobIdentity{AWSRoleARN: arn} })
+	eventually(t, "the job ServiceAccount with its role, named in config.toml", func() error {
+		sa := &corev1.ServiceAccount{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobServiceAccount()}, sa); err != nil {
+			return err
+		}
+		if sa.Annotations[resources.AnnotationIRSA] != arn || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+			return fmt.Errorf("job ServiceAccount annotations %v automount %v", sa.Annotations, sa.AutomountServiceAccountToken)
+		}
+		if c := configTOML(); !strings.Contains(c, `service_account = "`+n.JobServiceAccount()+`"`) || !strings.Contains(c, "automount_service_account_token = false") {
+			return fmt.Errorf("config.toml does not name the job ServiceAccount with no token:\n%s", c)
+		}
+		return nil
+	})
+
+	update(t, cur, func(r *v1alpha1.RunnerSet) { r.Spec.Jobs.Identity = nil })
+	eventually(t, "the namespace's default again, the job ServiceAccount kept without its role", func() error {
+		if c := configTOML(); strings.Contains(c, "service_account =") {
+			return fmt.Errorf("config.toml still names a ServiceAccount:\n%s", c)
+		}
+		sa := &corev1.ServiceAccount{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: jobs, Name: n.JobServiceAccount()}, sa); err != nil {
+			return fmt.Errorf("the job ServiceAccount the managers' old config names is gone: %w", err)
+		}
+		if len(sa.Annotations[resources.AnnotationIRSA]) > 0 {
+			return fmt.Errorf("job ServiceAccount keeps the role removed from spec.jobs.identity: %v", sa.Annotations)
+		}
+		return nil
+	})
+	waitReady(t, rs)
+}
+
 // The managers sign the cache URLs the jobs use, so they carry the job
 // identity once the RunnerSet has a cloud cache, and not before.
 func TestTheManagerServiceAccountCarriesTheJobIdentityOnlyWithACache(t *testing.T) {

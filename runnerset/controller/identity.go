@@ -23,8 +23,8 @@ import (
 // before jobs namespaces still run looks whether they are gone.
 const legacyPoll = 30 * time.Second
 
-// identityStep writes the job ServiceAccount (with its cloud identity)
-// and the binding of the executor's ClusterRole in the jobs namespace, and
+// identityStep writes the job ServiceAccount when jobs have a cloud
+// identity (v1alpha1.Settings.JobServiceAccount) and the binding of the executor's ClusterRole in the jobs namespace, and
 // the managers' ServiceAccount in the team's namespace, where they hold no
 // rights at all: their config Secret reaches them as a volume, which the
 // kubelet reads. Only while managers or jobs of the layout before jobs
@@ -39,8 +39,21 @@ func (r identityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	if err != nil {
 		return false, 0, err
 	}
+	// The job ServiceAccount is written only for a cloud identity, which
+	// binds to it by name; without one, job pods run as the jobs
+	// namespace's default ServiceAccount. One written before (by an
+	// earlier version, or while the RunnerSet had an identity) is kept,
+	// stripped of any identity, for the job pods of managers that still
+	// run with a config that names it: a read of the cache when there is
+	// none.
+	jobSA := r.apply
+	if s.settings.JobServiceAccount == "" {
+		jobSA = r.applyIfPresent
+	}
+	if err := jobSA(ctx, s.rs, resources.JobServiceAccount(s.rs, jobs)); err != nil {
+		return false, 0, err
+	}
 	for _, obj := range []client.Object{
-		resources.JobServiceAccount(s.rs, jobs),
 		resources.ManagerExecutorRoleBinding(s.rs, jobs),
 		resources.ManagerServiceAccountFor(s.rs, s.settings),
 	} {
@@ -75,8 +88,12 @@ func (r identityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	if err := r.deleteLegacyJobServiceAccount(ctx, s.rs); err != nil {
 		return false, 0, err
 	}
+	sa := "the jobs namespace's default ServiceAccount (no cloud identity asked)"
+	if s.settings.JobServiceAccount != "" {
+		sa = "ServiceAccount " + s.settings.JobServiceAccount + " (with the cloud identity of spec.jobs.identity)"
+	}
 	s.rs.SetCondition(v1alpha1.ConditionIdentityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, fmt.Sprintf(
-		"the job ServiceAccount and the managers' rights are in namespace %s; in %s the managers have no rights (their config Secret is mounted)", jobs, s.rs.Namespace))
+		"job pods run as %s with no API token, and the managers' rights are in namespace %s; in %s the managers have no rights (their config Secret is mounted)", sa, jobs, s.rs.Namespace))
 	return true, 0, nil
 }
 

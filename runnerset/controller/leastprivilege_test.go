@@ -105,7 +105,15 @@ func TestManagersAndJobsHoldOnlyWhatTheyNeedOnTheRealAPIServer(t *testing.T) {
 	jobs := n.JobsNamespace()
 
 	manager := serviceAccount(t, ns, n.ManagerServiceAccount())
-	job := serviceAccount(t, jobs, n.JobServiceAccount())
+	// No cloud identity: job pods run as the jobs namespace's default
+	// ServiceAccount (Kubernetes' own, which envtest does not create:
+	// impersonated by name all the same).
+	jobSA := v1alpha1.Effective(rs, class).JobServiceAccount
+	if jobSA != "" {
+		t.Fatalf("a RunnerSet without a cloud identity runs its jobs as %s, want the namespace's default", jobSA)
+	}
+	jobSA = "default"
+	job := serviceAccount(t, jobs, jobSA)
 	nobody := serviceAccount(t, ns, "nobody-"+rand.String(5)) // no Role at all
 	managerUser := "system:serviceaccount:" + ns + ":" + n.ManagerServiceAccount()
 	eventually(t, "the managers' RoleBindings are in effect", func() error {
@@ -123,7 +131,7 @@ func TestManagersAndJobsHoldOnlyWhatTheyNeedOnTheRealAPIServer(t *testing.T) {
 	podIn := func(ns, name string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: corev1.PodSpec{ServiceAccountName: n.JobServiceAccount(), RestartPolicy: corev1.RestartPolicyNever,
+			Spec: corev1.PodSpec{ServiceAccountName: jobSA, AutomountServiceAccountToken: ptr.To(false), RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{Name: "build", Image: "alpine:3.22"}}},
 		}
 	}

@@ -95,6 +95,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return res, err
 	}
+	// Before anything is written for it, the RunnerSet holds the drain
+	// finalizer: set at its creation where the install's admission policy
+	// runs (install.FinalizerPolicy), else patched on here.
 	if !controllerutil.ContainsFinalizer(rs, Finalizer) {
 		patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(rs, Finalizer)

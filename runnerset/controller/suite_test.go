@@ -86,6 +86,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// So does the finalizer's admission policy, where the API server
+	// serves it (envtest's does): installed as every install path installs
+	// it, and in force before the first test.
+	if err := installAdmissionPolicies(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -100,6 +107,34 @@ func run(m *testing.M) int {
 		})
 	}()
 	return m.Run()
+}
+
+// installAdmissionPolicies creates install.AdmissionPolicies and waits
+// until the API server applies them: a dry-run create of a RunnerSet,
+// which passes admission, comes back with the finalizer.
+func installAdmissionPolicies(ctx context.Context) error {
+	for _, obj := range install.AdmissionPolicies(install.Defaults()) {
+		if err := k8s.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+	}
+	return waitForFinalizerPolicy(ctx, true)
+}
+
+// waitForFinalizerPolicy waits until a RunnerSet created now gets the
+// drain finalizer at admission (inForce) or does not (!inForce).
+func waitForFinalizerPolicy(ctx context.Context, inForce bool) error {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		probe := runnerSet("default", "policy-probe", "none")
+		// Refused while the CRD is new to the client, then admitted.
+		err := k8s.Create(ctx, probe, client.DryRunAll)
+		if err == nil && slices.Contains(probe.Finalizers, controller.Finalizer) == inForce {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the finalizer's admission policy in force: want %v, after 30 s the dry-run create of a RunnerSet has finalizers %v (%v)", inForce, probe.Finalizers, err)
+		}
+	}
 }
 
 var (

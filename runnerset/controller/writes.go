@@ -101,6 +101,17 @@ func (r *writer) apply(ctx context.Context, owner *v1alpha1.RunnerSet, desired c
 	return err
 }
 
+// applyIfPresent is apply for an object that is no longer created: when
+// the cache holds one (owner's, by the same rules as apply), it is brought
+// to desired; when it holds none, nothing is written.
+func (r *writer) applyIfPresent(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) error {
+	live := desired.DeepCopyObject().(client.Object)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return r.apply(ctx, owner, desired)
+}
+
 // applyAndGet is apply that also returns the object as the API server has it
 // now: the response of a write, never a cache that may lag behind it.
 func (r *writer) applyAndGet(ctx context.Context, owner *v1alpha1.RunnerSet, desired client.Object) (client.Object, error) {

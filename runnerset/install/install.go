@@ -14,18 +14,21 @@ import (
 	"maps"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -220,6 +223,81 @@ func Build(o Options, role *rbacv1.ClusterRole) []client.Object {
 		}
 	}
 	return out
+}
+
+// FinalizerPolicyName names the MutatingAdmissionPolicy that gives every
+// new RunnerSet the controller's drain finalizer, and its binding.
+const FinalizerPolicyName = "runnerfleet-drain-finalizer"
+
+// AdmissionPolicyKind is the API AdmissionPolicies need: served (GA, on by
+// default) by Kubernetes 1.36 and later. An installer adds
+// AdmissionPolicies only where the API server serves it: the chart asks
+// Helm's Capabilities, fleet up --kubeconfig the server's discovery, the
+// Pulumi program the platform's Kubernetes version, and the plain
+// manifests keep them in a file of their own.
+var AdmissionPolicyKind = admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicy")
+
+// AdmissionPolicyResource is AdmissionPolicyKind's resource, as discovery
+// lists it.
+var AdmissionPolicyResource = schema.GroupVersionResource{Group: admissionregistrationv1.GroupName, Version: "v1", Resource: "mutatingadmissionpolicies"}
+
+// MinAdmissionPolicyMinor is the first Kubernetes 1.x minor version that
+// serves AdmissionPolicyKind by default.
+const MinAdmissionPolicyMinor = 36
+
+// AdmissionPolicies are what an API server that serves AdmissionPolicyKind
+// runs for runnerfleet: FinalizerPolicy and its binding. Nothing depends
+// on them: without them the controller adds the finalizer on a RunnerSet's
+// first pass, a write more per new RunnerSet.
+func AdmissionPolicies(o Options) []client.Object {
+	return []client.Object{FinalizerPolicy(o), FinalizerPolicyBinding(o)}
+}
+
+// FinalizerPolicy adds the controller's drain finalizer (naming.FinalizerDrain)
+// to every RunnerSet as it is created, so the controller need not patch it
+// on: one write less per new RunnerSet. It matches CREATE only: the
+// controller removes the finalizer (an update) once the RunnerSet has
+// drained, and a policy that added it back would hold every RunnerSet
+// forever. An apply configuration merges into the finalizers a creator set
+// (metadata.finalizers is a set), keeping theirs. If the policy cannot be
+// evaluated the RunnerSet is admitted as it is (failurePolicy Ignore), and
+// the controller adds the finalizer before it writes anything for it.
+func FinalizerPolicy(o Options) *admissionregistrationv1.MutatingAdmissionPolicy {
+	return &admissionregistrationv1.MutatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: AdmissionPolicyKind.GroupVersion().String(), Kind: AdmissionPolicyKind.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: FinalizerPolicyName, Labels: o.labels()},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups:   []string{v1alpha1.GroupVersion.Group},
+							APIVersions: []string{v1alpha1.GroupVersion.Version},
+							Resources:   []string{"runnersets"},
+						},
+					},
+				}},
+			},
+			Mutations: []admissionregistrationv1.Mutation{{
+				PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+					Expression: fmt.Sprintf("Object{metadata: Object.metadata{finalizers: [%q]}}", naming.FinalizerDrain),
+				},
+			}},
+			FailurePolicy:      ptr.To(admissionregistrationv1.Ignore),
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		},
+	}
+}
+
+// FinalizerPolicyBinding puts FinalizerPolicy in force for every RunnerSet.
+func FinalizerPolicyBinding(o Options) *admissionregistrationv1.MutatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: AdmissionPolicyKind.GroupVersion().String(), Kind: "MutatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: FinalizerPolicyName, Labels: o.labels()},
+		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: FinalizerPolicyName},
+	}
 }
 
 // Namespace is the controller's namespace, for installers that create it.

@@ -75,6 +75,13 @@ const (
 	AnnotationIdleTime = "runnerfleet.dev/idle-time"
 )
 
+// FinalizerDrain holds a RunnerSet until its managers have drained, its
+// runner is released and its capacity is gone (the RunnerSet controller's
+// finalizer path). The controller adds it on a RunnerSet's first pass; an
+// API server that serves MutatingAdmissionPolicy adds it at creation
+// (runnerset/install.FinalizerPolicy), which saves that write.
+const FinalizerDrain = "runnerfleet.dev/drain"
+
 // TagRunnerClass is the cloud tag naming the RunnerClass of a class's
 // capacity (an EC2NodeClass's instances).
 const TagRunnerClass = "runnerfleet.dev/runner-class"

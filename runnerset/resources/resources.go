@@ -92,9 +92,10 @@ func SelectorLabels(rs *v1alpha1.RunnerSet, component string) map[string]string 
 	}
 }
 
-// JobServiceAccount is the ServiceAccount of job pods, bound to the job
-// identity when there is one. Its token is not mounted: jobs have no business
-// with the Kubernetes API, and IRSA and Workload Identity project their own.
+// JobServiceAccount is the ServiceAccount of job pods when they have a cloud
+// identity (v1alpha1.Settings.JobServiceAccount), bound to it. Its token is not
+// mounted: jobs have no business with the Kubernetes API, and IRSA and
+// Workload Identity project their own.
 //
 // It lives in the jobs namespace, which is where the IRSA and Workload
 // Identity trusts written by the Pulumi program point
@@ -169,7 +170,8 @@ func ExecutorRules() []rbacv1.PolicyRule {
 		coreRule([]string{"secrets", "configmaps"}, "get", "create", "update", "delete"),
 		// Services for job services with aliases and the session proxy.
 		coreRule([]string{"services"}, "get", "create", "delete"),
-		// The job ServiceAccount is checked before a pod uses it.
+		// The job ServiceAccount (when jobs have a cloud identity) is
+		// checked before a pod uses it.
 		coreRule([]string{"serviceaccounts"}, "get"),
 		// Pod events are printed in the job log when a pod cannot start.
 		coreRule([]string{"events"}, "list", "watch"),

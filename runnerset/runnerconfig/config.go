@@ -157,6 +157,10 @@ type Kubernetes struct {
 	HelperImage    string `toml:"helper_image,omitempty"`
 	Privileged     *bool  `toml:"privileged,omitempty"`
 	ServiceAccount string `toml:"service_account,omitempty"`
+	// AutomountServiceAccountToken is the job pods' own
+	// automountServiceAccountToken: false, so that no job pod gets a
+	// Kubernetes API token, whichever ServiceAccount it runs as.
+	AutomountServiceAccountToken *bool `toml:"automount_service_account_token,omitempty"`
 
 	CPURequest    string `toml:"cpu_request,omitempty"`
 	CPULimit      string `toml:"cpu_limit,omitempty"`

@@ -103,7 +103,8 @@ func TestForRunnerSetMapsTheSpec(t *testing.T) {
 		"image (spec wins)":   {k.Image, "golang:1.27"},
 		"helper image":        {k.HelperImage, "registry.example.com/gitlab-runner-helper:x86_64-v19.4.0"},
 		"privileged":          {*k.Privileged, true},
-		"service account":     {k.ServiceAccount, "build-job"},
+		"service account":     {k.ServiceAccount, ""}, // no identity: the jobs namespace's default
+		"no API token":        {*k.AutomountServiceAccountToken, false},
 		"cpu request":         {k.CPURequest, "1"},
 		"memory limit":        {k.MemoryLimit, "4Gi"},
 		"helper memory":       {k.HelperMemoryRequest, "128Mi"},
@@ -224,5 +225,53 @@ func TestEveryKeyTheRendererCanWriteIsKnownToGitLabRunner(t *testing.T) {
 	}
 	if err := schema.Check(out); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// Job pods run as the RunnerSet's job ServiceAccount only when a cloud
+// identity binds to it by name; otherwise as the jobs namespace's default,
+// which the controller need not write. Either way config.toml turns the
+// pod's API token off, in the key gitlab-runner's executor copies into the
+// pod (automountServiceAccountToken): the default ServiceAccount would
+// mount one. The rendered file passes gitlab-runner's own structs.
+func TestJobPodsGetNoAPITokenWhicheverServiceAccountTheyRunAs(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		identity *v1alpha1.JobIdentity
+		sa       string
+	}{
+		"no cloud identity": {nil, ""},
+		"an IAM role":       {&v1alpha1.JobIdentity{AWSRoleARN: "arn:aws:iam::123456789012:role/ci"}, "build-job"},
+		"a GCP account":     {&v1alpha1.JobIdentity{GCPServiceAccount: "ci@p.iam.gserviceaccount.com"}, "build-job"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := runnerSets()["defaults"].DeepCopy()
+			rs.Spec.Jobs.Identity = tc.identity
+			out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), jobPlacement()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schema.Check(out); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			var got struct {
+				Runners []struct {
+					Kubernetes map[string]any `toml:"kubernetes"`
+				} `toml:"runners"`
+			}
+			if _, err := toml.Decode(string(out), &got); err != nil {
+				t.Fatal(err)
+			}
+			k := got.Runners[0].Kubernetes
+			if v, ok := k["automount_service_account_token"]; !ok || v != false {
+				t.Errorf("automount_service_account_token = %v (set: %v), want false: a job pod would get an API token\n%s", v, ok, out)
+			}
+			if sa, _ := k["service_account"].(string); sa != tc.sa {
+				t.Errorf("service_account = %q, want %q", sa, tc.sa)
+			}
+		})
 	}
 }

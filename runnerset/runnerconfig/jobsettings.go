@@ -24,7 +24,7 @@ const (
 	fixGitLab     = "runnerfleet sets it from spec.gitlab and the runner's token; it cannot be overridden"
 	fixAPI        = "the managers reach the Kubernetes API with their own ServiceAccount; it cannot be overridden"
 	fixNamespace  = "jobs run in the RunnerSet's jobs namespace (status.jobsNamespace, spec.jobs.namespace); it cannot be overridden"
-	fixSA         = "jobs run as the RunnerSet's job ServiceAccount with no API token; use spec.jobs.identity for a cloud identity"
+	fixSA         = "jobs run with no API token, as the jobs namespace's default ServiceAccount or, with spec.jobs.identity, the RunnerSet's job ServiceAccount; use spec.jobs.identity for a cloud identity"
 	fixPrivileged = "use spec.jobs.privileged (the RunnerClass must allow it)"
 	fixPlacement  = "jobs run only on this runner's own capacity; use spec.capacity"
 	fixOtherExec  = "the runner's executor is kubernetes, which does not read it; remove it"

@@ -308,7 +308,9 @@ func TestEveryOwnedKeyIsAKeyOfGitLabRunner(t *testing.T) {
 		}
 		// Judged harmless: host_aliases only writes the pod's /etc/hosts;
 		// use_service_account_image_pull_secrets uses the pull secrets of
-		// the job ServiceAccount, which has none runnerfleet did not give it.
+		// the job pods' ServiceAccount (the RunnerSet's own, or the default
+		// of its jobs namespace), which has none runnerfleet did not give
+		// it: the managers may only read ServiceAccounts there.
 		harmless := k == "host_aliases" || k == "use_service_account_image_pull_secrets"
 		if risky && !harmless && !slices.Contains(runnerconfig.OwnedKeys(), "kubernetes."+k) {
 			t.Errorf("[runners.kubernetes] %s looks like it reaches past the jobs namespace, but configOverride may set it", k)

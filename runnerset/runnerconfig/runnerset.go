@@ -8,7 +8,6 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
-	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // ForcedShutdownTimeout is config.toml's shutdown_timeout: how long
@@ -36,14 +35,18 @@ func ForRunnerSet(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, place Job
 // ForSettings is ForRunnerSet with rs's settings already resolved
 // (v1alpha1.Effective).
 func ForSettings(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings, place JobPlacement) Config {
-	names := naming.For(rs.Namespace, rs.Name)
 	k := &Kubernetes{
 		// Jobs run in a namespace of their own, never the team's: the
 		// managers' rights to create pods and Secrets exist only there.
-		Namespace:      eff.JobsNamespace,
-		Image:          string(eff.JobImage),
-		HelperImage:    string(eff.HelperImage),
-		ServiceAccount: names.JobServiceAccount(),
+		Namespace:   eff.JobsNamespace,
+		Image:       string(eff.JobImage),
+		HelperImage: string(eff.HelperImage),
+		// No job pod gets a Kubernetes API token: jobs have no business
+		// with the API, and IRSA and Workload Identity project their own.
+		AutomountServiceAccountToken: new(false),
+		// The job ServiceAccount with a cloud identity; without one ("")
+		// the jobs namespace's default.
+		ServiceAccount: eff.JobServiceAccount,
 	}
 	if rs.Spec.Jobs.Privileged {
 		t := true

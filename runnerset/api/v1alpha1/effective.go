@@ -35,6 +35,15 @@ type Settings struct {
 	// JobsNamespace is where the job pods run: spec.jobs.namespace, or the
 	// namespace derived from the RunnerSet (naming.DerivedJobsNamespace).
 	JobsNamespace string
+	// JobServiceAccount is the ServiceAccount the job pods run as in
+	// JobsNamespace: the RunnerSet's own (naming.Runner.JobServiceAccount)
+	// when spec.jobs.identity asks for a cloud identity, which IRSA and
+	// Workload Identity bind to a ServiceAccount by its name; else "", the
+	// jobs namespace's default ServiceAccount, which Kubernetes creates
+	// with the namespace (the namespace is the RunnerSet's alone), so a new
+	// RunnerSet costs one write less. Job pods get no API token either way
+	// (config.toml's automount_service_account_token = false).
+	JobServiceAccount string
 	// JobTimeout is the longest a job of the RunnerSet may run, and so how
 	// long a job node must be kept for a job it has started:
 	// spec.gitlab.runner.maximumTimeout when set (GitLab ends a job there),
@@ -71,6 +80,9 @@ func Effective(rs *RunnerSet, class *RunnerClass) Settings {
 		JobsNamespace:     rs.Names().JobsNamespace(),
 		JobTimeout:        rs.Spec.Managers.ShutdownTimeoutOrDefault(),
 		JobTimeoutField:   "spec.managers.shutdownTimeout",
+	}
+	if rs.Spec.Jobs.Identity != nil {
+		s.JobServiceAccount = rs.Names().JobServiceAccount()
 	}
 	if r := rs.Spec.GitLab.Runner; r != nil && r.MaximumTimeout != nil && r.MaximumTimeout.Duration > 0 {
 		s.JobTimeout, s.JobTimeoutField = r.MaximumTimeout.Duration, "spec.gitlab.runner.maximumTimeout"
