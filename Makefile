@@ -68,7 +68,7 @@ build: ## the controller and the fleet CLI into bin/, version-stamped
 
 .PHONY: image
 image: ## OCI images of runnerset-controller, fleet and fleet-agent, no container engine: dist/images/<binary>/ (OCI layout) and <binary>.tar
-	go run ./hack/release --images-only --version $(VERSION) --commit $(COMMIT) --out dist
+	go run ./hack/release --images-only --arch $$(go env GOARCH) --version $(VERSION) --commit $(COMMIT) --out dist
 
 .PHONY: release
 release: ## a release into dist/<version>: images, chart, manifests (hack/release.sh; VERSION=vX.Y.Z)

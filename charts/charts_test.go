@@ -125,6 +125,15 @@ func key(m map[string]any) string {
 	return m["kind"].(string) + "/" + md["name"].(string)
 }
 
+// pinnedImage is pinnedValues' image: by digest, the tag unused.
+const pinnedImage = "registry.internal/mirror/runnerset-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func pinnedValues() charts.Values {
+	v := charts.DefaultValues()
+	v.Image.Repository, v.Image.Digest = "registry.internal/mirror/runnerset-controller", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	return v
+}
+
 func nonDefaultValues() charts.Values {
 	v := charts.DefaultValues()
 	v.Image = charts.Image{Repository: "registry.internal/mirror/runnerset-controller", Tag: "v0.1.0-rc.1", PullPolicy: corev1.PullAlways}
@@ -162,6 +171,7 @@ func TestTemplateIsTheBuilder(t *testing.T) {
 	}{
 		"defaults":                   {"runnerfleet", "runnerfleet-system", charts.DefaultValues(), false},
 		"every value":                {"rf", "ci-system", nonDefaultValues(), false},
+		"pinned":                     {"rf", "ci-system", pinnedValues(), false},
 		"defaults, with policies":    {"runnerfleet", "runnerfleet-system", charts.DefaultValues(), true},
 		"every value, with policies": {"rf", "ci-system", nonDefaultValues(), true},
 	} {
@@ -185,6 +195,9 @@ func TestTemplateIsTheBuilder(t *testing.T) {
 			got := map[string]map[string]any{}
 			for _, d := range docs {
 				got[key(d)] = typed(t, d)
+			}
+			if name == "pinned" && !strings.Contains(manifest, `image: "`+pinnedImage+`"`) {
+				t.Errorf("the pinned chart does not run %s:\n%s", pinnedImage, manifest)
 			}
 			objs, err := install.Objects(tc.values.Options(tc.release, tc.namespace))
 			if err != nil {
@@ -252,6 +265,7 @@ func TestSchemaRefusesWrongTypesAndUnknownKeys(t *testing.T) {
 		"unknown top-level key":    {`replica: 2`, []string{"replica"}},
 		"unknown image key":        {`image: {repositry: x}`, []string{"/image", "repositry"}},
 		"pull policy not an enum":  {`image: {pullPolicy: Sometimes}`, []string{"/image/pullPolicy"}},
+		"digest not a sha256":      {`image: {digest: v0.1.0}`, []string{"/image/digest"}},
 		"tolerations an object":    {`tolerations: {key: a}`, []string{"/tolerations", "array"}},
 		"toleration unknown key":   {`tolerations: [{key: a, efect: NoSchedule}]`, []string{"/tolerations/0", "efect"}},
 		"log level":                {`logLevel: verbose`, []string{"/logLevel"}},

@@ -47,6 +47,7 @@ func quantities() map[string]any {
 var imageValues = []value{
 	{"repository", "Image repository of the runnerset-controller.", map[string]any{"type": "string", "minLength": 1}},
 	{"tag", "Image tag; the release's by default.", map[string]any{"type": "string", "minLength": 1}},
+	{"digest", "Image digest (sha256:…, the image index's, as a release's digests.json lists it); when set the controller runs repository@digest and the tag is not used.", map[string]any{"type": "string", "pattern": `^(sha256:[a-f0-9]{64})?$`}},
 	{"pullPolicy", "Image pull policy.", map[string]any{"type": "string", "enum": []string{"Always", "IfNotPresent", "Never"}}},
 }
 
@@ -105,8 +106,12 @@ func schemaJSON() ([]byte, error) {
 }
 
 // valuesYAML is values.yaml: DefaultValues, each key under its description.
-func valuesYAML() ([]byte, error) {
-	raw, err := json.Marshal(DefaultValues())
+func valuesYAML() ([]byte, error) { return ValuesYAML(DefaultValues()) }
+
+// ValuesYAML is a values.yaml of vals (a release's pins the image digest),
+// each key under its description.
+func ValuesYAML(vals Values) ([]byte, error) {
+	raw, err := json.Marshal(vals)
 	if err != nil {
 		return nil, err
 	}

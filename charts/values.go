@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
 	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
@@ -83,12 +84,17 @@ type ServiceMonitor struct {
 	Labels   map[string]string `json:"labels"`
 }
 
-// Image is the controller's image.
+// Image is the controller's image: Repository at Digest when it is set
+// (repository@sha256:…, a release's pin), else at Tag.
 type Image struct {
 	Repository string            `json:"repository"`
 	Tag        string            `json:"tag"`
+	Digest     string            `json:"digest"`
 	PullPolicy corev1.PullPolicy `json:"pullPolicy"`
 }
+
+// Ref is the image's reference (internal/imageref.Format).
+func (i Image) Ref() string { return imageref.Format(i.Repository, i.Tag, i.Digest) }
 
 // Toggle turns an optional object on or off.
 type Toggle struct {
@@ -128,7 +134,7 @@ func Labels(release, service string) map[string]string {
 func (v Values) Options(release, namespace string) install.Options {
 	o := install.Options{
 		Namespace:           namespace,
-		Image:               v.Image.Repository + ":" + v.Image.Tag,
+		Image:               v.Image.Ref(),
 		ImagePullPolicy:     v.Image.PullPolicy,
 		Replicas:            v.Replicas,
 		Resources:           *v.Resources.DeepCopy(),

@@ -88,7 +88,7 @@ func TestInstallPathsIntoACluster(t *testing.T) {
 				if err := cl.local.ImportImage(ctx, img.Ref, img.Archive); err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("built the controller image %s (%.1f MB) and imported it into the real node in %.1fs", img.Ref, float64(img.Size)/1e6, time.Since(b).Seconds())
+				t.Logf("built the controller image %s (%.1f MB) and imported it into the real node in %.1fs", img.Ref, float64(img.Platforms[0].Size)/1e6, time.Since(b).Seconds())
 			} else if cl.RunsContainers {
 				t.Logf("the controller runs in its pod from %s, which the cluster must have: make image VERSION=%s, then kind load image-archive dist/images/%s.tar (or minikube image load)", version.Image(install.Name), version.Tag, install.Name)
 			}

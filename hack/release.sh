@@ -9,15 +9,21 @@
 #   2. tag: with --tag, an annotated git tag vX.Y.Z at HEAD (refused if the
 #      tag exists elsewhere); without, the release is built from HEAD untagged;
 #   3. images: runnerset-controller, fleet and fleet-agent, static and
-#      version-stamped, as OCI layouts (DIR/images/<binary>/) and docker
-#      archives (DIR/images/<binary>.tar);
+#      version-stamped, each an OCI image index for linux/amd64 and
+#      linux/arm64 (hack/release's --arch) as an OCI layout
+#      (DIR/images/<binary>/), this machine's platform of it as a docker
+#      archive (DIR/images/<binary>.tar), and DIR/digests.json: every
+#      image's index digest and per-platform manifest digests and sizes;
 #   4. the Windows drain agent: DIR/fleet-agent.exe (windows/amd64, static,
 #      version-stamped; a plain binary for the manager VM, not an image);
-#   5. chart: DIR/runnerfleet-X.Y.Z.tgz (the Helm SDK's helm package);
-#   6. manifests: DIR/install.yaml, DIR/admission-policies.yaml; and DIR/SHA256SUMS.
+#   5. chart: DIR/runnerfleet-X.Y.Z.tgz (the Helm SDK's helm package), its
+#      image.digest the controller's index digest;
+#   6. manifests: DIR/install.yaml, the controller pinned by that digest,
+#      DIR/admission-policies.yaml; and DIR/SHA256SUMS.
 #
 # Publishing is then (not run here: no registry is reachable from CI):
-#   crane push DIR/images/runnerset-controller ghcr.io/runnerfleet/runnerset-controller:vX.Y.Z   (same for fleet, fleet-agent)
+#   crane push DIR/images/runnerset-controller ghcr.io/runnerfleet/runnerset-controller:vX.Y.Z   (same for fleet, fleet-agent;
+#     the registry then holds the index at the digest digests.json names)
 #   helm push DIR/runnerfleet-X.Y.Z.tgz oci://ghcr.io/runnerfleet/charts
 #   git push origin vX.Y.Z, and a GitHub release with DIR/install.yaml, DIR/admission-policies.yaml, the chart and SHA256SUMS
 #

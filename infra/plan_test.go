@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
@@ -98,4 +100,27 @@ func decodeStack(t *testing.T, stack string) *stackconfig.Fleet {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// A stack whose controller.image is pinned by digest runs the controller
+// at that digest: the plan the program declares and fleet up applies takes
+// the reference as the stack config gives it.
+func TestAPinnedControllerImageReachesTheDeployment(t *testing.T) {
+	f := decodeStack(t, "gke-shared")
+	f.Controller.Image = "europe-west1-docker.pkg.dev/ci-platform-example/runnerfleet/runnerset-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	p, err := kube.PlanStack(kube.PlanArgs{Fleet: f, Cluster: &kube.Cluster{InCluster: true}, Labels: kube.Labels("gke-shared"), ManagerPool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var images []string
+	for _, o := range p.Controller {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == kube.ControllerName {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				images = append(images, c.Image)
+			}
+		}
+	}
+	if len(images) != 1 || images[0] != f.Controller.Image {
+		t.Errorf("the controller's Deployment runs %v, want %s", images, f.Controller.Image)
+	}
 }

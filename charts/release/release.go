@@ -1,30 +1,40 @@
-// Package release builds a runnerfleet release into a local directory: an
-// OCI image per binary (internal/ociimage: static, on an empty base,
-// non-root, org.opencontainers.image.* labels) as an OCI layout that `crane
-// push` publishes and a docker-archive tarball that `ctr images import` and
-// `kind load image-archive` read; the Helm chart packaged by the Helm SDK;
-// the plain manifests; the binaries that run outside a container
-// (Downloads: the Windows drain agent fleet-agent.exe); and SHA256SUMS. hack/release.sh runs it after the
-// checks a release needs (make image runs the images only).
+// Package release builds a runnerfleet release into a local directory: a
+// multi-arch image per binary (internal/ociimage: static, on an empty base,
+// non-root, org.opencontainers.image.* labels; an OCI image index of one
+// manifest per linux/<arch>) as an OCI layout that `crane push` publishes,
+// and this machine's platform of it as a docker-archive tarball that `ctr
+// images import` and `kind load image-archive` read; digests.json, the
+// images' index and per-platform digests and sizes; the Helm chart packaged
+// by the Helm SDK and the plain manifests, both pinning the controller by
+// its index digest; the binaries that run outside a container (Downloads:
+// the Windows drain agent fleet-agent.exe); and SHA256SUMS. hack/release.sh
+// runs it after the checks a release needs (make image runs the images
+// only, for this machine's architecture).
 package release
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"helm.sh/helm/v3/pkg/action"
 
 	"github.com/runnerfleet/runnerfleet/charts"
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
 	"github.com/runnerfleet/runnerfleet/internal/ociimage"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 )
 
 // Binaries are the images of a release: the binary, its Go package, and
@@ -57,8 +67,11 @@ type Options struct {
 	// Only limits the images and downloads to these (their Name or File;
 	// all when empty).
 	Only []string
-	// Arch is the image's architecture (this machine's when empty).
-	Arch string
+	// Arches are the architectures of the images (GOARCH names), each
+	// image an OCI image index of one manifest per linux/<arch>; this
+	// machine's alone when empty (make image), Arches by default for a
+	// release (hack/release's --arch).
+	Arches []string
 	// Images only: no downloads, chart, manifests or checksums.
 	ImagesOnly bool
 	// Created stamps images (the Unix epoch when zero: reproducible).
@@ -66,21 +79,66 @@ type Options struct {
 	Log     io.Writer
 }
 
-// Image is one built image.
+// Arches are the architectures a release's images are built for.
+var Arches = []string{"amd64", "arm64"}
+
+// buildable are the architectures an image may be built for: Go's linux
+// ports whose OCI platform needs no variant.
+var buildable = []string{"amd64", "arm64", "ppc64le", "s390x", "riscv64"}
+
+// DigestsFile is the release directory's record of its images' digests
+// (Digests as JSON), which release notes and pinned installs cite.
+const DigestsFile = "digests.json"
+
+// Image is one built image: an OCI image index with a manifest per
+// platform.
 type Image struct {
-	Binary  string
-	Ref     string
-	Layout  string // OCI layout directory
-	Archive string // docker-archive tarball
-	Digest  string
-	// Size is the compressed size of its layers and config.
-	Size int64
+	Binary string `json:"binary"`
+	// Ref is the image at the release's tag; Pinned the same image by
+	// its index digest (repository@sha256:…).
+	Ref    string `json:"ref"`
+	Pinned string `json:"pinned"`
+	// Digest is the image index's digest.
+	Digest    string     `json:"digest"`
+	Platforms []Platform `json:"platforms"`
+	Layout    string     `json:"-"` // OCI layout directory (the index)
+	Archive   string     `json:"-"` // docker-archive tarball (ArchiveArch's image)
+	// ArchiveArch is the architecture of the docker archive's image:
+	// this machine's when built, else the first (ctr import and docker
+	// load read one platform).
+	ArchiveArch string `json:"-"`
+}
+
+// Platform is one manifest of an image's index.
+type Platform struct {
+	Platform string `json:"platform"` // linux/amd64
+	Digest   string `json:"digest"`
+	// Size is the compressed size of the manifest's layers and config:
+	// what a node pulls.
+	Size int64 `json:"size"`
+}
+
+// Digests is DigestsFile.
+type Digests struct {
+	Version string  `json:"version"`
+	Commit  string  `json:"commit,omitempty"`
+	Images  []Image `json:"images"`
 }
 
 // Report is what a release built.
 type Report struct {
 	Images []Image
 	Files  []string // every file of the release, relative to Out
+}
+
+// Image is the report's image of binary, if it was built.
+func (r *Report) Image(binary string) (Image, bool) {
+	for _, im := range r.Images {
+		if im.Binary == binary {
+			return im, true
+		}
+	}
+	return Image{}, false
 }
 
 // Build builds the release.
@@ -93,6 +151,19 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Version == "" {
 		return nil, fmt.Errorf("release: no version")
+	}
+	if len(o.Arches) == 0 {
+		o.Arches = []string{runtime.GOARCH}
+	}
+	seen := map[string]bool{}
+	for _, a := range o.Arches {
+		if !slices.Contains(buildable, a) {
+			return nil, fmt.Errorf("release: architecture %q (--arch): give GOARCH names from %s, comma-separated", a, strings.Join(buildable, ", "))
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("release: architecture %s twice (--arch)", a)
+		}
+		seen[a] = true
 	}
 	rep := &Report{}
 	bins, err := os.MkdirTemp("", "runnerfleet-release-")
@@ -109,7 +180,19 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		rep.Images = append(rep.Images, *img)
-		fmt.Fprintf(o.Log, "image %s %s (%s, %.1f MB)\n", img.Ref, img.Digest, img.Archive, float64(img.Size)/1e6)
+		fmt.Fprintf(o.Log, "image %s\n", img.Pinned)
+		for _, p := range img.Platforms {
+			fmt.Fprintf(o.Log, "  %s %s %.1f MB\n", p.Platform, p.Digest, float64(p.Size)/1e6)
+		}
+	}
+	if len(rep.Images) > 0 {
+		j, err := json.MarshalIndent(Digests{Version: o.Version, Commit: o.Commit, Images: rep.Images}, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.Out, DigestsFile), append(j, '\n'), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if o.ImagesOnly {
 		return rep, nil
@@ -125,15 +208,27 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 		}
 		fmt.Fprintf(o.Log, "download %s\n", filepath.Join(o.Out, d.File))
 	}
-	// The chart, packaged as helm package does.
+	// The chart, packaged as helm package does, and the manifests: the
+	// controller pinned by its image index's digest when this release
+	// built it, so what is installed is what was built.
+	chartDir := filepath.Join(o.Root, "charts", charts.ChartName)
+	manifests := charts.InstallYAML()
+	if im, ok := rep.Image(install.Name); ok {
+		if chartDir, err = pinnedChart(chartDir, bins, im.Digest); err != nil {
+			return nil, err
+		}
+		if manifests, err = charts.InstallYAMLFor(im.Pinned); err != nil {
+			return nil, err
+		}
+	}
 	pkg := action.NewPackage()
 	pkg.Destination = o.Out
-	tgz, err := pkg.Run(filepath.Join(o.Root, "charts", charts.ChartName), nil)
+	tgz, err := pkg.Run(chartDir, nil)
 	if err != nil {
 		return nil, fmt.Errorf("packaging the chart: %w", err)
 	}
 	fmt.Fprintf(o.Log, "chart %s\n", tgz)
-	if err := os.WriteFile(filepath.Join(o.Out, "install.yaml"), charts.InstallYAML(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.Out, "install.yaml"), manifests, 0o644); err != nil {
 		return nil, err
 	}
 	// For Kubernetes 1.36 and later, beside install.yaml.
@@ -158,67 +253,94 @@ func Build(ctx context.Context, o Options) (*Report, error) {
 	})
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// pinnedChart copies the chart into dir/chart with its values' image.digest
+// set, and returns the copy's path.
+func pinnedChart(chart, dir, digest string) (string, error) {
+	out := filepath.Join(dir, "chart", charts.ChartName)
+	if err := os.CopyFS(out, os.DirFS(chart)); err != nil {
+		return "", fmt.Errorf("copying the chart: %w", err)
 	}
-	return false
+	v := charts.DefaultValues()
+	v.Image.Digest = digest
+	y, err := charts.ValuesYAML(v)
+	if err != nil {
+		return "", err
+	}
+	return out, os.WriteFile(filepath.Join(out, "values.yaml"), y, 0o644)
 }
 
 func buildImage(ctx context.Context, o Options, bins, binary, pkg, desc string) (*Image, error) {
-	bin := filepath.Join(bins, binary)
-	fmt.Fprintf(o.Log, "go build %s (static, %s)\n", pkg, o.Version)
-	if err := ociimage.GoBuild(ctx, o.Root, pkg, bin, o.Arch, version.LDFlags(o.Version, o.Commit)); err != nil {
-		return nil, err
+	repo := o.Registry + "/" + binary
+	out := &Image{Binary: binary, Ref: imageref.Format(repo, o.Version, "")}
+	var imgs []v1.Image
+	for _, arch := range o.Arches {
+		bin := filepath.Join(bins, arch, binary)
+		fmt.Fprintf(o.Log, "go build %s (static, linux/%s, %s)\n", pkg, arch, o.Version)
+		if err := ociimage.GoBuild(ctx, o.Root, pkg, bin, arch, version.LDFlags(o.Version, o.Commit)); err != nil {
+			return nil, err
+		}
+		img, err := ociimage.Build(ociimage.Spec{
+			Binary:  bin,
+			Arch:    arch,
+			CACerts: true, // GitLab, cloud APIs
+			Created: o.Created,
+			Labels: map[string]string{
+				"org.opencontainers.image.title":       binary,
+				"org.opencontainers.image.description": desc,
+				"org.opencontainers.image.version":     o.Version,
+				"org.opencontainers.image.revision":    o.Commit,
+				"org.opencontainers.image.source":      "https://github.com/runnerfleet/runnerfleet",
+				"org.opencontainers.image.url":         "https://github.com/runnerfleet/runnerfleet",
+				"org.opencontainers.image.licenses":    "Apache-2.0",
+				"org.opencontainers.image.vendor":      "runnerfleet",
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the %s image for %s: %w", binary, arch, err)
+		}
+		imgs = append(imgs, img)
+		d, err := img.Digest()
+		if err != nil {
+			return nil, err
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			return nil, err
+		}
+		p := Platform{Platform: "linux/" + arch, Digest: d.String(), Size: m.Config.Size}
+		for _, l := range m.Layers {
+			p.Size += l.Size
+		}
+		out.Platforms = append(out.Platforms, p)
 	}
-	ref := o.Registry + "/" + binary + ":" + o.Version
-	img, err := ociimage.Build(ociimage.Spec{
-		Binary:  bin,
-		Arch:    o.Arch,
-		CACerts: true, // GitLab, cloud APIs
-		Created: o.Created,
-		Labels: map[string]string{
-			"org.opencontainers.image.title":       binary,
-			"org.opencontainers.image.description": desc,
-			"org.opencontainers.image.version":     o.Version,
-			"org.opencontainers.image.revision":    o.Commit,
-			"org.opencontainers.image.source":      "https://github.com/runnerfleet/runnerfleet",
-			"org.opencontainers.image.url":         "https://github.com/runnerfleet/runnerfleet",
-			"org.opencontainers.image.licenses":    "Apache-2.0",
-			"org.opencontainers.image.vendor":      "runnerfleet",
-		},
-	})
+	idx, err := ociimage.Index(imgs...)
 	if err != nil {
-		return nil, fmt.Errorf("the %s image: %w", binary, err)
+		return nil, fmt.Errorf("the %s image index: %w", binary, err)
 	}
-	dir := filepath.Join(o.Out, "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	out := &Image{Binary: binary, Ref: ref, Layout: filepath.Join(dir, binary), Archive: filepath.Join(dir, binary+".tar")}
-	if err := os.RemoveAll(out.Layout); err != nil {
-		return nil, err
-	}
-	if err := ociimage.WriteLayout(out.Layout, img, ref); err != nil {
-		return nil, err
-	}
-	if err := ociimage.WriteArchive(out.Archive, img, ref); err != nil {
-		return nil, err
-	}
-	d, err := img.Digest()
+	d, err := idx.Digest()
 	if err != nil {
 		return nil, err
 	}
 	out.Digest = d.String()
-	m, err := img.Manifest()
-	if err != nil {
+	out.Pinned = imageref.Format(repo, "", out.Digest)
+	dir := filepath.Join(o.Out, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	out.Size = m.Config.Size
-	for _, l := range m.Layers {
-		out.Size += l.Size
+	out.Layout, out.Archive = filepath.Join(dir, binary), filepath.Join(dir, binary+".tar")
+	if err := ociimage.WriteIndexLayout(out.Layout, idx, out.Ref); err != nil {
+		return nil, err
+	}
+	// The docker archive holds one platform: this machine's if built.
+	arch := 0
+	if i := slices.Index(o.Arches, runtime.GOARCH); i >= 0 {
+		arch = i
+	}
+	out.ArchiveArch = o.Arches[arch]
+	if err := ociimage.WriteArchive(out.Archive, imgs[arch], out.Ref); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

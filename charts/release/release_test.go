@@ -6,30 +6,39 @@ import (
 	"crypto/sha256"
 	"debug/pe"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"helm.sh/helm/v3/pkg/chart/loader"
 
+	"github.com/runnerfleet/runnerfleet/charts"
 	"github.com/runnerfleet/runnerfleet/charts/release"
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 )
 
 // The controller's image, read back from its OCI layout as crane would:
-// its entrypoint is the binary, it runs as a numeric non-root user, it has
-// nothing but the binary, CA certificates and /tmp (no shell), its binary
-// says the stamped version, and the docker archive holds the same image.
+// an image index whose one manifest (this machine's platform: make image's
+// and the tests' default; internal/ociimage tests the index of two) has
+// the binary as entrypoint, runs as a numeric non-root user, has nothing
+// but the binary, CA certificates and /tmp (no shell), and its binary says
+// the stamped version; the docker archive holds the same image,
+// digests.json lists it, and the chart and install.yaml pin it by the
+// index's digest.
 func TestControllerImage(t *testing.T) {
 	root, _ := filepath.Abs("../..")
 	out := t.TempDir()
 	rep, err := release.Build(context.Background(), release.Options{
-		Root: root, Out: out, Version: "v9.8.7-test", Commit: "abc123", Only: []string{install.Name}, ImagesOnly: true,
+		Root: root, Out: out, Version: "v9.8.7-test", Commit: "abc123", Only: []string{install.Name},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -41,13 +50,21 @@ func TestControllerImage(t *testing.T) {
 	if im.Ref != "ghcr.io/runnerfleet/runnerset-controller:v9.8.7-test" {
 		t.Errorf("ref %s", im.Ref)
 	}
-	idx, err := layout.ImageIndexFromPath(im.Layout)
+	top, err := layout.ImageIndexFromPath(im.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil || len(tm.Manifests) != 1 || tm.Manifests[0].Digest.String() != im.Digest {
+		t.Fatalf("layout index %v, %v; want the image index %s", tm, err, im.Digest)
+	}
+	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, err := idx.IndexManifest()
-	if err != nil || len(m.Manifests) != 1 {
-		t.Fatalf("layout index %v, %v", m, err)
+	if err != nil || len(m.Manifests) != 1 || m.Manifests[0].Platform == nil || m.Manifests[0].Platform.String() != "linux/"+runtime.GOARCH {
+		t.Fatalf("image index %v, %v; want this machine's platform", m, err)
 	}
 	img, err := idx.Image(m.Manifests[0].Digest)
 	if err != nil {
@@ -108,9 +125,31 @@ func TestControllerImage(t *testing.T) {
 	if b, _ := os.ReadFile(bin); strings.Contains(string(b[:min(len(b), 4096)]), "/lib64/ld-linux") {
 		t.Error("the binary is dynamically linked")
 	}
-	t.Logf("runnerset-controller image: %.1f MB compressed, %s", float64(im.Size)/1e6, im.Digest)
-	if im.Size > 80e6 {
-		t.Errorf("the controller image is %.1f MB compressed; it was about 25 MB: what grew?", float64(im.Size)/1e6)
+	p := im.Platforms[0]
+	t.Logf("runnerset-controller image: %.1f MB compressed, %s", float64(p.Size)/1e6, im.Pinned)
+	if p.Size > 80e6 {
+		t.Errorf("the controller image is %.1f MB compressed; it was about 25 MB: what grew?", float64(p.Size)/1e6)
+	}
+	if p.Digest != m.Manifests[0].Digest.String() || p.Platform != "linux/"+runtime.GOARCH {
+		t.Errorf("reported platform %+v, the index holds %+v", p, m.Manifests[0])
+	}
+	var digests release.Digests
+	if b, err := os.ReadFile(filepath.Join(out, release.DigestsFile)); err != nil || json.Unmarshal(b, &digests) != nil ||
+		len(digests.Images) != 1 || digests.Images[0].Pinned != "ghcr.io/runnerfleet/runnerset-controller@"+im.Digest ||
+		len(digests.Images[0].Platforms) != 1 || digests.Images[0].Platforms[0] != p {
+		t.Errorf("%s: %+v, %v; want the controller at %s", release.DigestsFile, digests, err, im.Digest)
+	}
+	// The manifests and the packaged chart run the image by its digest.
+	pinned := `image: ` + im.Pinned
+	if b, err := os.ReadFile(filepath.Join(out, "install.yaml")); err != nil || !strings.Contains(string(b), pinned) || strings.Contains(string(b), "runnerset-controller:v") {
+		t.Errorf("install.yaml does not pin %s (%v)", im.Pinned, err)
+	}
+	ch, err := loader.Load(filepath.Join(out, charts.ChartName+"-"+version.Release+".tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := ch.Values["image"].(map[string]any)["digest"].(string); d != im.Digest {
+		t.Errorf("the packaged chart's image.digest is %q, want %s", d, im.Digest)
 	}
 	arch, err := tarball.ImageFromPath(im.Archive, nil)
 	if err != nil {
@@ -124,6 +163,17 @@ func TestControllerImage(t *testing.T) {
 	}
 	if lc, _ := img.ConfigName(); ac != lc {
 		t.Errorf("the docker archive holds config %s, the layout %s", ac, lc)
+	}
+}
+
+// An architecture the release cannot build an image for, or one given
+// twice, is refused naming --arch before anything is built.
+func TestBadArchitecturesAreRefused(t *testing.T) {
+	for arches, want := range map[string]string{"amd64,mips": `architecture "mips" (--arch): give GOARCH names from amd64, arm64`, "arm64,arm64": "architecture arm64 twice (--arch)"} {
+		_, err := release.Build(context.Background(), release.Options{Root: "../..", Out: t.TempDir(), Version: "v9.8.7-test", Arches: strings.Split(arches, ",")})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--arch %s: %v, want %q", arches, err, want)
+		}
 	}
 }
 

@@ -191,6 +191,23 @@ func TestUpKubeconfigRefusesUnreachableAndForbiddenClusters(t *testing.T) {
 	}
 }
 
+// fleet up --image refuses a reference it cannot parse, naming the flag,
+// before it reads a kubeconfig; a pinned one passes on to the cluster.
+func TestUpRefusesAnUnparseableImage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	for _, img := range []string{"runnerset-controller:v1", "ghcr.io/runnerfleet/runnerset-controller@sha256:0123"} {
+		err := run(context.Background(), []string{"up", "--kubeconfig", "/nonexistent", "--image", img}, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), `--image "`+img+`" is not an image reference`) || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("fleet up --image %s: %v", img, err)
+		}
+	}
+	pinned := "ghcr.io/runnerfleet/runnerset-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	err := run(context.Background(), []string{"up", "--kubeconfig", "/nonexistent", "--image", pinned}, &out, &errOut)
+	if err == nil || strings.Contains(err.Error(), "--image") {
+		t.Errorf("fleet up --image %s with no kubeconfig: %v, want the kubeconfig's error", pinned, err)
+	}
+}
+
 func TestUnknownStackListsTheStacks(t *testing.T) {
 	var out, errOut bytes.Buffer
 	// A cloud stack's RunnerClass names what its platform creates: refused

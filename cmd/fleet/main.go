@@ -33,7 +33,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/stacks"
 )
 
@@ -141,9 +143,15 @@ its teams. It first checks that the cluster answers and that you may write
 every object, and changes nothing when you may not.`,
 		Example: `  fleet up                                        # the local stack
   fleet up --stack local --kubeconfig ~/.kube/config --context kind-ci
-  fleet up --config my-stack.yaml --kubeconfig ./kubeconfig --image registry.internal/runnerset-controller:v0.1.0`,
+  fleet up --config my-stack.yaml --kubeconfig ./kubeconfig --image registry.internal/runnerset-controller:v0.1.0
+  fleet up --kubeconfig ./kubeconfig --image ghcr.io/runnerfleet/runnerset-controller@sha256:<the release's digests.json>`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if up.image != "" {
+				if err := imageref.Check(up.image, version.Image(install.Name)); err != nil {
+					return fmt.Errorf("--image %q %v (nothing was changed)", up.image, err)
+				}
+			}
 			// The stack's checks first (fleet check's, preview.go): a
 			// stack that fails them starts nothing.
 			if err := checkNamedStack(c); err != nil {
@@ -157,7 +165,7 @@ every object, and changes nothing when you may not.`,
 		},
 	}
 	upCmd.Flags().DurationVar(&up.timeout, "timeout", 3*time.Minute, "how long to wait for the stack's RunnerSets to become Ready")
-	upCmd.Flags().StringVar(&up.image, "image", "", "the controller image to install with --kubeconfig (default the release's)")
+	upCmd.Flags().StringVar(&up.image, "image", "", "the controller image to install with --kubeconfig, repository:tag or repository@sha256:<digest> (default the release's)")
 	upCmd.Flags().IntVar(&up.demoJobs, "demo-jobs", 0, "local stack: queue this many jobs per RunnerSet in the loopback GitLab, for the managers to run")
 	upCmd.Flags().DurationVar(&up.demoDuration, "demo-duration", 30*time.Second, "local stack: how long each demo job runs")
 

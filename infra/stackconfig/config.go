@@ -12,12 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
+	"github.com/runnerfleet/runnerfleet/internal/version"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/cost"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
+	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 )
 
 // Key is the stack config key the whole fleet is read from
@@ -108,8 +111,9 @@ type Cache struct {
 
 // Controller is the runnerset-controller deployment.
 type Controller struct {
-	// Image is the controller image on eks and gke; default the release's
-	// (runnerset/install.Defaults).
+	// Image is the controller image on eks and gke, a repository with a tag
+	// or a digest (a release's digests.json pins it: repository@sha256:…);
+	// default the release's (runnerset/install.Defaults).
 	Image string `json:"image,omitempty"`
 	// Replicas, with leader election; default 2.
 	Replicas int32 `json:"replicas,omitempty"`
@@ -316,6 +320,11 @@ func (f *Fleet) Validate() field.ErrorList {
 	}
 	if f.Cache.ExpireDays < 1 || f.Cache.ExpireDays > 3650 {
 		errs = append(errs, field.Invalid(p.Child("cache", "expireDays"), f.Cache.ExpireDays, "between 1 and 3650 days: cache objects must expire"))
+	}
+	if f.Controller.Image != "" {
+		if err := imageref.Check(f.Controller.Image, version.Image(rbac.Name)); err != nil {
+			errs = append(errs, field.Invalid(p.Child("controller", "image"), f.Controller.Image, err.Error()+", or leave it out for the release's"))
+		}
 	}
 	if f.Controller.Replicas < 1 || f.Controller.Replicas > 5 {
 		errs = append(errs, field.Invalid(p.Child("controller", "replicas"), f.Controller.Replicas, "between 1 and 5 (one leader, the others stand by)"))

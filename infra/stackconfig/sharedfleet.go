@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 )
 
@@ -245,10 +245,10 @@ func (f *Fleet) validateVMNetworks(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateFleetImages checks the fleet's images with the reference parser
-// of go-containerregistry, strictly: a registry, a repository and a tag or
-// digest, nothing left to a default ("latest", Docker Hub). Each image
-// reaches a VM's startup script or a CronJob as it is.
+// validateFleetImages checks the fleet's images as internal/imageref does
+// (go-containerregistry's parser, strictly: a registry, a repository and a
+// tag or digest, nothing left to a default). Each image reaches a VM's
+// startup script or a CronJob as it is.
 func validateFleetImages(i fleetspec.FleetImages, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, c := range []struct{ key, image, example string }{
@@ -256,9 +256,8 @@ func validateFleetImages(i fleetspec.FleetImages, p *field.Path) field.ErrorList
 		{"jobReporter", i.JobReporter, fleetspec.DefaultFleetImages.JobReporter},
 		{"nodeExporter", i.NodeExporter, fleetspec.DefaultFleetImages.NodeExporter},
 	} {
-		if _, err := name.ParseReference(c.image, name.StrictValidation); err != nil {
-			errs = append(errs, field.Invalid(p.Child(c.key), c.image, fmt.Sprintf(
-				"is not an image reference (%v): give registry/repository:tag or registry/repository@sha256:<digest>, such as %s, or leave it out for that default", err, c.example)))
+		if err := imageref.Check(c.image, c.example); err != nil {
+			errs = append(errs, field.Invalid(p.Child(c.key), c.image, err.Error()+", or leave it out for that default"))
 		}
 	}
 	return errs

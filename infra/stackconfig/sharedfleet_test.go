@@ -131,6 +131,8 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 		"nodeExporter": "registry.example.com/mirror/node-exporter:v1.12.1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 	}
 	at(v, "sharedFleets", 1)["images"] = images
+	pinned := "registry.example.com/mirror/runnerset-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	v["controller"] = map[string]any{"image": pinned}
 	at(v, "sharedFleets", 1)["monitoring"] = map[string]any{"nodeExporterPort": 9200}
 	f, err = Decode(encode(t, v), "gke-shared")
 	if err != nil {
@@ -138,6 +140,9 @@ func TestSharedFleetsDecodeWithDefaults(t *testing.T) {
 	}
 	if got := f.SharedFleets[1]; got.Images.GC != images["gc"] || got.Images.JobReporter != images["jobReporter"] || got.Images.NodeExporter != images["nodeExporter"] || got.NodeExporterPort() != 9200 {
 		t.Errorf("staging's images %+v, port %d", got.Images, got.NodeExporterPort())
+	}
+	if f.Controller.Image != pinned {
+		t.Errorf("controller image %q, want the pinned %s", f.Controller.Image, pinned)
 	}
 }
 
@@ -197,6 +202,8 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{`runnerfleet:fleet.sharedFleets[0].vmServiceAccount: Invalid value: "ci-vms": a Google service account email`}},
 		{"gc image without a registry", func(v map[string]any) { at(v, "sharedFleets", 0)["images"] = map[string]any{"gc": "fleet:v0.1.0"} },
 			[]string{`runnerfleet:fleet.sharedFleets[0].images.gc: Invalid value: "fleet:v0.1.0": is not an image reference`, "registry/repository:tag or registry/repository@sha256:<digest>", "or leave it out"}},
+		{"controller image without a registry", func(v map[string]any) { v["controller"] = map[string]any{"image": "runnerset-controller@sha256:0123"} },
+			[]string{`runnerfleet:fleet.controller.image: Invalid value: "runnerset-controller@sha256:0123": is not an image reference`, "such as ghcr.io/runnerfleet/runnerset-controller:v", "or leave it out for the release's"}},
 		{"job reporter image without a tag or digest", func(v map[string]any) {
 			at(v, "sharedFleets", 0)["images"] = map[string]any{"jobReporter": "registry.example.com/ci/fleet-agent"}
 		}, []string{`runnerfleet:fleet.sharedFleets[0].images.jobReporter: Invalid value: "registry.example.com/ci/fleet-agent": is not an image reference`}},

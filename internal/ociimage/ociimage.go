@@ -263,3 +263,52 @@ func GoBuildFor(ctx context.Context, dir, pkg, out, goos, arch, ldflags string) 
 	}
 	return nil
 }
+
+// Index combines images of one program built for several platforms into an
+// OCI image index (a multi-arch image): each manifest's descriptor carries
+// the platform its config says (os, architecture), so a runtime pulls the
+// one for its node. Two images of the same platform are refused.
+func Index(imgs ...v1.Image) (v1.ImageIndex, error) {
+	if len(imgs) == 0 {
+		return nil, fmt.Errorf("ociimage: an index of no images")
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	seen := map[string]bool{}
+	for _, img := range imgs {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		p := v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}
+		if seen[p.String()] {
+			return nil, fmt.Errorf("ociimage: two images for %s in one index", p.String())
+		}
+		seen[p.String()] = true
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &p,
+		}})
+	}
+	return idx, nil
+}
+
+// WriteIndexLayout writes idx into a new OCI image layout at dir (replacing
+// what is there), with ref as its org.opencontainers.image.ref.name: the
+// layout's index.json names the one image index, as `crane push DIR ref`
+// publishes it.
+func WriteIndexLayout(dir string, idx v1.ImageIndex, ref string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("creating the OCI layout %s: %w", dir, err)
+	}
+	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": r.Name(),
+	}))
+}

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/runnerfleet/runnerfleet/internal/imageref"
 )
 
 // Release is the release this tree builds, without the leading v. The
@@ -27,7 +29,7 @@ const Registry = "ghcr.io/runnerfleet"
 
 // Image is the image of binary (runnerset-controller, fleet, fleet-agent)
 // at the release's tag.
-func Image(binary string) string { return Repository(binary) + ":" + Tag }
+func Image(binary string) string { return imageref.Format(Repository(binary), Tag, "") }
 
 // Repository is the image repository of binary, without a tag.
 func Repository(binary string) string { return Registry + "/" + binary }
