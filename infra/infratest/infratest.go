@@ -63,6 +63,11 @@ type Resource struct {
 	ReplaceOnChanges    []string
 	DeleteBeforeReplace bool
 	DeleteTimeout       string
+	// DeletedWith is the URN of the resource whose deletion deletes this
+	// one (pulumi.DeletedWith: the engine skips this one's Delete);
+	// RetainOnDelete is the option of that name.
+	DeletedWith    string
+	RetainOnDelete bool
 	// Read is true for a resource the program reads from the provider
 	// (ctx.ReadResource) rather than declares; ID is the ID it reads.
 	Read bool
@@ -126,6 +131,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.DeleteTimeout = rpc.GetCustomTimeouts().GetDelete()
+		r.DeletedWith, r.RetainOnDelete = rpc.GetDeletedWith(), rpc.GetRetainOnDelete()
 		r.Aliases = rpc.GetAliases()
 		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
@@ -407,6 +413,17 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 				return nil
 			}
 			return resource.PropertyMap{"name": str("projects/" + project.StringValue() + "/roles/" + id.StringValue())}
+		},
+		// The API server gives every object a uid (owner references
+		// name it).
+		"kubernetes:core/v1:Secret": func(r Resource) resource.PropertyMap {
+			md := r.Input("metadata")
+			if !md.IsObject() {
+				return nil
+			}
+			out := md.ObjectValue().Copy()
+			out["uid"] = str("uid-" + r.Name)
+			return resource.PropertyMap{"metadata": resource.NewObjectProperty(out)}
 		},
 		"gcp:container/cluster:Cluster": func(r Resource) resource.PropertyMap {
 			return resource.PropertyMap{
