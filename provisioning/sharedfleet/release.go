@@ -125,6 +125,10 @@ func (r Release) ReleaseName() string {
 	return r.Name + "-" + r.Generation
 }
 
+// LabelChartApp is the label the chart puts on its Deployment's pods and
+// selects them by: its fullname, the generation's ReleaseName.
+const LabelChartApp = "app"
+
 // GenerationLength is the number of hex digits of a generation: with
 // vmfleet.MaxManagerNameLength it keeps a release name within Helm's 53
 // characters and a state claim within a GCE label value's 63.
