@@ -328,6 +328,10 @@ func StackConfig(path string, secrets map[string]string) (map[string]string, []s
 	return out, secretKeys, nil
 }
 
+// MockAutonameSuffix is the random part the mocks give an autonamed
+// Kubernetes object: 8 characters, as the provider draws them.
+const MockAutonameSuffix = "mock1a2b"
+
 // DefaultOutputs are the outputs the providers compute that the program
 // reads, made up in the providers' formats.
 func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
@@ -423,6 +427,17 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 			}
 			out := md.ObjectValue().Copy()
 			out["uid"] = str("uid-" + r.Name)
+			return resource.PropertyMap{"metadata": resource.NewObjectProperty(out)}
+		},
+		// The provider names an object declared without a name after the
+		// resource, with a random suffix (its autonaming).
+		"kubernetes:core/v1:PersistentVolumeClaim": func(r Resource) resource.PropertyMap {
+			md := r.Input("metadata")
+			if !md.IsObject() || r.Input("metadata.name").IsString() {
+				return nil
+			}
+			out := md.ObjectValue().Copy()
+			out["name"] = str(r.Name + "-" + MockAutonameSuffix)
 			return resource.PropertyMap{"metadata": resource.NewObjectProperty(out)}
 		},
 		"gcp:container/cluster:Cluster": func(r Resource) resource.PropertyMap {

@@ -13,6 +13,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/internal/pulumix"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
+	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
 // generationResources are the resources of a manager's generation: its
@@ -30,7 +31,7 @@ func generationResources(t *testing.T, m *infratest.Mocks) map[string]string {
 	}
 	for _, r := range m.ByToken(tokClaim) {
 		if strings.HasSuffix(r.Name, "-state") {
-			out[r.URN] = str(t, r, "metadata.name")
+			out[r.URN] = r.Name
 		}
 	}
 	return out
@@ -72,7 +73,7 @@ func TestAConfigChangeIsANewGenerationBesideTheOld(t *testing.T) {
 		t.Fatalf("created %d generation resources, deleted %d; want 12 each:\ncreated %v\ndeleted %v", len(created), len(deleted), created, deleted)
 	}
 	for _, u := range append(slices.Clone(created), deleted...) {
-		if !strings.Contains(u, "::shared-production-production-linux-") {
+		if !strings.Contains(u, "::shared-production-production-linux-") && !strings.Contains(u, "PersistentVolumeClaim::production-linux-") {
 			t.Errorf("%s changed generation, but only production-linux changed", u)
 		}
 	}
@@ -84,7 +85,7 @@ func TestAConfigChangeIsANewGenerationBesideTheOld(t *testing.T) {
 	// What a preview shows: the old generation deleted, the new one
 	// created, the ScaledObjects pointed at it, and nothing else.
 	for _, d := range infratest.Compare(infratest.Record(before.Resources()), after.Resources()) {
-		generation := regexp.MustCompile(`::shared-production-production-linux-[0-3]-[0-9a-f]{8}(-config|-state)? \((kubernetes:helm.sh/v3:Release|kubernetes:core/v1:Secret|kubernetes:core/v1:PersistentVolumeClaim)\) would be (created|deleted)`)
+		generation := regexp.MustCompile(`(::shared-production-production-linux-[0-3]-[0-9a-f]{8}(-config)? \((kubernetes:helm.sh/v3:Release|kubernetes:core/v1:Secret)\)|PersistentVolumeClaim::production-linux-[0-3]-[0-9a-f]{8}-state \(kubernetes:core/v1:PersistentVolumeClaim\)) would be (created|deleted)`)
 		scaler := regexp.MustCompile(`::shared-production-production-linux-[23]-scaler: input spec changed$`)
 		if !generation.MatchString(d) && !scaler.MatchString(d) {
 			t.Errorf("unexpected difference: %s", d)
@@ -132,12 +133,25 @@ func TestAnOldGenerationsDeletionDoesNotWaitForItsDrain(t *testing.T) {
 		claim := shared.StateClaimName(str(t, r, "name"))
 		var c *infratest.Resource
 		for _, x := range m.ByToken(tokClaim) {
-			if str(t, x, "metadata.name") == claim {
+			if x.Name == claim {
 				c = &x
 			}
 		}
 		if c == nil {
-			t.Fatalf("%s: no claim %s", name, claim)
+			t.Fatalf("%s: no claim declared as %s", name, claim)
+		}
+		// The provider names the claim, a new name at each creation: a
+		// generation created again while its previous claim still waits
+		// for its draining pod gets a claim of its own. The release mounts
+		// the claim by the name the provider gave it.
+		if v := c.Input("metadata.name"); !v.IsNull() {
+			t.Errorf("%s: claim named %v: a generation re-created within a drain would get the claim being deleted", name, v)
+		}
+		given := claim + "-" + infratest.MockAutonameSuffix
+		vols := r.Input("values.volumes").ArrayValue()
+		if len(vols) != 1 || vols[0].ObjectValue()["persistentVolumeClaim"].ObjectValue()["claimName"].StringValue() != given ||
+			object(t, r, "values.podLabels")[resource.PropertyKey(vmfleet.PodLabelIncarnation)].StringValue() != given {
+			t.Errorf("%s: the release mounts %v, its incarnation is %v; want the claim the provider named, %s", name, vols, object(t, r, "values.podLabels")[resource.PropertyKey(vmfleet.PodLabelIncarnation)], given)
 		}
 		owner, ok := secrets[c.DeletedWith]
 		if !ok {

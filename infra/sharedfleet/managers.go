@@ -73,7 +73,7 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 		// named after it: a change of what the manager runs is a new
 		// generation, which Pulumi creates before it deletes the old one,
 		// and the old one's deletion returns at once while its managers
-		// drain (docs/shared-fleet-upgrades.md).
+		// drain (docs/concepts/shared-fleet.md, Generations).
 		gen := m.ReleaseName()
 		cfgSecret := &corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -87,14 +87,18 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 			return err
 		}
 		deps := []pulumi.Resource{ns, tok, sa, cfg}
+		var claim any
 		if m.State != nil {
-			st, err := declareState(ctx, component+"-"+gen+"-state", m.State, cfg, cfgSecret.Name, on(ns)...)
+			// Declared as StateClaimName(gen), without the component's
+			// prefix: the provider's name for it adds a random suffix, and
+			// the whole is the VMs' incarnation label (at most 63).
+			st, name, err := declareState(ctx, shared.StateClaimName(gen), m.State, cfg, cfgSecret.Name, on(ns)...)
 			if err != nil {
 				return err
 			}
-			deps = append(deps, st)
+			deps, claim = append(deps, st), name
 		}
-		values := m.Values(gp.Settings, configTOML, script, hash)
+		values := m.Values(gp.Settings, configTOML, script, hash, claim)
 		if bad := shared.CheckChartValues(values); len(bad) > 0 {
 			return fmt.Errorf("the values of manager %s: %s", m.Name, strings.Join(bad, "; "))
 		}
@@ -138,18 +142,19 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 }
 
 // declareState declares a generation's docker+machine state volume claim,
-// owned by its config Secret (cfg), with which Pulumi deletes it: Pulumi
-// never deletes the claim itself (pulumi.DeletedWith), which would wait
-// until the old manager's pod is gone (the pvc-protection finalizer holds a
-// mounted claim: hours of drain); it deletes the config Secret, and
-// Kubernetes' garbage collector then deletes the claim (its owner
-// reference), which goes once its pod has drained and gone, its volume
-// with it (the storage class's reclaim policy). The owner reference does
-// not hold up the Secret's deletion: blockOwnerDeletion is unset.
-func declareState(ctx *pulumi.Context, name string, claim *corev1.PersistentVolumeClaim, cfg *kube.Object, cfgName string, opts ...pulumi.ResourceOption) (*kube.Object, error) {
+// which the provider names (shared.StateClaimName), and returns it and its
+// name. It is owned by its config Secret (cfg), with which Pulumi deletes
+// it: Pulumi never deletes the claim itself (pulumi.DeletedWith), which
+// would wait until the old manager's pod is gone (the pvc-protection
+// finalizer holds a mounted claim: hours of drain); it deletes the config
+// Secret, and Kubernetes' garbage collector then deletes the claim (its
+// owner reference), which goes once its pod has drained and gone, its
+// volume with it (the storage class's reclaim policy). The owner reference
+// does not hold up the Secret's deletion: blockOwnerDeletion is unset.
+func declareState(ctx *pulumi.Context, name string, claim *corev1.PersistentVolumeClaim, cfg *kube.Object, cfgName string, opts ...pulumi.ResourceOption) (*kube.Object, pulumi.StringOutput, error) {
 	secret, ok := cfg.CustomResource.(*sdkcorev1.Secret)
 	if !ok {
-		return nil, fmt.Errorf("%s: the config Secret is a %T, not the provider's Secret", name, cfg.CustomResource)
+		return nil, pulumi.StringOutput{}, fmt.Errorf("%s: the config Secret is a %T, not the provider's Secret", name, cfg.CustomResource)
 	}
 	uid := pulumi.StringOutput{OutputState: gpulumix.ApplyErr(secret.Metadata, func(m sdkmetav1.ObjectMeta) (string, error) {
 		if m.Uid == nil || *m.Uid == "" {
@@ -159,5 +164,19 @@ func declareState(ctx *pulumi.Context, name string, claim *corev1.PersistentVolu
 	}).OutputState}
 	claim = claim.DeepCopy()
 	claim.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: cfgName}}
-	return kube.Declare(ctx, name, claim, map[string]pulumi.Input{"metadata.ownerReferences.0.uid": uid}, append(opts, pulumi.DeletedWith(cfg))...)
+	st, err := kube.Declare(ctx, name, claim, map[string]pulumi.Input{"metadata.ownerReferences.0.uid": uid}, append(opts, pulumi.DeletedWith(cfg))...)
+	if err != nil {
+		return nil, pulumi.StringOutput{}, err
+	}
+	pvc, ok := st.CustomResource.(*sdkcorev1.PersistentVolumeClaim)
+	if !ok {
+		return nil, pulumi.StringOutput{}, fmt.Errorf("%s: the claim is a %T, not the provider's PersistentVolumeClaim", name, st.CustomResource)
+	}
+	claimName := pulumi.StringOutput{OutputState: gpulumix.ApplyErr(pvc.Metadata, func(m sdkmetav1.ObjectMeta) (string, error) {
+		if m.Name == nil || !strings.HasPrefix(*m.Name, name) {
+			return "", fmt.Errorf("%s: the provider named the claim %v, not after it", name, m.Name)
+		}
+		return *m.Name, nil
+	}).OutputState}
+	return st, claimName, nil
 }

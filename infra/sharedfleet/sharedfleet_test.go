@@ -948,13 +948,18 @@ func TestARotatedTokenRollsTheManagers(t *testing.T) {
 // whose plugin finds its VMs in its instance group, have none.
 func TestDockerMachineStateLivesOnAVolumePerManager(t *testing.T) {
 	m := deployedStack(t)
+	// By the name the provider gives them (declared without one).
 	claims := map[string]infratest.Resource{}
 	for _, c := range m.ByToken(tokClaim) {
-		claims[str(t, c, "metadata.name")] = c
+		if c.Input("metadata.name").IsString() {
+			claims[str(t, c, "metadata.name")] = c
+			continue
+		}
+		claims[c.Name+"-"+infratest.MockAutonameSuffix] = c
 	}
 	for name, want := range managers {
 		r := releaseOf(t, m, name)
-		claim := shared.StateClaimName(str(t, r, "name"))
+		claim := shared.StateClaimName(str(t, r, "name")) + "-" + infratest.MockAutonameSuffix
 		c, has := claims[claim]
 		if want.executor == "docker-autoscaler" {
 			if has || r.Input("values.volumes").IsArray() {

@@ -84,11 +84,15 @@ func TestAGenerationsNamesAreValidForTheLongestManagerName(t *testing.T) {
 	if len(rel) > 53 || len(validation.IsDNS1123Label(rel)) > 0 {
 		t.Errorf("release %s (%d characters) is no Helm release name: %v", rel, len(rel), validation.IsDNS1123Label(rel))
 	}
-	claim := r.StateClaim("production").Name
-	if claim != StateClaimName(rel) || len(validation.IsDNS1123Subdomain(claim)) > 0 || len(validation.IsValidLabelValue(claim)) > 0 {
+	if name := r.StateClaim("production").Name; name != "" {
+		t.Errorf("the claim is named %s: the provider must name it, a new name each time it is created", name)
+	}
+	// The provider's name for the claim: StateClaimName and its suffix.
+	claim := StateClaimName(rel) + "-" + strings.Repeat("z", StateClaimSuffixLength-1)
+	if len(validation.IsDNS1123Subdomain(claim)) > 0 || len(validation.IsValidLabelValue(claim)) > 0 {
 		t.Errorf("claim %s: %v %v", claim, validation.IsDNS1123Subdomain(claim), validation.IsValidLabelValue(claim))
 	}
-	v := r.Values(generationSettings, "config", "script", "hash")
+	v := r.Values(generationSettings, "config", "script", "hash", claim)
 	if v["fullnameOverride"] != rel || v["secrets"].([]any)[0].(map[string]any)["name"] != ConfigSecretName(rel) ||
 		v["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation] != claim || v["podLabels"].(map[string]any)[LabelRelease] != r.Name {
 		t.Errorf("values name another generation: %v", v)
@@ -114,8 +118,10 @@ func TestAnOldGenerationsVMsAreOwnedWhileItDrainsAndCollectedAfter(t *testing.T)
 	if next.ReleaseName() == old.ReleaseName() {
 		t.Fatal("the change made no new generation")
 	}
+	// The claims the provider names: a suffix drawn at each creation.
 	incarnation := func(r Release) string {
-		return r.Values(generationSettings, "", "", "")["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation].(string)
+		claim := StateClaimName(r.ReleaseName()) + "-k3j9x0qa"
+		return r.Values(generationSettings, "", "", "", claim)["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation].(string)
 	}
 	vm := vmfleet.Owner{Fleet: g.Fleet, Group: g.ManagerName(), Manager: old.Name, Host: vmfleet.HostKubernetes, Incarnation: incarnation(old)}
 	draining := oneKube{[]vmfleet.Manager{{Name: old.Name, Incarnation: incarnation(old)}, {Name: old.Name, Incarnation: incarnation(next)}, {Name: old.Name}}}

@@ -91,8 +91,19 @@ const (
 	machineStateVolume = "machine-state"
 )
 
-// StateClaimName is the state PersistentVolumeClaim of manager release.
+// StateClaimName is what the state PersistentVolumeClaim of release (a
+// generation, Release.ReleaseName) is declared as; the Kubernetes provider
+// names the claim after it with a random suffix of StateClaimSuffixLength
+// characters (its autonaming, kept in the stack's state), new each time the
+// claim is created. So a generation created again while the claim of its
+// previous life still waits for its draining pod (the pvc-protection
+// finalizer), as when a change is reverted within a drain, gets a claim of
+// its own instead of the one being deleted.
 func StateClaimName(release string) string { return release + "-state" }
+
+// StateClaimSuffixLength is the length of the Kubernetes provider's
+// autonaming suffix: "-" and 8 random characters.
+const StateClaimSuffixLength = 9
 
 // Release is one manager of a group: one Helm release of the chart per
 // generation of it.
@@ -149,8 +160,9 @@ func (r Release) GenerationOf(s ReleaseSettings) (string, error) {
 		return "", err
 	}
 	b, err := json.Marshal(map[string]any{
-		"chart":  []string{ChartRepository, ChartName, ChartVersion},
-		"values": r.Values(s, cfg, StartScript(!r.KeepsState()), ""),
+		"chart": []string{ChartRepository, ChartName, ChartVersion},
+		// Not the claim's name: the provider draws it.
+		"values": r.Values(s, cfg, StartScript(!r.KeepsState()), "", ""),
 	})
 	if err != nil {
 		return "", fmt.Errorf("manager %s: hashing its values: %w", r.Name, err)
@@ -212,11 +224,13 @@ func (r Release) ConfigHash(configTOML, token string) string {
 	return resources.ConfigHash([]byte(configTOML), token)
 }
 
-// StateClaim is the manager's state volume claim (KeepsState).
+// StateClaim is the manager's state volume claim (KeepsState), without a
+// name: see StateClaimName.
 func (r Release) StateClaim(namespace string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: StateClaimName(r.ReleaseName()), Namespace: namespace, Labels: map[string]string{
+		// No name: the provider names it (StateClaimName).
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Labels: map[string]string{
 			LabelManagerPod: r.Group.ManagerName(), LabelRelease: r.Name, resources.LabelManagedBy: resources.ManagedBy,
 		}},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -324,11 +338,11 @@ type ReleaseSettings struct {
 	GraceSeconds int64
 }
 
-// Values are the manager's chart values. configTOML, script and
-// configHash are known only at deploy time (Pulumi outputs in the
-// program): they are placed as given. Every path is one the pinned chart
-// reads (ChartValues).
-func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) map[string]any {
+// Values are the manager's chart values. configTOML, script, configHash
+// and claim (the name of its state claim, for a manager that KeepsState)
+// are known only at deploy time (Pulumi outputs in the program): they are
+// placed as given. Every path is one the pinned chart reads (ChartValues).
+func (r Release) Values(s ReleaseSettings, configTOML, script, configHash, claim any) map[string]any {
 	g := r.Group
 	replicas := 0
 	if int32(r.Index) < g.Scaling.MinManagers {
@@ -406,7 +420,6 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 		}},
 	}
 	if r.KeepsState() {
-		claim := StateClaimName(r.ReleaseName())
 		v["volumes"] = []any{map[string]any{"name": machineStateVolume, "persistentVolumeClaim": map[string]any{"claimName": claim}}}
 		v["volumeMounts"] = []any{map[string]any{"name": machineStateVolume, "mountPath": MachineStatePath}}
 		v["envVars"] = []any{map[string]any{"name": EnvIncarnation, "value": claim}}
