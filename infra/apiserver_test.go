@@ -159,6 +159,11 @@ func object(t *testing.T, r infratest.Resource) *unstructured.Unstructured {
 	if o.GetAPIVersion() == "" || o.GetKind() == "" {
 		t.Fatalf("%s %s has no apiVersion/kind among its inputs", r.Token, r.Name)
 	}
+	if o.GetName() == "" {
+		// Declared without a name: the provider names it after the
+		// resource, with a random suffix (a docker+machine state claim).
+		o.SetName(r.Name + "-" + infratest.MockAutonameSuffix)
+	}
 	if o.GetKind() == "Secret" && o.GetAPIVersion() == "v1" {
 		// The token arrives as stringData; make sure it is there. (The
 		// gitlab-runner chart's Secret also carries an empty

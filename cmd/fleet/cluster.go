@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -495,7 +496,7 @@ func waitEstablished(ctx context.Context, c client.Client, n string) error {
 }
 
 func (s *clusterStack) Status(ctx context.Context, o statusOptions) error {
-	_, c, err := s.connect(ctx)
+	cfg, c, err := s.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -512,6 +513,15 @@ func (s *clusterStack) Status(ctx context.Context, o statusOptions) error {
 		rep.Controller = &controllerStatus{Namespace: d.Namespace, Image: d.Spec.Template.Spec.Containers[0].Image,
 			Ready: fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, ptrInt(d.Spec.Replicas))}
 	}
+	if len(v.fleet.SharedFleets) > 0 {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if rep.SharedFleets, err = sharedFleetStatuses(ctx, c, jobReader{cs: cs}, v.fleet.SharedFleets, time.Now()); err != nil {
+			return err
+		}
+	}
 	if o.output == "json" {
 		return printJSON(s.stdout, rep)
 	}
@@ -521,6 +531,7 @@ func (s *clusterStack) Status(ctx context.Context, o statusOptions) error {
 	} else {
 		fmt.Fprintf(s.stdout, "\nController: not installed in %s (fleet up --kubeconfig %s)\n", v.fleet.Controller.Namespace, s.kubeconfig)
 	}
+	printSharedFleets(s.stdout, rep.SharedFleets)
 	return nil
 }
 

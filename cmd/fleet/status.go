@@ -31,7 +31,10 @@ type statusReport struct {
 	Controller *controllerStatus `json:"controller,omitempty"`
 	Nodes      *nodeCount        `json:"nodes,omitempty"`
 	Processes  []processRow      `json:"processes,omitempty"`
-	Kubeconfig string            `json:"kubeconfig,omitempty"`
+	// SharedFleets are the stack's shared fleets' manager pods, draining
+	// ones included.
+	SharedFleets []sharedFleetStatus `json:"sharedFleets,omitempty"`
+	Kubeconfig   string              `json:"kubeconfig,omitempty"`
 }
 
 type runnerSetRow struct {

@@ -63,6 +63,11 @@ type Resource struct {
 	ReplaceOnChanges    []string
 	DeleteBeforeReplace bool
 	DeleteTimeout       string
+	// DeletedWith is the URN of the resource whose deletion deletes this
+	// one (pulumi.DeletedWith: the engine skips this one's Delete);
+	// RetainOnDelete is the option of that name.
+	DeletedWith    string
+	RetainOnDelete bool
 	// Read is true for a resource the program reads from the provider
 	// (ctx.ReadResource) rather than declares; ID is the ID it reads.
 	Read bool
@@ -126,6 +131,7 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.DeleteTimeout = rpc.GetCustomTimeouts().GetDelete()
+		r.DeletedWith, r.RetainOnDelete = rpc.GetDeletedWith(), rpc.GetRetainOnDelete()
 		r.Aliases = rpc.GetAliases()
 		r.URN = urn(r.Parent, args.TypeToken, args.Name)
 	}
@@ -322,6 +328,10 @@ func StackConfig(path string, secrets map[string]string) (map[string]string, []s
 	return out, secretKeys, nil
 }
 
+// MockAutonameSuffix is the random part the mocks give an autonamed
+// Kubernetes object: 8 characters, as the provider draws them.
+const MockAutonameSuffix = "mock1a2b"
+
 // DefaultOutputs are the outputs the providers compute that the program
 // reads, made up in the providers' formats.
 func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
@@ -407,6 +417,28 @@ func DefaultOutputs() map[string]func(r Resource) resource.PropertyMap {
 				return nil
 			}
 			return resource.PropertyMap{"name": str("projects/" + project.StringValue() + "/roles/" + id.StringValue())}
+		},
+		// The API server gives every object a uid (owner references
+		// name it).
+		"kubernetes:core/v1:Secret": func(r Resource) resource.PropertyMap {
+			md := r.Input("metadata")
+			if !md.IsObject() {
+				return nil
+			}
+			out := md.ObjectValue().Copy()
+			out["uid"] = str("uid-" + r.Name)
+			return resource.PropertyMap{"metadata": resource.NewObjectProperty(out)}
+		},
+		// The provider names an object declared without a name after the
+		// resource, with a random suffix (its autonaming).
+		"kubernetes:core/v1:PersistentVolumeClaim": func(r Resource) resource.PropertyMap {
+			md := r.Input("metadata")
+			if !md.IsObject() || r.Input("metadata.name").IsString() {
+				return nil
+			}
+			out := md.ObjectValue().Copy()
+			out["name"] = str(r.Name + "-" + MockAutonameSuffix)
+			return resource.PropertyMap{"metadata": resource.NewObjectProperty(out)}
 		},
 		"gcp:container/cluster:Cluster": func(r Resource) resource.PropertyMap {
 			return resource.PropertyMap{

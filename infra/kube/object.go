@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -32,7 +33,9 @@ type Object struct {
 // named name. The object goes to the provider as the same JSON the API
 // server would get (its status dropped), so the builders the controller uses
 // serve the program too. set overrides fields by dotted path with values
-// only known at deploy time (ARNs, secrets): "spec.jobs.identity.awsRoleARN".
+// only known at deploy time (ARNs, secrets): "spec.jobs.identity.awsRoleARN";
+// a number in a path names an element of a list obj already has
+// ("metadata.ownerReferences.0.uid").
 //
 // A kind of the Kubernetes provider's own schema is declared through its
 // generated constructor (infra/internal/sdk/kubernetes/...), into whose
@@ -126,20 +129,35 @@ func normalize(v any) any {
 }
 
 func setPath(m map[string]any, path []string, v pulumi.Input) error {
-	for i, k := range path[:len(path)-1] {
-		next, ok := m[k]
-		if !ok {
-			n := map[string]any{}
-			m[k] = n
-			m = n
-			continue
+	var cur any = m
+	for i, k := range path {
+		last := i == len(path)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[k] = v
+				return nil
+			}
+			next, ok := c[k]
+			if !ok {
+				next = map[string]any{}
+				c[k] = next
+			}
+			cur = next
+		case []any:
+			// A number names an element the object already has.
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 0 || n >= len(c) {
+				return fmt.Errorf("%s: no element %s in a list of %d", strings.Join(path[:i], "."), k, len(c))
+			}
+			if last {
+				c[n] = v
+				return nil
+			}
+			cur = c[n]
+		default:
+			return fmt.Errorf("%s is not an object", strings.Join(path[:i], "."))
 		}
-		nm, ok := next.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s is not an object", strings.Join(path[:i+1], "."))
-		}
-		m = nm
 	}
-	m[path[len(path)-1]] = v
 	return nil
 }

@@ -14,7 +14,7 @@
 // # One Helm release per manager
 //
 // A group of maxManagers managers is maxManagers releases of the pinned
-// gitlab-runner chart, <namespace>-<group>-<n>, each a Deployment of one
+// gitlab-runner chart, <namespace>-<group>-<n>-<generation>, each a Deployment of one
 // manager (a "slot"), rather than one release whose replicas scale. The web
 // terminal decides it: GitLab reaches the manager that runs a job at the
 // session server address that manager advertised, and the session server
@@ -41,13 +41,25 @@
 // containers with SIGTERM, which makes gitlab-runner abort its jobs; the
 // chart's own unregister hook is off). terminationGracePeriodSeconds is the
 // fleet's jobTimeout (at least 3h) plus ten minutes for the last job's
-// report and the VMs' removal. A docker-autoscaler manager's Deployment rolls
-// with maxUnavailable 0 and maxSurge 1 (the new manager takes jobs before the
-// old one stops); a docker+machine manager's state volume may be owned by
-// one manager at a time, so it rolls with Recreate: the old one drains, then
-// the new one starts on the same state, while the group's other managers
-// serve. The pod template carries the hash of the config and token it runs,
-// so a rotated token rolls the managers.
+// report and the VMs' removal.
+//
+// A change of what a manager runs is a new generation of it, not an upgrade
+// of its release: a release <manager>-<generation>
+// (provisioning/sharedfleet.Release.GenerationOf: a hash of the chart and
+// of every value known before deploy time), with a config Secret and a
+// docker+machine state volume of its own, created before Pulumi deletes the
+// old generation. The old release is declared skipAwait, so its uninstall
+// does not wait, and its pod drains for its whole grace after pulumi up
+// returned; its state claim is deleted with its config Secret
+// (pulumi.DeletedWith, an owner reference), by Kubernetes once the pod is
+// gone, never by Pulumi, which would wait for the drain. So two
+// docker+machine processes never share a state volume, and a change does not
+// wait for hours of drain. What only deploy time knows (a rotated token) rolls
+// a generation in place: a docker-autoscaler manager's Deployment with
+// maxUnavailable 0 and maxSurge 1; a docker+machine manager's with Recreate
+// (its state volume is one manager's at a time), while the group's other
+// managers serve. The pod template carries the hash of the config and token
+// it runs, so a rotated token rolls the managers.
 //
 // # config.toml
 //

@@ -245,11 +245,18 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 		t.Errorf("%d releases, want one per manager (%d)", len(releases), len(managers))
 	}
 	for name, want := range managers {
-		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		r := releaseOf(t, m, name)
+		release := str(t, r, "name")
+		if gen, ok := strings.CutPrefix(release, name+"-"); !ok || !regexp.MustCompile(`^[0-9a-f]{8}$`).MatchString(gen) {
+			t.Errorf("%s: release %s is not <manager>-<8 hex digits of its generation>", name, release)
+		}
+		if r.Name != "shared-"+want.fleet+"-"+release {
+			t.Errorf("%s: resource %s, want shared-%s-%s", name, r.Name, want.fleet, release)
+		}
 		for path, v := range map[string]string{
-			"name": name, "chart": "gitlab-runner", "version": shared.ChartVersion, "namespace": want.fleet,
+			"chart": "gitlab-runner", "version": shared.ChartVersion, "namespace": want.fleet,
 			"repositoryOpts.repo":     "https://charts.gitlab.io",
-			"values.fullnameOverride": name,
+			"values.fullnameOverride": release,
 			"values.gitlabUrl":        "https://gitlab.example.com",
 			"values.runners.name":     want.group,
 			"values.runners.executor": want.executor,
@@ -275,6 +282,23 @@ func TestOneReleasePerManagerWithThePinnedChart(t *testing.T) {
 	if shared.ChartVersion == "" || strings.HasPrefix(shared.ChartVersion, "v") {
 		t.Errorf("chart version %q is not pinned as the chart repository spells it", shared.ChartVersion)
 	}
+}
+
+// releaseOf is the one release of manager name (its pods' LabelRelease).
+func releaseOf(t *testing.T, m *infratest.Mocks, name string) infratest.Resource {
+	t.Helper()
+	var found []infratest.Resource
+	var all []string
+	for _, r := range m.ByToken(tokRelease) {
+		all = append(all, r.Name)
+		if v := object(t, r, "values.podLabels")[resource.PropertyKey(shared.LabelRelease)]; v.IsString() && v.StringValue() == name {
+			found = append(found, r)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d releases of manager %s, want one; registered: %v", len(found), name, all)
+	}
+	return found[0]
 }
 
 // configOf returns the config.toml a manager runs, with its token, from the
@@ -361,7 +385,7 @@ func TestEveryManagersConfigIsAcceptedByGitLabRunnersOwnStructsAndParsers(t *tes
 
 func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 	m := deployedStack(t)
-	c := configOf(t, m, m.Get(t, tokRelease, "shared-production-production-linux-1"))
+	c := configOf(t, m, releaseOf(t, m, "production-linux-1"))
 	for _, want := range []string{
 		`"google-use-internal-ip-only=true"`, `"google-preemptible=true"`, `"google-project=ci-platform-example"`,
 		`"google-zone=europe-west1-b"`, `"google-machine-type=n2d-standard-4"`, `"google-tags=runnerfleet-production-dm,ci-runner"`,
@@ -378,11 +402,11 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 			t.Errorf("config.toml lacks %s:\n%s", want, c)
 		}
 	}
-	staging := configOf(t, m, m.Get(t, tokRelease, "shared-staging-staging-linux-0"))
+	staging := configOf(t, m, releaseOf(t, m, "staging-linux-0"))
 	if strings.Contains(staging, "session_server") || !strings.Contains(staging, `BucketName = "ci-staging-cache"`) {
 		t.Errorf("staging has no web terminal and its own bucket:\n%s", staging)
 	}
-	script := str(t, m.Get(t, tokRelease, "shared-production-production-fleeting-0"), "values.preEntrypointScript")
+	script := str(t, releaseOf(t, m, "production-fleeting-0"), "values.preEntrypointScript")
 	if !strings.Contains(script, "gitlab-runner fleeting --config") {
 		t.Errorf("docker-autoscaler managers do not install their plugin:\n%s", script)
 	}
@@ -391,7 +415,7 @@ func TestDockerMachineVMsAreInternalSpotAndNameTheirManager(t *testing.T) {
 func TestManagersDrainGracefullyAndNeverDropBelowTheFloor(t *testing.T) {
 	m := deployedStack(t)
 	for name, want := range managers {
-		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		r := releaseOf(t, m, name)
 		grace := num(t, r, "values.terminationGracePeriodSeconds")
 		timeout := 3 * 3600
 		if want.fleet == "staging" {
@@ -474,7 +498,7 @@ func TestNoTokenIsInClearInAnyResource(t *testing.T) {
 		}
 	}
 	for name, want := range managers {
-		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
+		r := releaseOf(t, m, name)
 		secret := str(t, r, "values.runners.secret")
 		s := m.Get(t, tokSecret, "shared-"+want.fleet+"-"+want.group+"-token")
 		if str(t, s, "metadata.name") != secret || str(t, s, "metadata.namespace") != want.fleet {
@@ -518,7 +542,7 @@ func TestEveryGroupHasADisruptionBudgetAndManagersAboveTheFloorScaleOnJobs(t *te
 		so := m.Get(t, tokScaledObject, "shared-"+w.fleet+"-"+name+"-scaler")
 		md := so.Input("spec.triggers").ArrayValue()[0].ObjectValue()["metadata"].ObjectValue()
 		threshold, _ := strconv.Atoi(md["threshold"].StringValue())
-		if str(t, so, "spec.scaleTargetRef.name") != name || num(t, so, "spec.minReplicaCount") != 0 || num(t, so, "spec.maxReplicaCount") != 1 ||
+		if str(t, so, "spec.scaleTargetRef.name") != str(t, releaseOf(t, m, name), "values.fullnameOverride") || num(t, so, "spec.minReplicaCount") != 0 || num(t, so, "spec.maxReplicaCount") != 1 ||
 			md["activationThreshold"].StringValue() != strconv.Itoa(w.index*threshold) || threshold == 0 {
 			t.Errorf("%s: ScaledObject %v", name, so.Inputs)
 		}
@@ -849,7 +873,7 @@ func TestAFleetsImagesAndExporterPortComeFromTheStackConfig(t *testing.T) {
 		if got := pod["containers"].ArrayValue()[0].ObjectValue()["image"].StringValue(); got != c.gc {
 			t.Errorf("%s: gc runs %s, want %s", c.fleet, got, c.gc)
 		}
-		cfg := configOf(t, m, m.Get(t, tokRelease, "shared-"+c.fleet+"-"+c.fleet+"-linux-0"))
+		cfg := configOf(t, m, releaseOf(t, m, c.fleet+"-linux-0"))
 		for _, want := range []string{
 			" " + c.reporter + " --provider gce --report-jobs",
 			" " + c.exporter + " --path.rootfs /host --web.listen-address :" + strconv.Itoa(c.port),
@@ -878,7 +902,7 @@ func configHashes(t *testing.T, m *infratest.Mocks) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for name := range managers {
-		r := m.Get(t, tokRelease, "shared-"+managers[name].fleet+"-"+name)
+		r := releaseOf(t, m, name)
 		v := object(t, r, "values.podAnnotations")[resource.PropertyKey(resources.AnnotationConfigHash)]
 		for v.IsSecret() {
 			v = v.SecretValue().Element
@@ -924,13 +948,18 @@ func TestARotatedTokenRollsTheManagers(t *testing.T) {
 // whose plugin finds its VMs in its instance group, have none.
 func TestDockerMachineStateLivesOnAVolumePerManager(t *testing.T) {
 	m := deployedStack(t)
+	// By the name the provider gives them (declared without one).
 	claims := map[string]infratest.Resource{}
 	for _, c := range m.ByToken(tokClaim) {
-		claims[str(t, c, "metadata.name")] = c
+		if c.Input("metadata.name").IsString() {
+			claims[str(t, c, "metadata.name")] = c
+			continue
+		}
+		claims[c.Name+"-"+infratest.MockAutonameSuffix] = c
 	}
 	for name, want := range managers {
-		r := m.Get(t, tokRelease, "shared-"+want.fleet+"-"+name)
-		claim := shared.StateClaimName(name)
+		r := releaseOf(t, m, name)
+		claim := shared.StateClaimName(str(t, r, "name")) + "-" + infratest.MockAutonameSuffix
 		c, has := claims[claim]
 		if want.executor == "docker-autoscaler" {
 			if has || r.Input("values.volumes").IsArray() {

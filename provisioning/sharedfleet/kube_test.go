@@ -43,7 +43,9 @@ func TestManagerObjectsAreAcceptedByTheAPIServerAndKEDAsSchema(t *testing.T) {
 	}
 	g.Scaling = fleetspec.Scaling{MinManagers: 1, MaxManagers: 1}
 	r := Releases(g, "terminals.example.com")[0]
-	objs := []client.Object{MetricsService(g), PodDisruptionBudget(g, s), so, ServiceAccount(g, "ci@ci-prod.iam.gserviceaccount.com"), r.SessionService(g.Fleet), r.StateClaim(g.Fleet)}
+	claim := r.StateClaim(g.Fleet)
+	claim.Name = StateClaimName(r.ReleaseName()) + "-abcd1234" // as the Pulumi provider names it
+	objs := []client.Object{MetricsService(g), PodDisruptionBudget(g, s), so, ServiceAccount(g, "ci@ci-prod.iam.gserviceaccount.com"), r.SessionService(g.Fleet), claim}
 	for _, obj := range objs {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Errorf("creating %T %s: %v", obj, obj.GetName(), err)

@@ -54,8 +54,9 @@ type GroupPlan struct {
 	NetworkPolicy  *networkingv1.NetworkPolicy
 }
 
-// ManagerPlan is one manager: one Helm release (Release.Name), with its
-// web terminal hostname Release.Host ("" without one).
+// ManagerPlan is one manager: the Helm release of its generation
+// (Release.ReleaseName), with its web terminal hostname Release.Host (""
+// without one).
 type ManagerPlan struct {
 	Release
 	// Scaler is the manager's KEDA ScaledObject; nil below minManagers.
@@ -157,6 +158,11 @@ func planGroup(s fleetspec.SharedFleet, j int, grace int64) (*GroupPlan, error) 
 		domain = s.WebTerminal.Domain
 	}
 	for _, r := range Releases(g, domain) {
+		gen, err := r.GenerationOf(gp.Settings)
+		if err != nil {
+			return nil, err
+		}
+		r.Generation = gen
 		m := &ManagerPlan{Release: r}
 		if r.Host != "" {
 			m.Session = r.SessionService(ns)
@@ -166,7 +172,7 @@ func planGroup(s fleetspec.SharedFleet, j int, grace int64) (*GroupPlan, error) 
 			m.State = r.StateClaim(ns)
 		}
 		if int32(r.Index) >= scaling.MinManagers {
-			so, err := scaler(gp.Group, r.Name, r.Index, scaling)
+			so, err := scaler(gp.Group, r.Name, r.ReleaseName(), r.Index, scaling)
 			if err != nil {
 				return nil, err
 			}
@@ -178,10 +184,12 @@ func planGroup(s fleetspec.SharedFleet, j int, grace int64) (*GroupPlan, error) 
 	return gp, nil
 }
 
-// scaler is manager n's ScaledObject: it runs while the group's jobs are
-// above n × the per-manager threshold of the group's KEDA trigger.
-func scaler(g fleetspec.ManagerGroup, name string, n int, s fleetspec.Scaling) (*unstructured.Unstructured, error) {
-	so, err := ScaledObject(g, name, fleetspec.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: s.TargetUtilization})
+// scaler is manager n's ScaledObject, named name (the manager's, through
+// its generations), which scales deployment (its current generation's): it
+// runs while the group's jobs are above n × the per-manager threshold of
+// the group's KEDA trigger.
+func scaler(g fleetspec.ManagerGroup, name, deployment string, n int, s fleetspec.Scaling) (*unstructured.Unstructured, error) {
+	so, err := ScaledObject(g, deployment, fleetspec.Scaling{MinManagers: 1, MaxManagers: 1, TargetUtilization: s.TargetUtilization})
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ const (
 	AlertRulesFile       = "alerts.yml"
 	prometheusName       = "prometheus"
 	prometheusConfigDir  = "/etc/prometheus"
+	// PrometheusService is the fleet's Prometheus's Service in its
+	// namespace, on PrometheusPort.
+	PrometheusService = prometheusName
 )
 
 // PrometheusServiceAccount is the Kubernetes ServiceAccount a fleet's

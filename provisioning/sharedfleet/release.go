@@ -1,6 +1,9 @@
 package sharedfleet
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -88,21 +91,88 @@ const (
 	machineStateVolume = "machine-state"
 )
 
-// StateClaimName is the state PersistentVolumeClaim of manager release.
+// StateClaimName is what the state PersistentVolumeClaim of release (a
+// generation, Release.ReleaseName) is declared as; the Kubernetes provider
+// names the claim after it with a random suffix of StateClaimSuffixLength
+// characters (its autonaming, kept in the stack's state), new each time the
+// claim is created. So a generation created again while the claim of its
+// previous life still waits for its draining pod (the pvc-protection
+// finalizer), as when a change is reverted within a drain, gets a claim of
+// its own instead of the one being deleted.
 func StateClaimName(release string) string { return release + "-state" }
 
-// Release is one manager of a group: one Helm release of the chart.
+// StateClaimSuffixLength is the length of the Kubernetes provider's
+// autonaming suffix: "-" and 8 random characters.
+const StateClaimSuffixLength = 9
+
+// Release is one manager of a group: one Helm release of the chart per
+// generation of it.
 type Release struct {
 	Group fleetspec.ManagerGroup
-	// Name is the release's, <fleet>-<group>-<n>, and the manager's.
+	// Name is the manager's, <fleet>-<group>-<n>: its slot, which its VMs
+	// (vmfleet.LabelManager), its pods (LabelRelease), its session Service
+	// and its ScaledObject carry through every generation.
 	Name  string
 	Index int
 	// Host is the web terminal hostname; "" without one.
 	Host string
+	// Generation is the short hash of what makes the manager a new
+	// process (GenerationOf); "" before it is computed. ReleaseName
+	// carries it.
+	Generation string
 }
 
-// Releases are the group's managers; with a terminal domain each has the
-// hostname <release>.<domain>.
+// ReleaseName is the Helm release of the manager's generation,
+// <manager>-<generation>, and its Deployment (the chart's fullname), its
+// config Secret and its state volume's claim derive from it. A change of
+// what the manager runs is a release of another name beside the old one
+// (a blue/green of releases): the old release's managers drain their jobs
+// to the end while the new one takes new jobs, and no two docker+machine
+// processes share a state volume. See GenerationOf.
+func (r Release) ReleaseName() string {
+	if r.Generation == "" {
+		return r.Name
+	}
+	return r.Name + "-" + r.Generation
+}
+
+// LabelChartApp is the label the chart puts on its Deployment's pods and
+// selects them by: its fullname, the generation's ReleaseName.
+const LabelChartApp = "app"
+
+// GenerationLength is the number of hex digits of a generation: with
+// vmfleet.MaxManagerNameLength it keeps a release name within Helm's 53
+// characters and a state claim within a GCE label value's 63.
+const GenerationLength = 8
+
+// GenerationOf is the manager's generation: the first GenerationLength hex
+// digits of the SHA-256 of the chart (name, repository, version) and of
+// every chart value known before deploy time, the config.toml rendered
+// with the placeholder token and cache bucket among them (so the group's
+// settings, the manager image, the grace period, the start script). What
+// only deploy time knows does not count: a new runner token or a new
+// platform cache bucket updates the generation in place (its Deployment
+// rolls as its strategy says), and a token never goes into a name.
+func (r Release) GenerationOf(s ReleaseSettings) (string, error) {
+	r.Generation = ""
+	cfg, err := r.ConfigTOML(placeholderBucket, runnerconfig.TokenPlaceholder)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(map[string]any{
+		"chart": []string{ChartRepository, ChartName, ChartVersion},
+		// Not the claim's name: the provider draws it.
+		"values": r.Values(s, cfg, StartScript(!r.KeepsState()), "", ""),
+	})
+	if err != nil {
+		return "", fmt.Errorf("manager %s: hashing its values: %w", r.Name, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:GenerationLength], nil
+}
+
+// Releases are the group's managers, their generations not yet computed;
+// with a terminal domain each has the hostname <manager>.<domain>.
 func Releases(g fleetspec.ManagerGroup, terminalDomain string) []Release {
 	var out []Release
 	for i, name := range g.ManagerNames() {
@@ -154,11 +224,13 @@ func (r Release) ConfigHash(configTOML, token string) string {
 	return resources.ConfigHash([]byte(configTOML), token)
 }
 
-// StateClaim is the manager's state volume claim (KeepsState).
+// StateClaim is the manager's state volume claim (KeepsState), without a
+// name: see StateClaimName.
 func (r Release) StateClaim(namespace string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: StateClaimName(r.Name), Namespace: namespace, Labels: map[string]string{
+		// No name: the provider names it (StateClaimName).
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Labels: map[string]string{
 			LabelManagerPod: r.Group.ManagerName(), LabelRelease: r.Name, resources.LabelManagedBy: resources.ManagedBy,
 		}},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -266,11 +338,11 @@ type ReleaseSettings struct {
 	GraceSeconds int64
 }
 
-// Values are the manager's chart values. configTOML, script and
-// configHash are known only at deploy time (Pulumi outputs in the
-// program): they are placed as given. Every path is one the pinned chart
-// reads (ChartValues).
-func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) map[string]any {
+// Values are the manager's chart values. configTOML, script, configHash
+// and claim (the name of its state claim, for a manager that KeepsState)
+// are known only at deploy time (Pulumi outputs in the program): they are
+// placed as given. Every path is one the pinned chart reads (ChartValues).
+func (r Release) Values(s ReleaseSettings, configTOML, script, configHash, claim any) map[string]any {
 	g := r.Group
 	replicas := 0
 	if int32(r.Index) < g.Scaling.MinManagers {
@@ -284,12 +356,14 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 	if r.KeepsState() {
 		// One manager at a time owns a state volume (ReadWriteOnce, and
 		// two docker+machine processes on one machine directory would
-		// hand the same idle VM to two jobs): the old one drains, then the
-		// new one starts on its state. The group's other managers serve.
+		// hand the same idle VM to two jobs): within a generation (a new
+		// token) the old pod drains, then the new one starts on its
+		// state. A new generation has a volume of its own and starts at
+		// once (GenerationOf).
 		strategy = map[string]any{"type": "Recreate"}
 	}
 	v := map[string]any{
-		"fullnameOverride": r.Name,
+		"fullnameOverride": r.ReleaseName(),
 		"replicas":         replicas,
 		"gitlabUrl":        s.GitLabURL,
 		// The runner token comes from this Secret, never from values.
@@ -341,12 +415,11 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash any) m
 		"preEntrypointScript": script,
 		// The config Secret, at /secrets/<ConfigSecretFile>.
 		"secrets": []any{map[string]any{
-			"name":  ConfigSecretName(r.Name),
+			"name":  ConfigSecretName(r.ReleaseName()),
 			"items": []any{map[string]any{"key": ConfigSecretKey, "path": ConfigSecretFile}},
 		}},
 	}
 	if r.KeepsState() {
-		claim := StateClaimName(r.Name)
 		v["volumes"] = []any{map[string]any{"name": machineStateVolume, "persistentVolumeClaim": map[string]any{"claimName": claim}}}
 		v["volumeMounts"] = []any{map[string]any{"name": machineStateVolume, "mountPath": MachineStatePath}}
 		v["envVars"] = []any{map[string]any{"name": EnvIncarnation, "value": claim}}

@@ -85,7 +85,7 @@ func releasesOf(t *testing.T) []Release {
 func TestEveryChartValueIsOneThePinnedChartReads(t *testing.T) {
 	s := ReleaseSettings{GitLabURL: "https://gitlab.example.com", ManagerImage: "registry.example.com/ci/runner:v1", GraceSeconds: 11400}
 	for _, r := range releasesOf(t) {
-		v := r.Values(s, "config", "script", "hash")
+		v := r.Values(s, "config", "script", "hash", "claim")
 		if bad := CheckChartValues(v); len(bad) > 0 {
 			t.Errorf("%s: %v", r.Name, bad)
 		}
