@@ -194,8 +194,9 @@ func team() *dashboard.DashboardBuilder {
 		WithPanel(series("Jobs started and failed", "Jobs started and failed, per second, by failure reason.", "ops", 12,
 			q(fmt.Sprintf(`sum(rate(%s{%s}[$__rate_interval]))`, RunnerJobsTotal, sel), "started"),
 			q(fmt.Sprintf(`sum by (failure_reason) (rate(%s{%s}[$__rate_interval]))`, RunnerFailedJobsTotal, sel), "failed {{failure_reason}}"))).
-		WithPanel(series("Jobs interrupted", "Job pods taken away while their job ran, in the last hour, by reason: DeletionByPodGC is a node gone under its jobs (a spot reclaim), EvictionByEvictionAPI a drain, TerminationByKubelet a node shutdown. The RunnerSet's JobInterrupted Events name each pod and node.", "short", 12,
-			q(fmt.Sprintf(`sum by (reason) (increase(%s{%s}[1h]))`, metrics.JobsInterruptedTotal, rs), "{{reason}}"))).
+		WithPanel(series("Jobs interrupted", "Job pods taken away while their job ran, in the last hour, by reason: DeletionByPodGC is a node gone under its jobs (a spot reclaim), EvictionByEvictionAPI a drain, TerminationByKubelet a node shutdown. The RunnerSet's JobInterrupted Events name each pod and node. With spec.jobs.retryOnInterruption, the interrupted jobs by what the controller did: retried, or not (the JobNotRetried Event says why).", "short", 12,
+			q(fmt.Sprintf(`sum by (reason) (increase(%s{%s}[1h]))`, metrics.JobsInterruptedTotal, rs), "{{reason}}"),
+			q(fmt.Sprintf(`sum by (result) (increase(%s{%s}[1h]))`, metrics.JobRetriesTotal, rs), "retry: {{result}}"))).
 		WithPanel(series("GitLab's answers to the managers", "Requests of the managers to GitLab by endpoint and status: 403 means GitLab refuses the token.", "reqps", 12,
 			q(fmt.Sprintf(`sum by (endpoint, status) (rate(%s{%s}[$__rate_interval]))`, RunnerAPIRequests, sel), "{{endpoint}} {{status}}"))).
 		WithRow(dashboard.NewRowBuilder("Capacity")).

@@ -105,8 +105,9 @@ func controllerSeries(t *testing.T) map[string][]series {
 	reg.MustRegister(&metrics.Collector{Reader: c, Mapper: c.RESTMapper(), CapacityKinds: nil, Expiries: exp})
 	reg.MustRegister(metrics.Counters()...)
 	metrics.JobsInterrupted.WithLabelValues("team-a", "build", "DeletionByPodGC")
+	metrics.JobRetries.WithLabelValues("team-a", "build", metrics.ResultRetried)
 	out := gathered(t, reg)
-	for _, n := range []string{metrics.RunnerSetReady, metrics.TokenExpiry, metrics.DrainDeadline, metrics.ReconcileErrorsTotal, metrics.JobsInterruptedTotal} {
+	for _, n := range []string{metrics.RunnerSetReady, metrics.TokenExpiry, metrics.DrainDeadline, metrics.ReconcileErrorsTotal, metrics.JobsInterruptedTotal, metrics.JobRetriesTotal} {
 		if len(out[n]) == 0 {
 			t.Fatalf("the controller exports no %s", n)
 		}
@@ -212,7 +213,7 @@ func exported(t *testing.T, name string) bool {
 		return true
 	}
 	for _, s := range [][]string{{metrics.RunnerSets, metrics.RunnerSetReady, metrics.TokenExpiry, metrics.DrainingManagerPods, metrics.DrainDeadline,
-		metrics.RunnerSetsDeleting, metrics.CapacityObjects, metrics.ReconcileErrorsTotal, metrics.GitLabRequestsTotal, metrics.GitLabRequestDuration, metrics.JobsInterruptedTotal, metrics.RunnerSetNodes}} {
+		metrics.RunnerSetsDeleting, metrics.CapacityObjects, metrics.ReconcileErrorsTotal, metrics.GitLabRequestsTotal, metrics.GitLabRequestDuration, metrics.JobsInterruptedTotal, metrics.JobRetriesTotal, metrics.RunnerSetNodes}} {
 		for _, n := range s {
 			if n == base || n == name {
 				return true
