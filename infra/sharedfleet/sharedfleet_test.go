@@ -816,7 +816,9 @@ func TestEachFleetRunsGCOnAScheduleWithALeastPrivilegeIdentity(t *testing.T) {
 			t.Errorf("%s: gc runs image %v command %v, want %s with its own entrypoint", fleet, c["image"], c["command"], version.Image("fleet"))
 		}
 		args := gcArgs(pod)
-		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce "} {
+		// Its own fleet's VMs only: production and staging share a zone.
+		for _, want := range []string{" --apply ", " --source kubernetes ", " --namespace " + fleet + " ", " --event-cronjob " + name + " ", " --provider gce ",
+			" --autoscaled runnerfleet-autoscaled=true ", " --autoscaled runnerfleet-fleet=" + fleet + " "} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s: args %q lack %q", fleet, args, want)
 			}
