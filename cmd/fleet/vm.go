@@ -325,7 +325,7 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&gf.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG or ~/.kube/config; in a pod, the pod's service account)")
 	fs.StringVar(&gf.context, "context", "", "kubeconfig context (default the current one)")
 	fs.Var(&gf.namespaces, "namespace", "namespace of the managers (repeatable; default every namespace)")
-	fs.Var(labelFlag(g.Autoscaled), "autoscaled", "key=value label of autoscaled VMs (repeatable; default "+vmfleet.LabelAutoscaled+"=true)")
+	fs.Var(labelFlag(g.Autoscaled), "autoscaled", "key=value label of autoscaled VMs (repeatable; default "+vmfleet.LabelAutoscaled+"=true, and with --source "+vmfleet.HostKubernetes+" alone and one --namespace also "+vmfleet.LabelFleet+"=<namespace>: that fleet's VMs)")
 	fs.DurationVar(&g.Grace, "grace", time.Hour, "how long a manager must be proven absent before its idle VMs go; at least its IdleTime")
 	fs.DurationVar(&g.JobReportMaxAge, "job-report-max-age", 5*time.Minute, "how recent a VM's job report must be to prove it idle")
 	fs.Var(&families, "image-family", "image family to prune (repeatable); its images that a VM boots and the one its --image-* inputs name are kept")
@@ -346,6 +346,11 @@ func gc(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(gf.sources) == 0 {
 		return fmt.Errorf("fleet gc needs a manager source: --source %s for managers in a cluster (with --kubeconfig and --context, or run in the cluster), --source %s for managers on VMs; without one every autoscaled VM would look orphaned, and nothing was deleted", vmfleet.HostKubernetes, vmfleet.HostVM)
+	}
+	if len(g.Autoscaled) == 0 && len(gf.namespaces) == 1 && len(gf.sources) == 1 && gf.sources[0] == vmfleet.HostKubernetes {
+		// One fleet's managers are known: another fleet's VMs in the same
+		// zones would look orphaned, so only this fleet's are judged.
+		g.Autoscaled = vmfleet.FleetSelector(gf.namespaces[0])
 	}
 	g.ImageFamilies = families
 	if imgFlags.given() {

@@ -24,7 +24,6 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/providers"
 	"github.com/runnerfleet/runnerfleet/providers/aws/ec2test"
-	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/provisioning/vmfleet"
 )
 
@@ -244,17 +243,15 @@ func TestFleetGCLearnsKubernetesManagersFromTheCluster(t *testing.T) {
 	vm("of-an-earlier-pod", "production-linux-0", "production-linux-0-5d4c9-aaaaa")
 	vm("of-a-gone-manager", "production-linux-1", "production-linux-1-5d4c9-bbbbb")
 	// Another fleet's idle VM in the same region: its manager is not in
-	// this namespace, so without the fleet's selector (the gc CronJob's
-	// --autoscaled, sharedfleet.GCSelector) it would look orphaned.
+	// this namespace, so without the fleet's selector (vmfleet.FleetSelector,
+	// the default with one --namespace, and the gc CronJob's --autoscaled)
+	// it would look orphaned.
 	other := vmfleet.Owner{Fleet: "staging", Group: "linux", Manager: "staging-linux-0", Host: vmfleet.HostKubernetes, Incarnation: "staging-linux-0-5d4c9-ccccc"}.Labels()
 	other["Name"] = "of-another-fleet"
 	otherID := srv.AddInstance(ec2test.Instance{ImageID: "ami-r", State: "stopped", LaunchTime: time.Now().Add(-5 * time.Hour), Tags: other})
 	tagInstance(t, srv, otherID, providers.EC2NotePrefix+vmfleet.NoteOrphanedSince, longAgo)
 	args := []string{"gc", "--provider", "ec2", "--region", srv.Region(), "--endpoint", srv.URL(),
 		"--source", "kubernetes", "--kubeconfig", goodKubeconfig(t), "--context", "test", "--namespace", "production", "--apply"}
-	for k, v := range shared.GCSelector("production") {
-		args = append(args, "--autoscaled", k+"="+v)
-	}
 	out, err := fleetCmd(t, append(args, "--grace", "10m")...)
 	if err == nil || !strings.Contains(out+err.Error(), "--grace 10m0s is below manager production-linux-0's IdleTime 30m0s") || srv.Calls("TerminateInstances") != 0 {
 		t.Fatalf("a grace below the IdleTime: %v\n%s", err, out)

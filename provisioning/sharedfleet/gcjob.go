@@ -77,13 +77,6 @@ func GCAccountEmail(project, cluster, namespace string) string {
 	return GCAccountID(cluster, namespace) + "@" + project + ".iam.gserviceaccount.com"
 }
 
-// GCSelector selects the autoscaled VMs of the fleet in namespace, the
-// only ones its gc judges: fleets may share a zone, and gc judges a VM
-// whose manager is not in its namespace an orphan.
-func GCSelector(namespace string) map[string]string {
-	return map[string]string{vmfleet.LabelAutoscaled: "true", vmfleet.LabelFleet: namespace}
-}
-
 // planGC builds the fleet's gc objects. They run the fleet's gc image
 // (sharedFleets[].images.gc; by default the release's fleet image, which
 // make image builds; its entrypoint is the fleet binary).
@@ -106,7 +99,7 @@ func planGC(p *FleetPlan, account string) (*GCPlan, error) {
 		"--grace", grace.String(),
 		"--event-cronjob", name,
 	}
-	sel := GCSelector(p.Namespace)
+	sel := vmfleet.FleetSelector(p.Namespace)
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
 		args = append(args, "--autoscaled", k+"="+sel[k])
 	}

@@ -51,6 +51,13 @@ const IncarnationPlaceholder = "runnerfleet-incarnation-at-start"
 // characters: runner-<9 token characters>-<manager>-<unix time>-<8 hex>.
 const MaxManagerNameLength = 63 - len("runner-123456789-") - len("-1700000000-deadbeef")
 
+// FleetSelector selects the autoscaled VMs of the fleet in namespace:
+// what a gc that knows only that fleet's managers may judge (fleets may
+// share zones, and another fleet's VM has no manager there).
+func FleetSelector(namespace string) map[string]string {
+	return map[string]string{LabelAutoscaled: "true", LabelFleet: namespace}
+}
+
 // Owner is who an autoscaled VM belongs to.
 type Owner struct {
 	Fleet   string
