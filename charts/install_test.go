@@ -12,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
@@ -105,8 +107,19 @@ func applyYAML(ctx context.Context, t *testing.T, c client.Client, b []byte) []c
 	var sets []client.ObjectKey
 	for _, d := range docs {
 		u := &unstructured.Unstructured{Object: d}
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("install-test"), client.ForceOwnership, client.FieldValidation("Strict")); err != nil {
-			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		// A CRD applied just before may not be served yet, or the API
+		// server's MutatingAdmissionPolicy dispatcher may not resolve its
+		// kind yet (503 "Resource kind ... not found. There can be a
+		// delay ..."): kubectl apply would be run again, so the test tries
+		// again for a while, as fleet up does.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := c.Patch(ctx, u, client.Apply, client.FieldOwner("install-test"), client.ForceOwnership, client.FieldValidation("Strict"))
+			if err == nil {
+				break
+			}
+			if !(meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err)) || time.Now().After(deadline) {
+				t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+			}
 		}
 		if u.GetKind() == "RunnerSet" {
 			sets = append(sets, client.ObjectKeyFromObject(u))

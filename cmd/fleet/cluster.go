@@ -408,6 +408,31 @@ func apply(ctx context.Context, c client.Client, o client.Object, opts ...client
 	return nil
 }
 
+// applySettled applies o, and tries again for applySettle while the API
+// server settles after the CRDs and the admission policy were applied: it
+// may not serve a new kind yet, or its MutatingAdmissionPolicy dispatcher
+// may not resolve it yet (503 "Resource kind ... not found. There can be
+// a delay ..."). Both pass within seconds.
+func applySettled(ctx context.Context, c client.Client, o client.Object) error {
+	for deadline := time.Now().Add(applySettle); ; {
+		err := apply(ctx, c, o)
+		if err == nil {
+			return nil
+		}
+		if !(meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err)) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// applySettle is how long applySettled tries again.
+const applySettle = 30 * time.Second
+
 func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()
 	v, err := parseStack(s.name, s.config)
@@ -447,7 +472,7 @@ func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	fmt.Fprintf(s.stderr, "Installing the %s stack into the cluster of %s%s\n", s.name, s.kubeconfig, ctxNote(s.context))
 	var sets []client.ObjectKey
 	for _, obj := range objs {
-		if err := apply(ctx, c, obj); err != nil {
+		if err := applySettled(ctx, c, obj); err != nil {
 			return err
 		}
 		switch obj.(type) {
