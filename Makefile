@@ -157,6 +157,9 @@ E2E_KUBECONFIG := $(if $(RUNNERFLEET_E2E_KUBECONFIG),$(abspath $(RUNNERFLEET_E2E
 # One end-to-end run on the local cluster at a time on a machine: it takes
 # the machine's one real node (kubelet, containerd, the CNI bridge); a second
 # run waits for the first (flock, from util-linux, which .ci/run installs).
+# flock -o: the suite's processes (a local cluster's etcd, kubelet, …)
+# never inherit the lock, so a suite killed before its cleanups never
+# leaves them holding it (which once kept the next run waiting).
 E2E_LOCK := /tmp/runnerfleet-e2e.lock
 
 .PHONY: e2e
@@ -165,7 +168,7 @@ e2e: $(if $(E2E_KUBECONFIG),,tools) ## end to end on the local control plane wit
 	@# The suite's tests run in two lanes at once (e2e/cluster_test.go):
 	@# -parallel lets every test wait for its lane. The existing-cluster
 	@# mode needs no real node: it runs beside, its output shown after.
-	rc=0; lock="$(if $(E2E_KUBECONFIG),,flock $(E2E_LOCK))"; w=$$SECONDS; \
+	rc=0; lock="$(if $(E2E_KUBECONFIG),,flock -o $(E2E_LOCK))"; w=$$SECONDS; \
 	[ -z "$$lock" ] || flock -n $(E2E_LOCK) true || { echo "e2e: another end-to-end run on this machine holds $(E2E_LOCK); waiting for it"; \
 		flock $(E2E_LOCK) true; echo "e2e: waited $$((SECONDS - w)) s"; }; \
 	$(if $(E2E_KUBECONFIG),,hack/e2e-kubeconfig-mode.sh $(E2E_KUBECONFIG_PROOF) >e2e-kubeconfig-mode.out 2>&1 & km=$$!; km_rc=0;) \

@@ -56,7 +56,9 @@ func TestMakeE2EUsesOnlyAKubeconfigGivenOnItsCommandLine(t *testing.T) {
 	if strings.Contains(out, "production") || !strings.Contains(out, "RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
 		t.Errorf("an exported KUBECONFIG points make e2e at its cluster:\n%s", out)
 	}
-	if !strings.Contains(out, `lock="flock /tmp/runnerfleet-e2e.lock"`) || !strings.Contains(out, "$lock env RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
+	// -o: the suite's processes must not inherit the lock (a killed
+	// suite's leftover kubelet would keep every later run waiting).
+	if !strings.Contains(out, `lock="flock -o /tmp/runnerfleet-e2e.lock"`) || !strings.Contains(out, "$lock env RUNNERFLEET_E2E_KUBECONFIG= go test -tags e2e") {
 		t.Errorf("make e2e on the local cluster does not take the machine's e2e lock (one real node per machine):\n%s", out)
 	}
 	if !strings.Contains(out, "hack/e2e-kubeconfig-mode.sh TestInstallPathsIntoACluster/manifests >e2e-kubeconfig-mode.out 2>&1 &") {
