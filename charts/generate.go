@@ -323,10 +323,19 @@ func InstallYAMLFor(image string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# runnerfleet %s: kubectl apply --server-side -f install.yaml\n", version.Tag)
-	for _, obj := range all {
+	if err := writeDocs(&b, all); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// writeDocs writes objs to b as YAML documents, as kubectl apply reads
+// them: no status, no empty spec, no creation timestamps.
+func writeDocs[T any](b *bytes.Buffer, objs []T) error {
+	for _, obj := range objs {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		delete(u, "status")
 		if spec, ok := u["spec"].(map[string]any); ok && len(spec) == 0 {
@@ -335,12 +344,12 @@ func InstallYAMLFor(image string) ([]byte, error) {
 		stripCreationTimestamps(u)
 		y, err := yaml.Marshal(u)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.WriteString("---\n")
 		b.Write(y)
 	}
-	return b.Bytes(), nil
+	return nil
 }
 
 // AdmissionPoliciesManifest is the file of charts/manifests that holds
@@ -354,19 +363,8 @@ func policiesManifest(o install.Options) ([]byte, error) {
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# runnerfleet %s, on Kubernetes 1.36 and later, after install.yaml: kubectl apply --server-side -f %s\n", version.Tag, AdmissionPoliciesManifest)
 	b.WriteString("# It sets the controller's drain finalizer on every new RunnerSet at admission, a write less each; without it the controller adds the finalizer.\n")
-	for _, obj := range install.AdmissionPolicies(o) {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return nil, err
-		}
-		delete(u, "status")
-		stripCreationTimestamps(u)
-		y, err := yaml.Marshal(u)
-		if err != nil {
-			return nil, err
-		}
-		b.WriteString("---\n")
-		b.Write(y)
+	if err := writeDocs(&b, install.AdmissionPolicies(o)); err != nil {
+		return nil, err
 	}
 	return b.Bytes(), nil
 }
