@@ -84,10 +84,10 @@ func readWith(rs *v1alpha1.RunnerSet) (*v1alpha1.SecretKeyRef, string) {
 	return rs.Spec.GitLab.ReadTokenSecretRef, "spec.gitlab.readTokenSecretRef"
 }
 
-// run reads GitLab's view when it is due and says when to come back. The
-// first pass that hears of a RunnerSet (a new one, or any after a restart)
-// only schedules its first read.
-func (v *gitlabView) run(ctx context.Context, s *state) time.Duration {
+// run reads GitLab's view when it is due and says when to come back, and
+// whether it read. The first pass that hears of a RunnerSet (a new one, or
+// any after a restart) only schedules its first read.
+func (v *gitlabView) run(ctx context.Context, s *state) (time.Duration, bool) {
 	rs := s.rs
 	ref, field := readWith(rs)
 	if ref == nil {
@@ -96,7 +96,7 @@ func (v *gitlabView) run(ctx context.Context, s *state) time.Duration {
 		meta.RemoveStatusCondition(&rs.Status.Conditions, v1alpha1.ConditionRunnerOnline)
 		meta.RemoveStatusCondition(&rs.Status.Conditions, v1alpha1.ConditionTagsMatch)
 		v.forget(rs.UID)
-		return 0
+		return 0, false
 	}
 	now := v.now()
 	due := v.views.Due(rs.UID, now)
@@ -107,7 +107,14 @@ func (v *gitlabView) run(ctx context.Context, s *state) time.Duration {
 		v.views.Done(rs.UID, now) // one read per interval, whatever it finds
 		v.read(ctx, s, *ref, field)
 	}
-	return max(v.views.Next(rs.UID, now).Sub(now), time.Second)
+	return max(v.views.Next(rs.UID, now).Sub(now), time.Second), due
+}
+
+// unread says that what the last read found never reached the status (its
+// write failed, or the pass wrote none): the next pass reads again rather
+// than waiting a whole interval with the old conditions.
+func (v *gitlabView) unread(uid types.UID) {
+	v.views.Again(uid)
 }
 
 // forget drops what the view remembers of a RunnerSet that is gone.

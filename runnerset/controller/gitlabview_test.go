@@ -228,6 +228,33 @@ func TestTagsMatchComparesATeamRunnersTagsInGitLabWithSpecTags(t *testing.T) {
 	}
 }
 
+// A read of GitLab's view whose status write is refused (a conflict with
+// another write, as a nudge racing a requeued pass causes) is read again
+// by the next pass: its result is not lost for a whole interval. Without
+// token.Schedule.Again the condition never appears within the wait.
+func TestAViewReadWhoseStatusWriteFailedIsReadAgain(t *testing.T) {
+	srv := gitlabServer(t)
+	srv.AddUser(readPAT, gitlabserver.User{Scopes: []string{gitlabserver.ScopeReadAPI}, Groups: []int64{groupID}})
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "gitlab-read", readPAT)
+	revoked := teamRunnerSet(t, srv, ns, "lost", class.Name, "glrt-revoked_token-0000001", "team-x")
+	waitReady(t, revoked)
+	time.Sleep(time.Second) // the last passes' status writes
+	before := srv.Calls("POST", "/api/v4/runners/verify")
+	refuseStatusPatch.Store(&objectName{ns, "lost"})
+	t.Cleanup(func() { refuseStatusPatch.Store(nil) })
+	moveClock(t, pastAViewInterval)
+	nudge(t, revoked, 1)
+	waitCondition(t, revoked, v1alpha1.ConditionRunnerOnline, metav1.ConditionFalse, v1alpha1.ReasonTokenRefused)
+	if refuseStatusPatch.Load() != nil {
+		t.Fatal("no status patch was refused: the test proved nothing")
+	}
+	if n := srv.Calls("POST", "/api/v4/runners/verify") - before; n != 2 {
+		t.Errorf("%d verify calls; want 2: the read whose write was refused, and the one read again", n)
+	}
+}
+
 // The manager records that pods which no longer exist left behind are
 // deleted with the runner's token; the record of a live pod, even offline,
 // and a record in use, never are (negative controls).

@@ -110,6 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	s := &state{rs: rs}
 	var requeue time.Duration
 	var errs []error
+	viewRead := false
 	for _, st := range r.steps {
 		was := meta.FindStatusCondition(rs.Status.Conditions, st.condition).DeepCopy()
 		done, after, err := st.run(ctx, s)
@@ -143,9 +144,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		metrics.TokenExpiries.Set(req.NamespacedName, s.token.ExpiresAt)
 		if r.view != nil && len(errs) == 0 {
 			// GitLab's view, when its slow schedule says so.
-			if after := r.view.run(ctx, s); after > 0 && (requeue == 0 || after < requeue) {
+			after, read := r.view.run(ctx, s)
+			if after > 0 && (requeue == 0 || after < requeue) {
 				requeue = after
 			}
+			viewRead = read
+		}
+	}
+	// A read of GitLab's view whose result this pass does not write is
+	// read again by the next pass, not an interval later.
+	unwritten := func() {
+		if viewRead {
+			r.view.unread(rs.UID)
 		}
 	}
 	rs.RollUpReady()
@@ -154,10 +164,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// A new RunnerSet whose only wait is its first managers' rollout:
 		// the Deployment's progress brings the next pass, which writes
 		// the status once, Ready or not, instead of once per pass.
+		unwritten()
 		return reconcile.Result{RequeueAfter: firstStatusWithin}, nil
 	}
 	r.recordTransitions(before, rs)
 	if err := r.patchStatus(ctx, before, rs); err != nil {
+		unwritten()
 		errs = append(errs, err)
 		if !apierrors.IsConflict(err) {
 			metrics.ReconcileErrors.WithLabelValues(metrics.StepStatus).Inc()

@@ -208,6 +208,19 @@ var writes atomic.Int64
 type countingTransport struct{ next http.RoundTripper }
 
 func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if refuse := refuseStatusPatch.Load(); refuse != nil && req.Method == http.MethodPatch &&
+		strings.HasSuffix(req.URL.Path, "/namespaces/"+refuse.namespace+"/runnersets/"+refuse.name+"/status") &&
+		refuseStatusPatch.CompareAndSwap(refuse, nil) {
+		// What the API server answers a write whose resourceVersion
+		// another write overtook.
+		body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Operation cannot be fulfilled on runnersets.runnerfleet.dev %q: the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"name":%q,"group":"runnerfleet.dev","kind":"runnersets"},"code":409}`, refuse.name, refuse.name)
+		return &http.Response{
+			StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:  http.Header{"Content-Type": []string{"application/json"}},
+			Body:    io.NopCloser(strings.NewReader(body)),
+			Request: req,
+		}, nil
+	}
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		writes.Add(1)
@@ -220,6 +233,13 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	return c.next.RoundTrip(req)
 }
+
+// refuseStatusPatch, when set, makes the API server refuse the next status
+// patch of that RunnerSet with a conflict, as a write that raced another
+// one is refused.
+var refuseStatusPatch atomic.Pointer[objectName]
+
+type objectName struct{ namespace, name string }
 
 // writeKinds counts writes by verb and resource ("POST serviceaccounts",
 // "PATCH runnersets/status", "POST nodepools (dry run)").
