@@ -61,6 +61,11 @@ type gitlabView struct {
 	// ids are the runner IDs of the tokens teams brought, by RunnerSet,
 	// learned from POST /runners/verify once per token and controller.
 	ids map[types.UID]verifiedRunner
+	// unwritten are the conditions a read found whose status write failed
+	// (a conflict), by RunnerSet: the next pass writes them. Reading GitLab
+	// again instead would cost a call and could find less (the read's
+	// cleanup may have deleted the stale records it reported).
+	unwritten map[types.UID][]metav1.Condition
 }
 
 type verifiedRunner struct {
@@ -71,7 +76,7 @@ type verifiedRunner struct {
 func newGitLabView(t token.Tokens, apiReader client.Reader, rec events.EventRecorder, now func() time.Time) *gitlabView {
 	return &gitlabView{
 		secrets: t.Secret.Reader, apiReader: apiReader, recorder: rec, newGitLab: t.GitLab.NewGitLab, now: now,
-		views: token.NewRunnerViews(), ids: map[types.UID]verifiedRunner{},
+		views: token.NewRunnerViews(), ids: map[types.UID]verifiedRunner{}, unwritten: map[types.UID][]metav1.Condition{},
 	}
 }
 
@@ -84,9 +89,10 @@ func readWith(rs *v1alpha1.RunnerSet) (*v1alpha1.SecretKeyRef, string) {
 	return rs.Spec.GitLab.ReadTokenSecretRef, "spec.gitlab.readTokenSecretRef"
 }
 
-// run reads GitLab's view when it is due and says when to come back, and
-// whether it read. The first pass that hears of a RunnerSet (a new one, or
-// any after a restart) only schedules its first read.
+// run reads GitLab's view when it is due, or sets what the last read found
+// when its write failed, and says when to come back and whether it set the
+// view's conditions. The first pass that hears of a RunnerSet (a new one,
+// or any after a restart) only schedules its first read.
 func (v *gitlabView) run(ctx context.Context, s *state) (time.Duration, bool) {
 	rs := s.rs
 	ref, field := readWith(rs)
@@ -99,6 +105,13 @@ func (v *gitlabView) run(ctx context.Context, s *state) (time.Duration, bool) {
 		return 0, false
 	}
 	now := v.now()
+	v.mu.Lock()
+	kept, set := v.unwritten[rs.UID]
+	delete(v.unwritten, rs.UID)
+	v.mu.Unlock()
+	for _, c := range kept {
+		rs.SetCondition(c.Type, c.Status, c.Reason, c.Message)
+	}
 	due := v.views.Due(rs.UID, now)
 	if c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionTagsMatch); c != nil && c.ObservedGeneration != rs.Generation && rs.Spec.GitLab.Runner == nil {
 		due = true // spec.tags may have changed: compare them now, once
@@ -107,14 +120,21 @@ func (v *gitlabView) run(ctx context.Context, s *state) (time.Duration, bool) {
 		v.views.Done(rs.UID, now) // one read per interval, whatever it finds
 		v.read(ctx, s, *ref, field)
 	}
-	return max(v.views.Next(rs.UID, now).Sub(now), time.Second), due
+	return max(v.views.Next(rs.UID, now).Sub(now), time.Second), set || due
 }
 
-// unread says that what the last read found never reached the status (its
-// write failed, or the pass wrote none): the next pass reads again rather
-// than waiting a whole interval with the old conditions.
-func (v *gitlabView) unread(uid types.UID) {
-	v.views.Again(uid)
+// keep holds the view's conditions of rs, which this pass set and could
+// not write, for the next pass to write.
+func (v *gitlabView) keep(rs *v1alpha1.RunnerSet) {
+	var kept []metav1.Condition
+	for _, typ := range []string{v1alpha1.ConditionRunnerOnline, v1alpha1.ConditionTagsMatch} {
+		if c := meta.FindStatusCondition(rs.Status.Conditions, typ); c != nil {
+			kept = append(kept, *c)
+		}
+	}
+	v.mu.Lock()
+	v.unwritten[rs.UID] = kept
+	v.mu.Unlock()
 }
 
 // forget drops what the view remembers of a RunnerSet that is gone.
@@ -122,6 +142,7 @@ func (v *gitlabView) forget(uid types.UID) {
 	v.views.Forget(uid)
 	v.mu.Lock()
 	delete(v.ids, uid)
+	delete(v.unwritten, uid)
 	v.mu.Unlock()
 }
 

@@ -110,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	s := &state{rs: rs}
 	var requeue time.Duration
 	var errs []error
-	viewRead := false
+	viewSet := false
 	for _, st := range r.steps {
 		was := meta.FindStatusCondition(rs.Status.Conditions, st.condition).DeepCopy()
 		done, after, err := st.run(ctx, s)
@@ -144,18 +144,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		metrics.TokenExpiries.Set(req.NamespacedName, s.token.ExpiresAt)
 		if r.view != nil && len(errs) == 0 {
 			// GitLab's view, when its slow schedule says so.
-			after, read := r.view.run(ctx, s)
+			after, set := r.view.run(ctx, s)
 			if after > 0 && (requeue == 0 || after < requeue) {
 				requeue = after
 			}
-			viewRead = read
+			viewSet = set
 		}
 	}
-	// A read of GitLab's view whose result this pass does not write is
-	// read again by the next pass, not an interval later.
+	// What a read of GitLab's view found and this pass does not write,
+	// the next pass writes: the read is not repeated for an interval.
 	unwritten := func() {
-		if viewRead {
-			r.view.unread(rs.UID)
+		if viewSet {
+			r.view.keep(rs)
 		}
 	}
 	rs.RollUpReady()

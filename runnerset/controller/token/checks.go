@@ -92,15 +92,6 @@ func (c *Schedule) Next(uid types.UID, now time.Time) time.Time {
 	return c.schedule(uid, now)
 }
 
-// Again makes uid's call due at once: the last one's result was lost.
-func (c *Schedule) Again(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.nextA != nil {
-		c.nextA[uid] = time.Time{}
-	}
-}
-
 // Forget drops a RunnerSet that is gone.
 func (c *Schedule) Forget(uid types.UID) {
 	c.mu.Lock()
