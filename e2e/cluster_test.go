@@ -29,6 +29,7 @@ import (
 	karpenterapis "sigs.k8s.io/karpenter/pkg/apis"
 
 	"github.com/runnerfleet/runnerfleet/charts"
+	"github.com/runnerfleet/runnerfleet/e2e/internal/abandoned"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
@@ -152,7 +153,7 @@ func startCluster(t *testing.T, opts localcluster.Options) *cluster {
 	}
 	ctx := context.Background()
 	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
+		opts.Dir = stateDir(t)
 	}
 	if opts.Log == nil {
 		opts.Log = &logWriter{t: t, prefix: "localcluster: "}
@@ -461,7 +462,25 @@ func buildBinaries(t *testing.T, root string) string {
 	return built.dir
 }
 
+// stateDir is a new state directory for a local control plane this test
+// starts and stops, owned by this test process: a later run stops the
+// control plane if this process dies before its cleanups do.
+func stateDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := abandoned.Own(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestMain(m *testing.M) {
+	if existingKubeconfig() == "" {
+		// What an earlier run killed before its cleanups left running.
+		if _, err := abandoned.Sweep(context.Background(), os.TempDir(), 20*time.Second, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+		}
+	}
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)

@@ -41,7 +41,7 @@ func TestTwoTeamsGetTheirOwnNodeSecondsAndCost(t *testing.T) {
 	onRealNode(t) // fleet up --stack local starts the control plane and the real node
 	root := repoRoot(t)
 	bin := buildBinaries(t, root)
-	state := t.TempDir()
+	state := stateDir(t)
 
 	// stacks/Pulumi.local.yaml with a second team.
 	b, err := os.ReadFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"))

@@ -49,7 +49,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	bin := buildBinaries(t, root)
 	t.Logf("built fleet and runnerset-controller in %s (once per test process)", time.Since(start).Round(time.Millisecond))
 
-	state := t.TempDir()
+	state := stateDir(t)
 	fleet := func(timeout time.Duration, args ...string) string {
 		t.Helper()
 		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state)...)

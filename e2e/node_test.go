@@ -76,7 +76,7 @@ type drain struct {
 // and a loopback GitLab that the node's pods reach.
 func startNodeEnv(t *testing.T) *nodeEnv {
 	root := repoRoot(t)
-	e := &nodeEnv{t: t, root: root, state: t.TempDir(), class: "real-node", drains: map[string]drain{}, rec: newRecorder()}
+	e := &nodeEnv{t: t, root: root, state: stateDir(t), class: "real-node", drains: map[string]drain{}, rec: newRecorder()}
 	e.ctrl = filepath.Join(buildBinaries(t, root), localcluster.Controller)
 
 	rf, err := crds.CRDs()
@@ -969,7 +969,7 @@ func TestRealNodeWhoseKubeletFailsLeavesNothing(t *testing.T) {
 	if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	state := t.TempDir()
+	state := stateDir(t)
 	_, err = localcluster.Up(context.Background(), localcluster.Options{
 		Dir: state, Name: "e2efail", RepoRoot: root, Assets: assets, Node: true,
 		Log: &logWriter{t: t, prefix: "localcluster: "},

@@ -153,7 +153,7 @@ func TestPipelineTemplateDeploysTheLocalStack(t *testing.T) {
 	run(t, root, 10*time.Minute, "go", "build", "-o", bin+string(os.PathSeparator), "./cmd/fleet", "./cmd/runnerset-controller")
 	fleetBin := filepath.Join(bin, "fleet")
 	gcl := strings.TrimSpace(run(t, root, 10*time.Minute, filepath.Join(root, "hack", "tools.sh"), "gitlab-ci-local"))
-	state := t.TempDir()
+	state := stateDir(t)
 	down := false
 	t.Cleanup(func() {
 		if t.Failed() {
