@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/runnerfleet/runnerfleet/infra"
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
@@ -225,6 +226,40 @@ func TestRetiredFleetsAndZonesKeepTheirGC(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(got, " "), "--zones "+zones+" ") {
 			t.Errorf("fleet gc of %s runs %v, want --zones %s", f, got, zones)
+		}
+	}
+}
+
+// pulumi preview checks the same: a StackReference output the stack lacks
+// is unknown in a preview (the SDK cannot tell it will stay absent), which
+// is nothing to compare, and one it has is compared. (The check alone runs:
+// the mocks cannot preview the whole program, whose unknown outputs the
+// schema check refuses as missing.)
+func TestAPreviewChecksTheFootprintToo(t *testing.T) {
+	now, _ := gkeShared(t, func(fleet map[string]any) { fleet["sharedFleets"] = fleet["sharedFleets"].([]any)[:1] })
+	f, err := stackconfig.Decode([]byte(now[stackconfig.Root.String()]), "gke-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.SharedFleets) != 1 || f.SharedFleets[0].Name != "production" {
+		t.Fatalf("fleets %v, want production alone", f.SharedFleets)
+	}
+	check := func(ctx *pulumi.Context) error {
+		_, err := sharedfleet.CheckFootprint(ctx, f.SharedFleets, t0)
+		return err
+	}
+	for _, deployedBefore := range []bool{false, true} {
+		m := infratest.NewMocks(t)
+		if deployedBefore {
+			before, _ := gkeShared(t, nil)
+			m.StackOutputs = deployed(t, before, t0)
+		}
+		err := pulumi.RunErr(check, pulumi.WithMocks(infratest.Project, "gke-shared", m), func(info *pulumi.RunInfo) { info.DryRun = true })
+		switch {
+		case deployedBefore && (err == nil || !strings.Contains(err.Error(), "runnerfleet:fleet.sharedFleets: Forbidden: shared fleet staging")):
+			t.Errorf("a preview of a removed fleet: %v, want the refusal", err)
+		case !deployedBefore && err != nil:
+			t.Errorf("a preview of a stack without the output: %v, want no refusal", err)
 		}
 	}
 }
