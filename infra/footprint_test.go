@@ -145,6 +145,16 @@ func TestAChangeThatWouldOrphanVMsIsRefused(t *testing.T) {
 		{name: "zone dropped", now: dropZone, after: later, want: []string{
 			"runnerfleet:fleet.sharedFleets[0].groups: Forbidden: no group of shared fleet production runs in zone europe-west1-c any more",
 			"Add europe-west1-c to runnerfleet:fleet.sharedFleets[0].retiredZones"}},
+		{name: "project changed", now: func(fleet map[string]any) {
+			// Another project's VMs live in a Shared VPC subnetwork.
+			prod := sharedFleet(t, fleet, "production")
+			prod["vmNetwork"] = map[string]any{"subnetwork": "projects/ci-platform-example/regions/europe-west1/subnetworks/shared-vms"}
+			for _, g := range prod["groups"].([]any) {
+				g.(map[string]any)["project"] = "ci-platform-other"
+			}
+		}, after: later, want: []string{
+			"runnerfleet:fleet.sharedFleets[0].groups: Forbidden: shared fleet production's groups ran VMs in project ci-platform-example in the previous deployment and now in ci-platform-other",
+			"set runnerfleet:fleet.sharedFleets[0].retired: true on this one"}},
 		{name: "retired fleet removed within its wait", before: retire("staging"), now: removeStaging, after: soon, want: []string{
 			"runnerfleet:fleet.sharedFleets: Forbidden: shared fleet staging (namespace staging) of the previous deployment is gone",
 			"it is retired, and its managers may drain and its fleet gc delete the VMs they leave until " + t0.Add(shared.RetireWait(staging(t))).Format(time.RFC3339)}},

@@ -101,8 +101,9 @@
 // # Retiring
 //
 // A fleet's VMs are deleted by its managers or its fleet gc, which finds
-// them by the fleet's namespace in its zones. A change that removes a
-// fleet, changes its namespace or takes a zone from its groups is refused
+// them by the fleet's namespace in its project and zones. A change that
+// removes a fleet, changes its namespace or its groups' project, or takes a
+// zone from its groups is refused
 // before anything is declared (CheckFootprint, against the previous
 // deployment's FootprintOutput, read through a StackReference to the stack
 // itself) unless it was retired first: a retired fleet keeps everything

@@ -23,6 +23,8 @@ import (
 type Footprint struct {
 	// Fleet is the fleet's name.
 	Fleet string `json:"fleet"`
+	// Project is the project of the fleet's VMs (fleet gc covers one).
+	Project string `json:"project"`
 	// Zones are the zones the fleet's groups ran VMs in.
 	Zones []string `json:"zones"`
 	// RetiredZones are the fleet's retiredZones, each with the time until
@@ -49,12 +51,12 @@ func RetireWait(s fleetspec.SharedFleet) time.Duration {
 func Footprints(fleets []fleetspec.SharedFleet, prev map[string]Footprint, now time.Time) (map[string]Footprint, error) {
 	out := make(map[string]Footprint, len(fleets))
 	for _, s := range fleets {
-		zones, err := groupZones(s)
+		project, zones, err := groupScope(s)
 		if err != nil {
 			return nil, err
 		}
 		was, until := prev[s.Namespace], now.Add(RetireWait(s)).UTC()
-		fp := Footprint{Fleet: s.Name, Zones: zones}
+		fp := Footprint{Fleet: s.Name, Project: project, Zones: zones}
 		for _, z := range s.RetiredZones {
 			if fp.RetiredZones == nil {
 				fp.RetiredZones = map[string]time.Time{}
@@ -75,19 +77,18 @@ func Footprints(fleets []fleetspec.SharedFleet, prev map[string]Footprint, now t
 	return out, nil
 }
 
-// groupZones are the zones fleet s's groups run VMs in: gc's scope without
-// the retired zones.
-func groupZones(s fleetspec.SharedFleet) ([]string, error) {
+// groupScope is the project and the zones fleet s's groups run VMs in:
+// gc's scope without the retired zones.
+func groupScope(s fleetspec.SharedFleet) (string, []string, error) {
 	s.RetiredZones = nil
-	_, zones, err := GCScope(s)
-	return zones, err
+	return GCScope(s)
 }
 
 // CheckFootprints refuses, at now, a change of fleets that would orphan VMs
 // the previous deployment (whose footprints are prev, by namespace) may
 // have left: a fleet's namespace gone from the stack (the fleet removed or
 // its namespace changed) before the fleet was retired for its RetireWait,
-// a zone the fleet's groups used that is now neither a group's nor in its
+// its groups moved to another project, a zone the fleet's groups used that is now neither a group's nor in its
 // retiredZones, or a retired zone gone from retiredZones before its wait.
 // p is the path of sharedFleets, the keys the errors name.
 func CheckFootprints(prev map[string]Footprint, fleets []fleetspec.SharedFleet, p *field.Path, now time.Time) (field.ErrorList, error) {
@@ -126,9 +127,15 @@ func CheckFootprints(prev map[string]Footprint, fleets []fleetspec.SharedFleet, 
 				was.Fleet, ns, label, fix)))
 			continue
 		}
-		_, zones, err := GCScope(fleets[i])
+		project, zones, err := GCScope(fleets[i])
 		if err != nil {
 			return nil, err
+		}
+		if project != was.Project {
+			errs = append(errs, field.Forbidden(p.Index(i).Child("groups"), fmt.Sprintf(
+				"shared fleet %s's groups ran VMs in project %s in the previous deployment and now in %s; fleet gc covers one project, so VMs left in %s would be orphaned. Keep project %s; to move the fleet, add it in project %s as another entry (its own name and namespace), set %s: true on this one, and remove it after its retire wait (docs/tasks/retire-a-shared-fleet.md)",
+				fleets[i].Name, was.Project, project, was.Project, was.Project, project, p.Index(i).Child("retired"))))
+			continue
 		}
 		for _, z := range was.Zones {
 			if slices.Contains(zones, z) {

@@ -25,8 +25,8 @@ func TestFootprintsKeepTheRetireTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp := first["ci-staging"]
-	if fp.Fleet != "staging" || len(fp.Zones) != 1 || fp.Zones[0] != "europe-west1-b" {
-		t.Errorf("footprint %+v, want fleet staging in europe-west1-b (retired zones apart)", fp)
+	if fp.Fleet != "staging" || fp.Project != "ci" || len(fp.Zones) != 1 || fp.Zones[0] != "europe-west1-b" {
+		t.Errorf("footprint %+v, want fleet staging in project ci, europe-west1-b (retired zones apart)", fp)
 	}
 	if !fp.RetiredUntil.Equal(t0.Add(wait)) || !fp.RetiredZones["europe-west1-d"].Equal(t0.Add(wait)) {
 		t.Errorf("first retired: until %s and zones %v, want %s", fp.RetiredUntil, fp.RetiredZones, t0.Add(wait))
