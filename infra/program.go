@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
@@ -40,6 +41,9 @@ type Options struct {
 	// Kubeconfig is the local platform's kubeconfig path; it overrides
 	// local.kubeconfig and $KUBECONFIG (fleet up passes its control plane's).
 	Kubeconfig string
+	// Now is the clock the shared fleets' retire waits are measured by
+	// (sharedfleet.CheckFootprint); default time.Now.
+	Now func() time.Time
 }
 
 // Program is the Pulumi program (pulumi.Run(infra.Program)).
@@ -47,6 +51,10 @@ func Program(ctx *pulumi.Context) error { return ProgramWith(Options{})(ctx) }
 
 // ProgramWith returns the program with options.
 func ProgramWith(o Options) pulumi.RunFunc {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
 	return func(ctx *pulumi.Context) error {
 		f, err := LoadConfig(ctx)
 		if err != nil {
@@ -57,6 +65,15 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		secrets, err := kube.ReadSecrets(ctx, f)
 		if err != nil {
 			return err
+		}
+		// Shared fleets run on gke only. A change of them that would
+		// orphan VMs is refused before anything is declared.
+		if f.Platform == stackconfig.PlatformGKE {
+			footprint, err := sharedfleet.CheckFootprint(ctx, f.SharedFleets, now())
+			if err != nil {
+				return err
+			}
+			ctx.Export(sharedfleet.FootprintOutput, footprint)
 		}
 		cluster, gke, err := platform(ctx, f, o)
 		if err != nil {

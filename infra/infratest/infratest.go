@@ -46,6 +46,10 @@ var SchemaPackages = []string{
 	"kubernetes:autoscaling/v2", "kubernetes:batch/v1",
 }
 
+// StackReferenceToken is the type of a StackReference, which the engine
+// answers itself (Mocks.StackOutputs).
+const StackReferenceToken = "pulumi:pulumi:StackReference"
+
 // Resource is one registration the program made.
 type Resource struct {
 	Token, Name, URN string
@@ -105,6 +109,10 @@ type Mocks struct {
 	Outputs map[string]func(r Resource) resource.PropertyMap
 	// Calls answer invokes by token.
 	Calls map[string]func(args resource.PropertyMap) (resource.PropertyMap, error)
+	// StackOutputs are the outputs of the stack's previous deployment, as
+	// a StackReference (pulumi:pulumi:StackReference) reads them; nil is a
+	// stack never deployed.
+	StackOutputs resource.PropertyMap
 
 	mu        sync.Mutex
 	resources []Resource
@@ -158,6 +166,14 @@ func (m *Mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		return "", nil, fmt.Errorf("%s %q is refused:\n  %s", args.TypeToken, args.Name, strings.Join(problems, "\n  "))
 	}
 	out := args.Inputs.Copy()
+	if args.TypeToken == StackReferenceToken {
+		// The engine's answer: the referenced stack's outputs.
+		outputs := m.StackOutputs
+		if outputs == nil {
+			outputs = resource.PropertyMap{}
+		}
+		out["outputs"] = resource.NewObjectProperty(outputs.Copy())
+	}
 	if f, ok := m.Outputs[args.TypeToken]; ok {
 		made := f(r)
 		if bad := unknownOutputs(args.TypeToken, made); len(bad) > 0 {

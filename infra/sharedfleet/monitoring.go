@@ -93,7 +93,13 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 	if hasBucket {
 		bucket = c.Cache.Bucket
 	}
-	for _, gp := range p.Groups {
+	groups := p.Groups
+	if p.Spec.Retired {
+		// A retired fleet's managers go (and drain); its gc, declared
+		// below, deletes the VMs they leave.
+		groups = nil
+	}
+	for _, gp := range groups {
 		token, ok := tokens[gp.Group.TokenConfigKey]
 		if !ok {
 			return nil, fmt.Errorf("sharedfleet: the token of %s was not read", gp.Manager)

@@ -98,6 +98,18 @@
 // its hostname moves to the new pod at once, so a terminal opened on a job
 // that the draining pod still runs is refused.
 //
+// # Retiring
+//
+// A fleet's VMs are deleted by its managers or its fleet gc, which finds
+// them by the fleet's namespace in its project and zones. A change that
+// removes a fleet, changes its namespace or its groups' project, or takes a
+// zone from its groups is refused
+// before anything is declared (CheckFootprint, against the previous
+// deployment's FootprintOutput, read through a StackReference to the stack
+// itself) unless it was retired first: a retired fleet keeps everything
+// but its managers, so its gc deletes the VMs they leave, and a retired
+// zone stays in its gc's scope, each for its retire wait.
+//
 // # Monitoring
 //
 // Each fleet namespace runs a Prometheus (provisioning/sharedfleet's

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -158,6 +159,14 @@ func validateSharedFleet(s *fleetspec.SharedFleet, p *field.Path, f *Fleet) fiel
 	}
 	if len(s.Groups) == 0 {
 		errs = append(errs, field.Required(p.Child("groups"), "at least one manager group"))
+	}
+	for k, z := range s.RetiredZones {
+		in := slices.ContainsFunc(s.Groups, func(g fleetspec.ManagerGroup) bool {
+			return strings.HasPrefix(z, g.Region+"-") && len(z) == len(g.Region)+2
+		})
+		if !in {
+			errs = append(errs, field.Invalid(p.Child("retiredZones").Index(k), z, "a zone of a group's region where the fleet's groups ran VMs, such as europe-west1-b; fleet gc keeps deleting the fleet's VMs there"))
+		}
 	}
 	groups := map[string]int{}
 	for j, g := range s.Groups {

@@ -226,6 +226,11 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			[]string{`runnerfleet:fleet.sharedFleets[0].jobTimeout: Invalid value: "1h0m0s": at least 3h0m0s`}},
 		{"job timeout above 144h", func(v map[string]any) { at(v, "sharedFleets", 0)["jobTimeout"] = "145h" },
 			[]string{`runnerfleet:fleet.sharedFleets[0].jobTimeout: Invalid value: "145h0m0s": at most 144h0m0s`}},
+		{"retired zone outside the groups' regions", func(v map[string]any) {
+			at(v, "sharedFleets", 0)["retiredZones"] = []any{"europe-west1-d", "us-east1-b", "europe-west1"}
+		}, []string{
+			`runnerfleet:fleet.sharedFleets[0].retiredZones[1]: Invalid value: "us-east1-b": a zone of a group's region`,
+			`runnerfleet:fleet.sharedFleets[0].retiredZones[2]: Invalid value: "europe-west1": a zone of a group's region`}},
 		{"terminal open to the world", func(v map[string]any) {
 			at(v, "sharedFleets", 0, "webTerminal")["allowedCIDRs"] = []any{"0.0.0.0/0"}
 		}, []string{"runnerfleet:fleet.sharedFleets[0].webTerminal.allowedCIDRs[0]"}},

@@ -57,6 +57,19 @@ type SharedFleet struct {
 	// Groups are the fleet's manager groups (ManagerGroup, the one model
 	// of a group, decoded from the stack config as it is).
 	Groups []ManagerGroup `json:"groups"`
+	// Retired retires the fleet: its managers are no longer declared (they
+	// drain and go), while its namespace, fleet gc and the rest stay, so
+	// that gc deletes the VMs they leave once idle. A fleet may leave the
+	// stack or change its namespace only after its retire wait from the
+	// deployment that retired it (provisioning/sharedfleet.RetireWait,
+	// CheckFootprints): gc finds a fleet's VMs by its namespace, and no one
+	// else deletes them.
+	Retired bool `json:"retired,omitempty"`
+	// RetiredZones are zones the fleet's groups no longer use but fleet gc
+	// still covers (GCScope), until the VMs left there are gone: a zone
+	// the groups used in the previous deployment may leave them only into
+	// this list, and leave the list after its retire wait.
+	RetiredZones []string `json:"retiredZones,omitempty"`
 	// VMGroups are the fleet's manager groups on VMs of their own
 	// (Windows managers, say), which fleet rotate replaces blue/green;
 	// the fleet's Prometheus scrapes them and its firewall admits it.

@@ -21,7 +21,8 @@ import (
 )
 
 // GCScope is the project and the zones, sorted, fleet gc of fleet s covers:
-// where its groups run VMs. The platform grants gc's account there only.
+// where its groups run VMs, and its retiredZones, where VMs they ran may
+// still be. The platform grants gc's account there only.
 func GCScope(s fleetspec.SharedFleet) (project string, zones []string, err error) {
 	projects := map[string][]string{}
 	for _, g := range s.Groups {
@@ -36,6 +37,11 @@ func GCScope(s fleetspec.SharedFleet) (project string, zones []string, err error
 		project = k
 	}
 	zones = projects[project]
+	for _, z := range s.RetiredZones {
+		if !slices.Contains(zones, z) {
+			zones = append(zones, z)
+		}
+	}
 	slices.Sort(zones)
 	return project, zones, nil
 }
