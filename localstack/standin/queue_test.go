@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
+	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 )
 
 // queued starts the stand-in against a loopback GitLab whose clock says a
@@ -172,5 +173,31 @@ func TestReadConfigNamesBadJobQueuingDuration(t *testing.T) {
 		if _, err := ReadConfig(path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one naming %q", tc.entry, err, tc.want)
 		}
+	}
+}
+
+// The stand-in reads the job_queuing_durations runnerfleet renders.
+func TestReadsRenderedJobQueuingDurations(t *testing.T) {
+	out, err := runnerconfig.Render(runnerconfig.Config{Concurrent: 1, Runners: []runnerconfig.Runner{{
+		Name: "a", URL: "http://gitlab.local", Token: "glrt-x", Executor: "kubernetes",
+		Monitoring: &runnerconfig.Monitoring{JobQueuingDurations: []runnerconfig.JobQueuingDuration{{
+			Periods: []string{"* * 9-17 * * * *"}, Timezone: "UTC", Threshold: runnerconfig.Duration(5 * time.Minute),
+		}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Runners[0]
+	noon, night := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC), time.Date(2026, 3, 4, 3, 0, 0, 0, time.UTC)
+	if !r.exceeded(noon, 301, "+Inf") || r.exceeded(noon, 300, "+Inf") || r.exceeded(night, 301, "+Inf") {
+		t.Errorf("rendered entry read as %+v: want 301 s at noon over 5m, 300 s not, nothing at night\n%s", r.Monitoring.JobQueuingDurations[0], out)
 	}
 }
