@@ -97,7 +97,7 @@ func (s *Server) QueueProjectJob(project int64, tags []string, d time.Duration) 
 
 func (s *Server) queueLocked(j *Job) int64 {
 	s.nextJobID++
-	j.ID, j.State, j.QueuedAt = s.nextJobID, JobPending, time.Now()
+	j.ID, j.State, j.QueuedAt = s.nextJobID, JobPending, s.clockLocked()
 	if j.Name == "" {
 		j.Name = fmt.Sprintf("job-%d", j.ID)
 	}
@@ -207,9 +207,9 @@ func (s *Server) requestJob(r *http.Request) reply {
 		if len(j.Tags) == 0 && !rn.RunUntagged || !containsAll(rn.Tags, j.Tags) {
 			continue
 		}
-		j.State, j.RunnerID, j.SystemID, j.PickedAt = JobRunning, rn.ID, req.SystemID, time.Now()
+		j.State, j.RunnerID, j.SystemID, j.PickedAt = JobRunning, rn.ID, req.SystemID, s.clockLocked()
 		j.token = newJobToken()
-		return reply{status: http.StatusCreated, header: lastUpdate, runner: rn.ID, body: jobResponse(j)}
+		return reply{status: http.StatusCreated, header: lastUpdate, runner: rn.ID, body: jobResponse(j, s.instanceJobsRunningLocked(rn, j.ProjectID))}
 	}
 	return reply{status: http.StatusNoContent, header: lastUpdate, runner: rn.ID}
 }
@@ -222,9 +222,40 @@ func newJobToken() string {
 	return "glcbt-" + hex.EncodeToString(b)
 }
 
+// instanceJobsRunningLocked is job_info's
+// project_jobs_running_on_instance_runners_count, as GitLab computes it for
+// the runner rn that takes a job of project: "+Inf" unless rn is an
+// instance runner, else the project's jobs running on instance runners
+// (the one just taken among them), "5+" from five on.
+func (s *Server) instanceJobsRunningLocked(rn *Runner, project int64) string {
+	if rn.Type != InstanceType {
+		return "+Inf"
+	}
+	n := 0
+	for _, j := range s.jobs {
+		if j.State == JobRunning && j.ProjectID == project {
+			if r := s.runners[j.RunnerID]; r != nil && r.Type == InstanceType {
+				n++
+			}
+		}
+	}
+	if n >= instanceJobsRunningMaxBucket {
+		return strconv.Itoa(instanceJobsRunningMaxBucket) + "+"
+	}
+	return strconv.Itoa(n)
+}
+
+// instanceJobsRunningMaxBucket is GitLab's cap on
+// project_jobs_running_on_instance_runners_count.
+const instanceJobsRunningMaxBucket = 5
+
 // jobResponse is the part of GitLab's job payload a runner needs to run a
-// shell job: its ID and token, its variables and its script.
-func jobResponse(j *Job) map[string]any {
+// shell job: its ID and token, its variables and its script. Its job_info
+// carries the queue signals gitlab-runner turns into metrics:
+// time_in_queue_seconds (whole seconds from the job's queueing to its pick,
+// truncated, as GitLab sends it) and
+// project_jobs_running_on_instance_runners_count (instanceJobs).
+func jobResponse(j *Job, instanceJobs string) map[string]any {
 	vars := []map[string]any{
 		{"key": "CI_JOB_ID", "value": strconv.FormatInt(j.ID, 10), "public": true, "masked": false},
 		{"key": "CI_JOB_TOKEN", "value": j.token, "public": false, "masked": true},
@@ -237,6 +268,8 @@ func jobResponse(j *Job) map[string]any {
 		"job_info": map[string]any{
 			"id": j.ID, "name": j.Name, "stage": "test",
 			"project_id": j.ProjectID, "project_name": projectName(j.ProjectID),
+			"time_in_queue_seconds":                          int64(j.PickedAt.Sub(j.QueuedAt) / time.Second),
+			"project_jobs_running_on_instance_runners_count": instanceJobs,
 		},
 		"runner_info": map[string]any{"timeout": 3600},
 		"variables":   vars,

@@ -122,3 +122,60 @@ func TestJobQueueHandsEachJobToOneRunnerWhoseTagsCoverIt(t *testing.T) {
 		}
 	}
 }
+
+// jobInfo is the queue part of job_info, spelled as gitlab-runner's
+// spec.JobInfo reads it.
+type jobInfo struct {
+	TimeInQueueSeconds                       float64 `json:"time_in_queue_seconds"`
+	ProjectJobsRunningOnInstanceRunnersCount string  `json:"project_jobs_running_on_instance_runners_count"`
+}
+
+func requestJobInfo(t *testing.T, srv *gitlabserver.Server, token string) (int64, jobInfo) {
+	t.Helper()
+	resp := call(t, http.MethodPost, srv.URL()+"/api/v4/jobs/request", nil, fmt.Sprintf(`{"token":%q,"system_id":"s_test"}`, token))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("request: %d, want 201", resp.StatusCode)
+	}
+	var p struct {
+		ID      int64   `json:"id"`
+		JobInfo jobInfo `json:"job_info"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p.ID, p.JobInfo
+}
+
+// GitLab sends, in each job's job_info, the whole seconds the job waited
+// between its queueing and the request that took it (by GitLab's clock),
+// and how many of the project's jobs run on instance runners ("+Inf" for a
+// runner that is not one).
+func TestJobInfoCarriesTimeInQueueByServerClock(t *testing.T) {
+	srv := gitlabserver.New()
+	t.Cleanup(srv.Close)
+	inst := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"q"}})
+	group := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.GroupType, GroupID: 7, Tags: []string{"g"}})
+
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := t0
+	srv.SetClock(func() time.Time { return now })
+	first := srv.QueueJob([]string{"q"}, time.Second)
+	now = t0.Add(30 * time.Second)
+	second := srv.QueueJob([]string{"q"}, time.Second)
+	forGroup := srv.QueueJob([]string{"g"}, time.Second)
+
+	now = t0.Add(90*time.Second + 700*time.Millisecond)
+	id, info := requestJobInfo(t, srv, inst.Token)
+	if id != first || info.TimeInQueueSeconds != 90 || info.ProjectJobsRunningOnInstanceRunnersCount != "1" {
+		t.Errorf("first job: %d %+v, want job %d, 90 s in queue (truncated), 1 running on instance runners", id, info, first)
+	}
+	id, info = requestJobInfo(t, srv, inst.Token)
+	if id != second || info.TimeInQueueSeconds != 60 || info.ProjectJobsRunningOnInstanceRunnersCount != "2" {
+		t.Errorf("second job: %d %+v, want job %d, 60 s in queue, 2 running on instance runners", id, info, second)
+	}
+	now = t0.Add(30 * time.Second)
+	id, info = requestJobInfo(t, srv, group.Token)
+	if id != forGroup || info.TimeInQueueSeconds != 0 || info.ProjectJobsRunningOnInstanceRunnersCount != "+Inf" {
+		t.Errorf("group runner's job: %d %+v, want job %d, 0 s in queue, +Inf", id, info, forGroup)
+	}
+}

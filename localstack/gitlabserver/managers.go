@@ -37,8 +37,9 @@ func managerStatus(now, contacted time.Time) string {
 }
 
 // SetClock sets the time by which the server judges its managers online,
-// offline or stale (nil: the wall clock), so a test can let hours pass for
-// GitLab. Nothing else reads it.
+// offline or stale and stamps a job's queueing and pick (so its job_info's
+// time_in_queue_seconds) (nil: the wall clock), so a test can let hours
+// pass for GitLab.
 func (s *Server) SetClock(now func() time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,8 +13,12 @@
 //     after it deleted the job's pod, as gitlab-runner's executor cleans up
 //     before the final update;
 //   - it serves gitlab_runner_jobs, gitlab_runner_concurrent,
-//     gitlab_runner_version_info and gitlab_runner_api_request_statuses_total
-//     (its job requests by status) on listen_address (/metrics);
+//     gitlab_runner_version_info, gitlab_runner_api_request_statuses_total
+//     (its job requests by status) and the queue metrics gitlab-runner
+//     derives from each job's job_info (gitlab_runner_job_queue_duration_seconds
+//     and, with [[runners.monitoring.job_queuing_durations]],
+//     gitlab_runner_acceptable_job_queuing_duration_exceeded_total; queue.go)
+//     on listen_address (/metrics);
 //   - SIGQUIT is gitlab-runner's graceful stop: take no new job, let the
 //     running ones finish and report, then exit 0;
 //   - SIGTERM (and SIGINT) is its forceful stop: abort the running jobs,
@@ -68,6 +72,9 @@ type Runner struct {
 	// Kubernetes, with a namespace, makes every job a pod there
 	// (kubernetes.go).
 	Kubernetes *Kubernetes `toml:"kubernetes"`
+	// Monitoring, with job_queuing_durations, counts the jobs that waited
+	// too long (queue.go).
+	Monitoring *Monitoring `toml:"monitoring"`
 }
 
 // jobPods reports whether r's jobs run in pods.
@@ -95,6 +102,9 @@ func ReadConfig(path string) (*Config, error) {
 			return nil, fmt.Errorf("%s: runners[%d] (%q): the token is still a placeholder: the init container did not substitute it", path, i, r.Name)
 		}
 	}
+	if err := compileMonitoring(c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -113,6 +123,9 @@ type Options struct {
 	Listener net.Listener
 	// Kube creates the job pods of kubernetes runners; default InCluster().
 	Kube *Kube
+	// Now is the clock by which job_queuing_durations' periods are judged;
+	// default time.Now.
+	Now func() time.Time
 }
 
 // Exit codes of Run.
@@ -133,6 +146,15 @@ type manager struct {
 	kube    *Kube
 	// requests counts job requests GitLab answered, by runner and status.
 	requests map[string]map[int]int
+	// queue holds the queue metrics, by runner name (queue.go).
+	queue map[string]*queueStats
+}
+
+func (m *manager) now() time.Time {
+	if m.o.Now != nil {
+		return m.o.Now()
+	}
+	return time.Now()
 }
 
 // Run runs the stand-in until a signal stops it, and returns its exit code.
@@ -150,6 +172,10 @@ func Run(ctx context.Context, o Options) int {
 	m := &manager{o: o, running: map[string]int{}, abort: make(chan struct{}), kube: o.Kube}
 	m.log = func(format string, args ...any) {
 		fmt.Fprintf(o.Log, "%s standin: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	}
+	if err := compileMonitoring(o.Config); err != nil {
+		m.log("%v", err)
+		return ExitError
 	}
 	for _, r := range o.Config.Runners {
 		if r.jobPods() && m.kube == nil {
@@ -285,6 +311,7 @@ func (m *manager) poll(ctx context.Context, r Runner) {
 				m.release(r)
 			default:
 				got = true
+				m.observeQueue(r, job)
 				go func() {
 					defer m.release(r)
 					m.run(r, job)
@@ -310,6 +337,9 @@ type jobPayload struct {
 	Token   string `json:"token"`
 	JobInfo struct {
 		ProjectID int64 `json:"project_id"`
+		// The queue signals, as gitlab-runner's spec.JobInfo reads them.
+		TimeInQueueSeconds                       float64 `json:"time_in_queue_seconds"`
+		ProjectJobsRunningOnInstanceRunnersCount string  `json:"project_jobs_running_on_instance_runners_count"`
 	} `json:"job_info"`
 	Variables []struct {
 		Key   string `json:"key"`
@@ -544,6 +574,7 @@ func (m *manager) serveMetrics(w http.ResponseWriter, r *http.Request) {
 				rn.Name, c, m.o.SystemID, m.requests[rn.Name][c])
 		}
 	}
+	m.writeQueueMetrics(&b)
 	m.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = io.WriteString(w, b.String())

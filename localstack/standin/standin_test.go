@@ -48,12 +48,18 @@ type fixture struct {
 // tag "team", reading config.toml from disk as the container does.
 func start(t *testing.T, concurrent int) *fixture {
 	t.Helper()
-	srv := gitlabserver.New()
+	return startWith(t, gitlabserver.New(), concurrent, "", nil)
+}
+
+// startWith is start against srv, with more TOML at the end of the runner's
+// entry, and now as the stand-in's clock (nil: the wall clock).
+func startWith(t *testing.T, srv *gitlabserver.Server, concurrent int, runnerTOML string, now func() time.Time) *fixture {
+	t.Helper()
 	t.Cleanup(srv.Close)
 	rn := srv.AddRunner(gitlabserver.Runner{Type: gitlabserver.InstanceType, Tags: []string{"team"}})
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
 	cfg := "concurrent = " + itoa(concurrent) + "\ncheck_interval = 1\nlisten_address = \":9252\"\n\n[[runners]]\n  name = \"team\"\n  url = \"" +
-		srv.URL() + "\"\n  token = \"" + rn.Token + "\"\n  executor = \"kubernetes\"\n"
+		srv.URL() + "\"\n  token = \"" + rn.Token + "\"\n  executor = \"kubernetes\"\n" + runnerTOML
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +73,7 @@ func start(t *testing.T, concurrent int) *fixture {
 	}
 	f := &fixture{srv: srv, sigs: make(chan os.Signal, 4), log: &syncBuffer{}, metrics: "http://" + ln.Addr().String() + "/metrics", exit: make(chan int, 1), exited: make(chan struct{})}
 	go func() {
-		f.exit <- Run(context.Background(), Options{Config: c, SystemID: "s_test", Signals: f.sigs, Log: f.log, Listener: ln})
+		f.exit <- Run(context.Background(), Options{Config: c, SystemID: "s_test", Signals: f.sigs, Log: f.log, Listener: ln, Now: now})
 		close(f.exited)
 	}()
 	t.Cleanup(func() {

@@ -57,12 +57,34 @@ type Runner struct {
 	Machine            *Machine        `toml:"machine,omitempty"`
 	Autoscaler         *Autoscaler     `toml:"autoscaler,omitempty"`
 	Cache              *Cache          `toml:"cache,omitempty"`
+	Monitoring         *Monitoring     `toml:"monitoring,omitempty"`
 
 	// Override is a TOML fragment merged into this [[runners]] entry when
 	// it is rendered (a RunnerSet's spec.jobs.configOverride, judged by
 	// CheckJobSettings first): its tables merge key by key into the
 	// rendered ones, its other values replace theirs.
 	Override string `toml:"-"`
+}
+
+// Monitoring is [runners.monitoring]: what gitlab-runner counts about the
+// runner's jobs beyond its default metrics.
+type Monitoring struct {
+	JobQueuingDurations []JobQueuingDuration `toml:"job_queuing_durations,omitempty"`
+}
+
+// JobQueuingDuration is one [[runners.monitoring.job_queuing_durations]]
+// entry: while one of its Periods (7-field cron with seconds, as
+// [[runners.machine.autoscaling]]) matches, gitlab-runner counts every job
+// that waited longer than Threshold in
+// gitlab_runner_acceptable_job_queuing_duration_exceeded_total, if
+// JobsRunningForProject (a regular expression; empty: every job) matches
+// the job's project_jobs_running_on_instance_runners_count. The last entry
+// in period decides.
+type JobQueuingDuration struct {
+	Periods               []string `toml:"periods"`
+	Timezone              string   `toml:"timezone,omitempty"`
+	Threshold             Duration `toml:"threshold"`
+	JobsRunningForProject string   `toml:"jobs_running_for_project,omitempty"`
 }
 
 // Docker is [runners.docker]: the containers of jobs on autoscaled VMs.

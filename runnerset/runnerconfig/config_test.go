@@ -275,3 +275,46 @@ func TestJobPodsGetNoAPITokenWhicheverServiceAccountTheyRunAs(t *testing.T) {
 		})
 	}
 }
+
+// A [[runners.monitoring.job_queuing_durations]] the renderer writes is one
+// gitlab-runner's structs know and its values pass gitlab-runner's parsers;
+// an entry with no threshold (which gitlab-runner would never count by) is
+// refused, naming it.
+func TestRenderedJobQueuingDurationsPassTheOracle(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := schema.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(d runnerconfig.JobQueuingDuration) []byte {
+		t.Helper()
+		c := runnerconfig.ForRunnerSet(runnerSets()["defaults"], class(), jobPlacement())
+		c.Runners[0].Monitoring = &runnerconfig.Monitoring{JobQueuingDurations: []runnerconfig.JobQueuingDuration{d}}
+		out, err := runnerconfig.Render(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	out := render(runnerconfig.JobQueuingDuration{
+		Periods: []string{"* * 9-17 * * mon-fri *"}, Timezone: "Europe/Berlin",
+		Threshold: runnerconfig.Duration(5 * time.Minute), JobsRunningForProject: "^[0-3]$",
+	})
+	if !bytes.Contains(out, []byte("[[runners.monitoring.job_queuing_durations]]")) || !bytes.Contains(out, []byte(`threshold = "5m0s"`)) {
+		t.Fatalf("rendered:\n%s", out)
+	}
+	if err := schema.Check(out); err != nil {
+		t.Errorf("keys: %v\n%s", err, out)
+	}
+	if err := values.Check(out); err != nil {
+		t.Errorf("values: %v\n%s", err, out)
+	}
+	bad := render(runnerconfig.JobQueuingDuration{Periods: []string{"* * * * * * *"}})
+	ps := oracle.Problems(values.Check(bad))
+	if len(ps) != 1 || ps[0].Path != "runners[0].monitoring.job_queuing_durations[0].threshold" {
+		t.Errorf("no threshold: %v, want one problem at its threshold\n%s", ps, bad)
+	}
+}

@@ -35,6 +35,11 @@ import (
 //     period as active only within a second of the expression's next match:
 //     a period must have 7 fields (seconds first) and "*" seconds, or it is
 //     active for one second a minute;
+//   - [[runners.monitoring.job_queuing_durations]] periods: the same
+//     helpers/timeperiod as docker+machine's, so the same rules; its
+//     threshold is a duration above 0 (gitlab-runner counts nothing
+//     otherwise), its jobs_running_for_project a Go regular expression
+//     (gitlab-runner refuses to load the config with an invalid one);
 //   - [[runners.autoscaler.policy]] periods: fleeting's taskscaler reads
 //     5-field unix cron (minute hour day-of-month month day-of-week). Its
 //     parser's module is not served here; these are checked with
@@ -246,6 +251,9 @@ func (v *Values) Check(configTOML []byte) error {
 		if am, ok := rm["autoscaler"].(map[string]any); ok {
 			checkAutoscaler(c, p+".autoscaler", am)
 		}
+		if mm, ok := rm["monitoring"].(map[string]any); ok {
+			checkQueuingDurations(c, p+".monitoring.job_queuing_durations", mm["job_queuing_durations"])
+		}
 	}
 	if len(c.problems) == 0 {
 		return nil
@@ -300,13 +308,19 @@ func timezone(c *checker, p string, v any) {
 
 // MachinePeriod checks one [[runners.machine.autoscaling]] Periods entry
 // as gitlab-runner's helpers/timeperiod reads it.
-func MachinePeriod(expr string) error {
+func MachinePeriod(expr string) error { return timePeriod(expr, "docker+machine") }
+
+// QueuingPeriod checks one [[runners.monitoring.job_queuing_durations]]
+// periods entry, read by the same helpers/timeperiod.
+func QueuingPeriod(expr string) error { return timePeriod(expr, "job_queuing_durations") }
+
+func timePeriod(expr, what string) error {
 	if _, err := cronexpr.Parse(expr); err != nil {
 		return fmt.Errorf("%q is not a cron expression (%v)", expr, err)
 	}
 	fields := strings.Fields(expr)
 	if len(fields) != 7 {
-		return fmt.Errorf("%q has %d fields; docker+machine periods have 7 (seconds minutes hours days months weekdays years), such as \"* * 9-17 * * mon-fri *\": with fewer, gitlab-runner's period is active only in second 0 of a minute", expr, len(fields))
+		return fmt.Errorf("%q has %d fields; "+what+" periods have 7 (seconds minutes hours days months weekdays years), such as \"* * 9-17 * * mon-fri *\": with fewer, gitlab-runner's period is active only in second 0 of a minute", expr, len(fields))
 	}
 	if fields[0] != "*" {
 		return fmt.Errorf("%q: the seconds field must be \"*\": gitlab-runner counts a period as active only within a second of its next match, so %q seconds make it active for moments", expr, fields[0])
@@ -326,6 +340,48 @@ func PolicyPeriod(expr string) error {
 		return fmt.Errorf("%q is not a 5-field cron expression (%v)", expr, err)
 	}
 	return nil
+}
+
+func checkQueuingDurations(c *checker, p string, v any) {
+	entries, _ := arrayItems(v)
+	for i, e := range entries {
+		em, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		ep := fmt.Sprintf("%s[%d]", p, i)
+		periods, _ := arrayItems(em["periods"])
+		if len(periods) == 0 {
+			c.add(ep+".periods", "an entry without periods never applies")
+		}
+		for j, x := range periods {
+			if s, ok := x.(string); ok {
+				if err := QueuingPeriod(s); err != nil {
+					c.add(fmt.Sprintf("%s.periods[%d]", ep, j), "%v", err)
+				}
+			}
+		}
+		timezone(c, ep+".timezone", em["timezone"])
+		switch th := em["threshold"].(type) {
+		case nil:
+			c.add(ep+".threshold", "is required: gitlab-runner counts no job without a threshold above 0")
+		case string:
+			if d, err := time.ParseDuration(th); err != nil {
+				c.add(ep+".threshold", "%q is not a duration such as 5m (%v)", th, err)
+			} else if d <= 0 {
+				c.add(ep+".threshold", "%s: gitlab-runner counts no job with a threshold of 0 or below", d)
+			}
+		case int64:
+			if th <= 0 {
+				c.add(ep+".threshold", "%d: gitlab-runner counts no job with a threshold of 0 or below", th)
+			}
+		}
+		if rx, ok := em["jobs_running_for_project"].(string); ok {
+			if _, err := regexp.Compile(rx); err != nil {
+				c.add(ep+".jobs_running_for_project", "%q is not a Go regular expression (%v): gitlab-runner does not load the config", rx, err)
+			}
+		}
+	}
 }
 
 func checkMachine(c *checker, p string, m map[string]any) {

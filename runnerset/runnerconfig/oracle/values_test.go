@@ -98,6 +98,11 @@ shutdown_timeout = 30
       periods = ["* 9-17 * * mon-fri"]
       timezone = "UTC"
       idle_time = "20m0s"
+  [[runners.monitoring.job_queuing_durations]]
+    periods = ["* * * * * * *"]
+    timezone = "Etc/UTC"
+    threshold = "5m0s"
+    jobs_running_for_project = "^[0-3]$"
 `
 
 // Each check catches a wrong value: one edit of the good config each, and
@@ -137,6 +142,15 @@ func TestEachValueCheckCatchesAWrongValue(t *testing.T) {
 		{"google label shape", `"google-label=runnerfleet-manager:m"`, `"google-label=runnerfleet-manager=m"`, "runners[0].machine.MachineOptions[4]", "key:value"},
 		{"google label value", `"google-label=runnerfleet-manager:m"`, `"google-label=runnerfleet-manager:M"`, "runners[0].machine.MachineOptions[4]", "not a GCE label value"},
 		{"google subnetwork", `subnetworks/vms"`, `subnets/vms"`, "runners[0].machine.MachineOptions[5]", "not a subnetwork"},
+		{"queuing period with 6 fields", `"* * * * * * *"`, `"* * * * * *"`, "runners[1].monitoring.job_queuing_durations[0].periods[0]", "has 6 fields"},
+		{"queuing period seconds", `"* * * * * * *"`, `"0 * * * * * *"`, "runners[1].monitoring.job_queuing_durations[0].periods[0]", `seconds field must be "*"`},
+		{"queuing period syntax", `"* * * * * * *"`, `"* * 25 * * * *"`, "runners[1].monitoring.job_queuing_durations[0].periods[0]", "not a cron expression"},
+		{"queuing no periods", `periods = ["* * * * * * *"]`, `periods = []`, "runners[1].monitoring.job_queuing_durations[0].periods", "never applies"},
+		{"queuing timezone", `timezone = "Etc/UTC"`, `timezone = "Etc/Nowhere"`, "runners[1].monitoring.job_queuing_durations[0].timezone", "not a time zone"},
+		{"queuing threshold zero", `threshold = "5m0s"`, `threshold = "0s"`, "runners[1].monitoring.job_queuing_durations[0].threshold", "0 or below"},
+		{"queuing threshold syntax", `threshold = "5m0s"`, `threshold = "5 minutes"`, "runners[1].monitoring.job_queuing_durations[0].threshold", "not a duration"},
+		{"queuing no threshold", `threshold = "5m0s"`, ``, "runners[1].monitoring.job_queuing_durations[0].threshold", "is required"},
+		{"queuing project regexp", `"^[0-3]$"`, `"^[0-3$"`, "runners[1].monitoring.job_queuing_durations[0].jobs_running_for_project", "not a Go regular expression"},
 		{"google flag twice", `"google-use-internal-ip-only"]`, `"google-use-internal-ip-only", "google-zone=europe-west1-c"]`, "runners[0].machine.MachineOptions[7]", "given again"},
 	}
 	for _, c := range cases {
