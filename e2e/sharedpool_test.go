@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -309,21 +310,12 @@ func TestAMoveToTheSharedNodePoolLeavesARunningJobsNodeAlone(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "CapacityReady MovingNodePool and config.toml on the shared NodePool", func() error {
-		cond, err := capacityReady()
-		if err != nil {
-			return err
-		}
-		if cond.Reason != v1alpha1.ReasonMovingNodePool {
-			return fmt.Errorf("CapacityReady %s: %s", cond.Reason, cond.Message)
-		}
+	waitFor(t, 2*time.Minute, "config.toml on the shared NodePool", func() error {
 		if configOf(t, c, rs).Runners[0].Kubernetes.Affinity == nil {
 			return errors.New("config.toml has no node affinity yet")
 		}
 		return nil
 	})
-	cond, _ := capacityReady()
-	t.Logf("CapacityReady %s: %s", cond.Reason, cond.Message)
 	next := executorPod(configOf(t, c, rs), 1)
 	create(t, manager, next)
 	waitFor(t, 3*time.Minute, "the next job Running on the shared NodePool", func() error {
@@ -337,16 +329,36 @@ func TestAMoveToTheSharedNodePoolLeavesARunningJobsNodeAlone(t *testing.T) {
 		return nil
 	})
 
-	// Past consolidateAfter the running job, its node and the tag's own
-	// NodePool are as they were.
+	// Past consolidateAfter the running job, its node (not being drained)
+	// and the tag's own NodePool are as they were.
 	time.Sleep(capacity.DefaultConsolidateAfter + 10*time.Second)
 	cur, node, err := runningOn(running)
 	if err != nil || cur.UID != job.UID || node.UID != jobNode.UID {
 		t.Fatalf("the job that ran during the move was disrupted or moved (err=%v)", err)
 	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == karpv1.DisruptedTaintKey {
+			t.Errorf("the running job's node %s is being drained (taint %s)", node.Name, taint.ToString())
+		}
+	}
+	claims := &karpv1.NodeClaimList{}
+	if err := c.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: own}); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp != nil {
+			t.Errorf("NodeClaim %s of the running job's NodePool is being deleted: its node is drained under the job", nc.Name)
+		}
+	}
 	pool := &karpv1.NodePool{}
 	if err := c.Get(ctx, client.ObjectKey{Name: own}, pool); err != nil || pool.DeletionTimestamp != nil {
 		t.Fatalf("the tag's own NodePool with a running job's node is gone or going (err=%v)", err)
+	}
+	cond, err := capacityReady()
+	if err != nil || cond.Reason != v1alpha1.ReasonMovingNodePool || !strings.Contains(cond.Message, "spec.nodePools.mode") {
+		t.Errorf("CapacityReady does not say the tag is moving, naming spec.nodePools.mode: %+v (%v)", cond, err)
+	} else {
+		t.Logf("CapacityReady %s: %s", cond.Reason, cond.Message)
 	}
 
 	// The job ends: the node empties and goes, then the NodePool (Karpenter's
