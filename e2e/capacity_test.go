@@ -362,7 +362,7 @@ func configOf(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) runnerconfi
 
 // executorPod is the pod gitlab-runner's kubernetes executor creates for a
 // job from cfg: its namespace, service account, node selector, tolerations
-// ("key=value" → effect), annotations, labels, and the build and helper
+// ("key=value" → effect), node affinity, annotations, labels, and the build and helper
 // containers with their requests and limits.
 func executorPod(cfg runnerconfig.Config, i int) *corev1.Pod {
 	k := cfg.Runners[0].Kubernetes
@@ -388,6 +388,19 @@ func executorPod(cfg runnerconfig.Config, i int) *corev1.Pod {
 		tolerations = append(tolerations, tol)
 	}
 	slices.SortFunc(tolerations, func(a, b corev1.Toleration) int { return strings.Compare(a.Key, b.Key) })
+	// The required node affinity, one term per node_selector_terms entry.
+	var affinity *corev1.Affinity
+	if a := k.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.Required != nil {
+		sel := &corev1.NodeSelector{}
+		for _, term := range a.NodeAffinity.Required.Terms {
+			var st corev1.NodeSelectorTerm
+			for _, r := range term.MatchExpressions {
+				st.MatchExpressions = append(st.MatchExpressions, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOperator(r.Operator), Values: r.Values})
+			}
+			sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, st)
+		}
+		affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   k.Namespace,
@@ -400,6 +413,7 @@ func executorPod(cfg runnerconfig.Config, i int) *corev1.Pod {
 			AutomountServiceAccountToken: k.AutomountServiceAccountToken,
 			NodeSelector:                 k.NodeSelector,
 			Tolerations:                  tolerations,
+			Affinity:                     affinity,
 			RestartPolicy:                corev1.RestartPolicyNever,
 			Containers: []corev1.Container{
 				{Name: "build", Image: k.Image, Resources: res(k.CPURequest, k.CPULimit, k.MemoryRequest, k.MemoryLimit)},

@@ -85,9 +85,13 @@ func JobNodeDisruption(jobTimeout time.Duration) (grace, expireAfter time.Durati
 
 // Capacity is what one RunnerSet's tag gets.
 type Capacity struct {
-	// Name of the tag's own cluster-scoped objects below (the NodePool, the
-	// ComputeClass); the node class is named by naming.ClassCapacity.
+	// Name of the tag's own cluster-scoped objects (the NodePool, the
+	// ComputeClass) and the value of its capacity label; the node class is
+	// named by naming.ClassCapacity.
 	Name string
+	// Pool is the NodePool (or ComputeClass) the tag's jobs land on: Name,
+	// or the class's shared NodePool (Shared).
+	Pool string
 	// Objects in the order they must be created (node class before NodePool).
 	Objects []client.Object
 	// Placement is what job pods must carry to land on these nodes.
@@ -101,7 +105,7 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 		return nil, err
 	}
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
-	c := &Capacity{Name: name, Placement: placement(rs)}
+	c := &Capacity{Name: name, Pool: name, Placement: placement(rs)}
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
@@ -290,12 +294,8 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 		in(corev1.LabelArchStable, architectures(rs)...),
 		in(corev1.LabelOSStable, string(corev1.Linux)),
 	}
-	familyKey := awsv1.LabelInstanceFamily
-	if class.Spec.Provider == v1alpha1.CapacityProviderKWOK {
-		familyKey = kwokv1alpha1.InstanceFamilyLabelKey
-	}
 	if f := rs.Spec.Capacity.InstanceFamilies; len(f) > 0 {
-		reqs = append(reqs, in(familyKey, slices.Sorted(slices.Values(f))...))
+		reqs = append(reqs, in(familyKey(class), slices.Sorted(slices.Values(f))...))
 	}
 	if t := rs.Spec.Capacity.InstanceTypes; len(t) > 0 {
 		reqs = append(reqs, in(corev1.LabelInstanceTypeStable, slices.Sorted(slices.Values(t))...))

@@ -36,7 +36,7 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	// After repeated interruptions, on-demand capacity for a while
 	// (spotfallback.go).
 	built, fallback := onDemandFallback(s.rs, s.class, r.now())
-	c, err := capacity.For(built, s.class, s.settings)
+	c, err := buildCapacity(built, s.class, s.settings)
 	var invalid *v1alpha1.Failure
 	if errors.As(err, &invalid) {
 		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, invalid.Reason, invalid.Message)
@@ -49,6 +49,13 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	if err != nil {
 		return false, 0, err
 	}
+	// A tag moved onto its class's shared NodePool keeps its own until
+	// Karpenter counts no node in it; its node class stays as long.
+	keepOwn, err := r.keepOwnNodePool(ctx, s.rs, c)
+	if err != nil {
+		return false, 0, err
+	}
+	keepEarlier = keepEarlier || keepOwn
 	for _, obj := range c.Objects {
 		errs, err := capacity.Validate(obj, r.Client.Scheme())
 		if err != nil {
@@ -102,12 +109,66 @@ func (r capacityStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	}
 	s.placement = c.Placement
 	s.rs.Status.Capacity = c.Name
-	s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
-		fmt.Sprintf("%s capacity %s is in place; it scales to zero when no job runs", s.class.Spec.Provider, c.Name))
+	switch {
+	case keepOwn:
+		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonMovingNodePool, fmt.Sprintf(
+			"RunnerClass %s's spec.nodePools.mode (%s) puts this tag on the class's shared NodePool %s: new jobs go there; the tag's own NodePool %s stays, its nodes untouched, while Karpenter counts a node in it (jobs running there finish), and is deleted once it has none",
+			s.class.Name, s.class.Spec.NodePools.ModeOrDefault(), c.Pool, c.Name))
+	case c.Pool != c.Name:
+		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled, fmt.Sprintf(
+			"%s capacity %s is in place on RunnerClass %s's shared NodePool %s (spec.nodePools.mode %s); it scales to zero when no job runs",
+			s.class.Spec.Provider, c.Name, s.class.Name, c.Pool, s.class.Spec.NodePools.ModeOrDefault()))
+	default:
+		s.rs.SetCondition(v1alpha1.ConditionCapacityReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled,
+			fmt.Sprintf("%s capacity %s is in place; it scales to zero when no job runs", s.class.Spec.Provider, c.Name))
+	}
 	if keepEarlier && (fallback == 0 || earlierNodeClassRecheck < fallback) {
 		return true, earlierNodeClassRecheck, nil
 	}
 	return true, fallback, nil
+}
+
+// buildCapacity builds rs's capacity under class: on the class's shared
+// NodePool when the class's spec.nodePools says its tags share one
+// (counting its RunnerSets by the class's status) and, in mode auto, rs
+// asks for nothing only a NodePool of its own gives; on a NodePool of its
+// own otherwise. In mode shared a tag that needs its own is refused
+// (capacity.Shared).
+func buildCapacity(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (*capacity.Capacity, error) {
+	np := class.Spec.NodePools
+	if !np.Shares(int(class.Status.RunnerSets)) {
+		return capacity.For(rs, class, eff)
+	}
+	if np.ModeOrDefault() == v1alpha1.NodePoolModeAuto {
+		if field, _ := capacity.NeedsOwnPool(rs, eff); field != "" {
+			return capacity.For(rs, class, eff)
+		}
+	}
+	return capacity.Shared(rs, class, eff)
+}
+
+// keepOwnNodePool deletes the tag's own NodePool once its jobs land on
+// its class's shared one (c.Pool) and Karpenter counts no node in it, and
+// reports whether it is kept: deleting a NodePool makes Karpenter drain
+// and terminate its nodes, running jobs and all, so while a node is
+// counted (or the count is not there yet) it stays as it is. The job pods
+// select the shared NodePool, so the tag's own gets no new job and
+// empties (consolidation takes empty nodes).
+func (r capacityStep) keepOwnNodePool(ctx context.Context, rs *v1alpha1.RunnerSet, c *capacity.Capacity) (bool, error) {
+	if c.Pool == c.Name {
+		return false, nil
+	}
+	own := &karpv1.NodePool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Name}, own); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if inTheWay(rs, own, "NodePool", true) != nil || !own.DeletionTimestamp.IsZero() {
+		return false, nil // not the tag's, or on its way
+	}
+	if own.Status.Nodes == nil || *own.Status.Nodes != 0 {
+		return true, nil
+	}
+	return false, r.deleteOwned(ctx, rs, own)
 }
 
 // earlierNodeClassRecheck is how often a NodePool still on the tag's own

@@ -7,15 +7,21 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 	"github.com/runnerfleet/runnerfleet/runnerset/policy"
 )
 
@@ -24,7 +30,8 @@ const ClassName = "runnerclass"
 
 // ClassReconciler writes a RunnerClass's status: whether its settings are
 // usable (Accepted) and how many RunnerSets use it, how many of them Ready.
-// It writes nothing else: a class that is not accepted stops its RunnerSets
+// Besides, it deletes the class's shared NodePool once no tag shares it
+// (removeSharedNodePool). It writes nothing else: a class that is not accepted stops its RunnerSets
 // at their ClassAccepted condition, which says why.
 type ClassReconciler struct {
 	Client client.Client
@@ -59,6 +66,11 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	for i := range list.Items {
 		if list.Items[i].IsReady() {
 			class.Status.ReadyRunnerSets++
+		}
+	}
+	if !deleting {
+		if err := r.removeSharedNodePool(ctx, class, len(list.Items)); err != nil {
+			return reconcile.Result{}, err
 		}
 	}
 	if deleting {
@@ -96,6 +108,42 @@ func (r *ClassReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return conflictIsRequeue(fmt.Errorf("patching the status of RunnerClass %s: %w", class.Name, err))
 	}
 	return reconcile.Result{RequeueAfter: recount}, nil
+}
+
+// removeSharedNodePool deletes class's shared NodePool (capacity.Shared)
+// once its tags no longer share one at runnerSets RunnerSets
+// (spec.nodePools) and Karpenter counts no node in it: each tag's next
+// pass puts it on a NodePool of its own, and deleting a NodePool with
+// nodes would make Karpenter drain them under running jobs. The class's
+// recount brings the check back (classRecount).
+func (r *ClassReconciler) removeSharedNodePool(ctx context.Context, class *v1alpha1.RunnerClass, runnerSets int) error {
+	switch class.Spec.Provider {
+	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
+	default:
+		return nil
+	}
+	if class.Spec.NodePools.Shares(runnerSets) {
+		return nil
+	}
+	np := &karpv1.NodePool{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: naming.ClassCapacity(class.Name)}, np)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting the shared NodePool of RunnerClass %s: %w", class.Name, err)
+	}
+	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != class.UID || !np.DeletionTimestamp.IsZero() {
+		return nil // not the class's, or on its way
+	}
+	if np.Status.Nodes == nil || *np.Status.Nodes != 0 {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, np, client.Preconditions{UID: ptr.To(np.UID)}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the shared NodePool %s of RunnerClass %s: %w", np.Name, class.Name, err)
+	}
+	log.FromContext(ctx).Info("Deleted the shared NodePool no tag uses", "nodePool", np.Name, "runnerClass", class.Name, "mode", class.Spec.NodePools.ModeOrDefault())
+	return nil
 }
 
 // classDeletingRecount is how often a class being deleted looks whether

@@ -44,10 +44,23 @@ const maxWritesPerRunnerSet = 9
 // resource, so that a change that adds a write (a second status patch, a
 // dry run before a create, an object more) fails here: the first of a new
 // RunnerClass, which writes the class's node class too, then a second,
-// which writes only its own.
+// which writes only its own. In a class whose tags share a NodePool
+// (spec.nodePools.mode shared) the first writes the shared NodePool too,
+// and every later one a write less than a tag of its own NodePool.
 func TestANewRunnerSetCostsAtMostItsBudgetOfWrites(t *testing.T) {
+	perTagFirst, perTagSecond := newRunnerSetWrites(t, v1alpha1.NodePoolModePerTag)
+	sharedFirst, sharedSecond := newRunnerSetWrites(t, v1alpha1.NodePoolModeShared)
+	if sharedFirst > perTagFirst || sharedSecond != perTagSecond-1 {
+		t.Errorf("in mode shared a new RunnerSet cost %d writes (the class's first %d), in mode perTag %d (first %d): want no more for the first and one less (no NodePool of its own) for the next",
+			sharedSecond, sharedFirst, perTagSecond, perTagFirst)
+	}
+}
+
+// newRunnerSetWrites counts the writes of the first and the second new
+// RunnerSet of a new class whose spec.nodePools.mode is mode.
+func newRunnerSetWrites(t *testing.T, mode v1alpha1.NodePoolMode) (first, second int) {
 	ns := newNamespace(t)
-	class := newClass(t, nil)
+	class := newClass(t, func(c *v1alpha1.RunnerClass) { c.Spec.NodePools = &v1alpha1.NodePoolSettings{Mode: mode} })
 	count := func(name string) (int, map[string]int) {
 		t.Helper()
 		newSecret(t, ns, name+"-token", token)
@@ -81,7 +94,7 @@ func TestANewRunnerSetCostsAtMostItsBudgetOfWrites(t *testing.T) {
 			breakdown = append(breakdown, fmt.Sprintf("%s %d", k, v))
 		}
 		slices.Sort(breakdown)
-		t.Logf("%s: %d writes: %s", name, total, strings.Join(breakdown, "; "))
+		t.Logf("%s (%s): %d writes: %s", name, mode, total, strings.Join(breakdown, "; "))
 		if total == 0 {
 			t.Fatal("no write attributed to the RunnerSet: the write log does not see the controller")
 		}
@@ -98,9 +111,19 @@ func TestANewRunnerSetCostsAtMostItsBudgetOfWrites(t *testing.T) {
 	if second > maxWritesPerRunnerSet {
 		t.Errorf("a new RunnerSet cost %d writes until Ready, more than %d", second, maxWritesPerRunnerSet)
 	}
-	if first != second+1 || firstKinds["POST kwoknodeclasses"] != 1 || secondKinds["POST kwoknodeclasses"] != 0 {
-		t.Errorf("the first RunnerSet of a class cost %d writes, the second %d: want one more, the class's node class, written once for the class", first, second)
+	// The class's first RunnerSet writes its node class and, in mode
+	// shared, its NodePool; the next one neither.
+	classWrites := 1
+	if mode == v1alpha1.NodePoolModeShared {
+		classWrites = 2
+		if firstKinds["POST nodepools"] != 1 || secondKinds["POST nodepools"] != 0 {
+			t.Errorf("mode shared: %d and %d NodePools created: want the class's one, by its first RunnerSet", firstKinds["POST nodepools"], secondKinds["POST nodepools"])
+		}
 	}
+	if first != second+classWrites || firstKinds["POST kwoknodeclasses"] != 1 || secondKinds["POST kwoknodeclasses"] != 0 {
+		t.Errorf("the first RunnerSet of a class cost %d writes, the second %d: want %d more, written once for the class", first, second, classWrites)
+	}
+	return first, second
 }
 
 // The managers' headless metrics Service of earlier versions goes: the

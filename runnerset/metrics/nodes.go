@@ -23,7 +23,11 @@ import (
 // name, naming.Runner.Capacity), karpenter.sh/capacity-type and
 // node.kubernetes.io/instance-type; every node GKE creates for a tag's
 // ComputeClass carries cloud.google.com/compute-class (the same name),
-// cloud.google.com/gke-spot on a Spot VM, and the instance type. The
+// cloud.google.com/gke-spot on a Spot VM, and the instance type. A node
+// of a tag on its class's shared NodePool (spec.nodePools of the
+// RunnerClass) carries the shared NodePool's name there; its tag is in
+// runnerfleet.dev/capacity, which Karpenter stamps from the job pod (and
+// which a tag's own NodePool sets on its nodes too), and is read first. The
 // controller exports, from its cache of the nodes' labels, how many nodes
 // each RunnerSet has by capacity type and instance type, at scrape time
 // and only while it leads; the recording rules of runnerset/monitoring
@@ -58,7 +62,7 @@ var descNodes = prometheus.NewDesc(RunnerSetNodes,
 	[]string{LabelNamespace, LabelRunnerSet, LabelCapacityType, LabelInstanceType}, nil)
 
 // nodeLabels are the only labels the controller keeps of a node.
-var nodeLabels = []string{karpv1.NodePoolLabelKey, naming.LabelComputeClass, karpv1.CapacityTypeLabelKey, naming.LabelGKESpot, corev1.LabelInstanceTypeStable}
+var nodeLabels = []string{naming.LabelCapacity, karpv1.NodePoolLabelKey, naming.LabelComputeClass, karpv1.CapacityTypeLabelKey, naming.LabelGKESpot, corev1.LabelInstanceTypeStable}
 
 // NodeCache is the cache entry of the nodes: their metadata only, and of
 // that only the name, resource version, deletion time and the labels
@@ -151,7 +155,10 @@ func CountNodes(ctx context.Context, r client.Reader) (map[NodeKey]int, error) {
 	counts := map[NodeKey]int{}
 	for i := range nodes.Items {
 		l := nodes.Items[i].Labels
-		capacity, capType := l[karpv1.NodePoolLabelKey], l[karpv1.CapacityTypeLabelKey]
+		capacity, capType := l[naming.LabelCapacity], l[karpv1.CapacityTypeLabelKey]
+		if capacity == "" {
+			capacity = l[karpv1.NodePoolLabelKey]
+		}
 		if capacity == "" {
 			capacity, capType = l[naming.LabelComputeClass], cost.OnDemand
 			if l[naming.LabelGKESpot] == "true" {

@@ -65,7 +65,8 @@ func waitNodes(t *testing.T, reg prometheus.Gatherer, want map[string]float64, w
 // The controller's cache of nodes, as cmd/runnerset-controller sets it up,
 // follows nodes as they appear and go: RunnerSetNodes counts every
 // RunnerSet's nodes by capacity type and instance type, from its NodePool
-// (Karpenter's labels) or its ComputeClass (GKE's), and nothing else; only
+// (Karpenter's labels), its capacity label on its class's shared NodePool,
+// or its ComputeClass (GKE's), and nothing else; only
 // the leader exports it; and the cache keeps no more of a node than the
 // labels it counts by.
 func TestNodesPerRunnerSetFollowTheNodeWatch(t *testing.T) {
@@ -128,6 +129,9 @@ func TestNodesPerRunnerSetFollowTheNodeWatch(t *testing.T) {
 		karpenter("a-spot-1", karpv1.CapacityTypeSpot, "m7i.large"),
 		karpenter("a-spot-2", karpv1.CapacityTypeSpot, "m7i.large"),
 		karpenter("a-od-1", karpv1.CapacityTypeOnDemand, "m6a.large"),
+		// Team a's node on its class's shared NodePool: its tag is the
+		// label Karpenter stamped from the job pod.
+		node("a-shared-1", map[string]string{karpv1.NodePoolLabelKey: naming.ClassCapacity("local"), naming.LabelCapacity: poolA, karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeSpot, corev1.LabelInstanceTypeStable: "c7i.large"}),
 		gke("b-spot-1", true, "n2d-standard-4"),
 		gke("b-std-1", false, "n2d-standard-4"),
 		// Nodes of no RunnerSet: the managers' pool, a NodePool that is
@@ -142,6 +146,7 @@ func TestNodesPerRunnerSetFollowTheNodeWatch(t *testing.T) {
 	want := map[string]float64{
 		"team-a/build spot m7i.large":           2,
 		"team-a/build on-demand m6a.large":      1,
+		"team-a/build spot c7i.large":           1,
 		"team-b/build spot n2d-standard-4":      1,
 		"team-b/build on-demand n2d-standard-4": 1,
 	}
@@ -156,7 +161,7 @@ func TestNodesPerRunnerSetFollowTheNodeWatch(t *testing.T) {
 
 	// Nodes go (a spot reclaim, a consolidation) and come.
 	mustT(t, c.Delete(ctx, nodes[0]))
-	mustT(t, c.Delete(ctx, nodes[3]))
+	mustT(t, c.Delete(ctx, nodes[4]))
 	mustT(t, c.Create(ctx, gke("b-spot-2", true, "n2d-standard-8")))
 	want["team-a/build spot m7i.large"] = 1
 	delete(want, "team-b/build spot n2d-standard-4")
@@ -164,11 +169,12 @@ func TestNodesPerRunnerSetFollowTheNodeWatch(t *testing.T) {
 	waitNodes(t, reg, want, "nodes deleted and added")
 
 	// Every node of a RunnerSet gone: its series go with them.
-	for _, n := range []string{"a-spot-2", "a-od-1"} {
+	for _, n := range []string{"a-spot-2", "a-od-1", "a-shared-1"} {
 		mustT(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))
 	}
 	delete(want, "team-a/build spot m7i.large")
 	delete(want, "team-a/build on-demand m6a.large")
+	delete(want, "team-a/build spot c7i.large")
 	waitNodes(t, reg, want, "team-a's nodes all deleted")
 
 	// The cache holds a node's name and the labels counted by, not its

@@ -102,7 +102,8 @@ func (r Runner) JobServiceAccount() string { return Join(r.Name, "job") }
 func (r Runner) Capacity() string { return Scoped(MaxLength, "rf-", r.Namespace, r.Name, "") }
 
 // ClassCapacity is the name of what the RunnerSets of RunnerClass class
-// share of their capacity, the Karpenter node class: "rfclass-<class>",
+// share of their capacity, the Karpenter node class and, when its tags
+// share one (spec.nodePools), the NodePool: "rfclass-<class>",
 // cut and given a hash of the class's name beyond MaxLength. It never
 // equals a Capacity name, which starts with "rf-".
 func ClassCapacity(class string) string {

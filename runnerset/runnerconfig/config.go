@@ -205,12 +205,43 @@ type Kubernetes struct {
 	NodeTolerations map[string]string `toml:"node_tolerations,omitempty"`
 	PodAnnotations  map[string]string `toml:"pod_annotations,omitempty"`
 	PodLabels       map[string]string `toml:"pod_labels,omitempty"`
+	// Affinity is the job pods' node affinity.
+	Affinity *KubernetesAffinity `toml:"affinity,omitempty"`
 
 	ImagePullSecrets []string `toml:"image_pull_secrets,omitempty"`
 	// PollTimeout is seconds a manager waits for a job pod to run.
 	PollTimeout int                 `toml:"poll_timeout,omitzero"`
 	Services    []KubernetesService `toml:"services,omitempty"`
 	Volumes     *KubernetesVolumes  `toml:"volumes,omitempty"`
+}
+
+// KubernetesAffinity is [runners.kubernetes.affinity].
+type KubernetesAffinity struct {
+	NodeAffinity *KubernetesNodeAffinity `toml:"node_affinity,omitempty"`
+}
+
+// KubernetesNodeAffinity is [runners.kubernetes.affinity.node_affinity].
+type KubernetesNodeAffinity struct {
+	Required *NodeSelector `toml:"required_during_scheduling_ignored_during_execution,omitempty"`
+}
+
+// NodeSelector is a pod's required node affinity: a node must match one
+// of its terms.
+type NodeSelector struct {
+	Terms []NodeSelectorTerm `toml:"node_selector_terms"`
+}
+
+// NodeSelectorTerm matches a node that meets all of its expressions.
+type NodeSelectorTerm struct {
+	MatchExpressions []NodeRequirement `toml:"match_expressions"`
+}
+
+// NodeRequirement is one expression on a node label: Key, Operator (In,
+// NotIn, Exists, ...) and Values.
+type NodeRequirement struct {
+	Key      string   `toml:"key"`
+	Operator string   `toml:"operator"`
+	Values   []string `toml:"values,omitempty"`
 }
 
 // KubernetesService is one [[runners.kubernetes.services]] entry.

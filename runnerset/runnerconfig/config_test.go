@@ -71,6 +71,10 @@ func TestEveryRenderedConfigIsAcceptedByGitLabRunnersOwnStructs(t *testing.T) {
 			place := jobPlacement()
 			place.NodeSelector = map[string]string{"runnerfleet.dev/tag": "team-a", "kubernetes.io/arch": "amd64"}
 			place.NodeTolerations = map[string]string{"runnerfleet.dev/tag=team-a": "NoSchedule"}
+			place.NodeRequirements = []runnerconfig.NodeRequirement{
+				{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{"spot", "on-demand"}},
+				{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}},
+			}
 			out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), place))
 			if err != nil {
 				t.Fatal(err)
@@ -316,5 +320,55 @@ func TestRenderedJobQueuingDurationsPassTheOracle(t *testing.T) {
 	ps := oracle.Problems(values.Check(bad))
 	if len(ps) != 1 || ps[0].Path != "runners[0].monitoring.job_queuing_durations[0].threshold" {
 		t.Errorf("no threshold: %v, want one problem at its threshold\n%s", ps, bad)
+	}
+}
+
+// A placement's node requirements become the job pods' required node
+// affinity, in the one term gitlab-runner's kubernetes executor copies into
+// the pod; without requirements config.toml has no affinity table.
+func TestNodeRequirementsBecomeTheJobPodsRequiredNodeAffinity(t *testing.T) {
+	place := jobPlacement()
+	place.NodeRequirements = []runnerconfig.NodeRequirement{
+		{Key: "karpenter.sh/nodepool", Operator: "In", Values: []string{"rfclass-eks"}},
+		{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64", "arm64"}},
+	}
+	rs := runnerSets()["defaults"]
+	out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), place))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Runners []struct {
+			Kubernetes struct {
+				Affinity struct {
+					NodeAffinity struct {
+						Required struct {
+							Terms []struct {
+								MatchExpressions []struct {
+									Key, Operator string
+									Values        []string
+								} `toml:"match_expressions"`
+							} `toml:"node_selector_terms"`
+						} `toml:"required_during_scheduling_ignored_during_execution"`
+					} `toml:"node_affinity"`
+				} `toml:"affinity"`
+			} `toml:"kubernetes"`
+		} `toml:"runners"`
+	}
+	if _, err := toml.Decode(string(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	terms := got.Runners[0].Kubernetes.Affinity.NodeAffinity.Required.Terms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 ||
+		terms[0].MatchExpressions[1].Key != "kubernetes.io/arch" || terms[0].MatchExpressions[1].Operator != "In" ||
+		!reflect.DeepEqual(terms[0].MatchExpressions[1].Values, []string{"amd64", "arm64"}) {
+		t.Errorf("affinity %+v from:\n%s", terms, out)
+	}
+	out, err = runnerconfig.Render(runnerconfig.ForRunnerSet(rs, class(), jobPlacement()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "affinity") {
+		t.Errorf("a placement without requirements renders an affinity:\n%s", out)
 	}
 }

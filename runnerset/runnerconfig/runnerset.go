@@ -22,6 +22,9 @@ type JobPlacement struct {
 	NodeTolerations map[string]string
 	PodAnnotations  map[string]string
 	PodLabels       map[string]string
+	// NodeRequirements are the job pods' required node affinity, all of
+	// them in one term.
+	NodeRequirements []NodeRequirement
 }
 
 // ForRunnerSet is the kubernetes-executor config.toml of a RunnerSet. The
@@ -58,6 +61,11 @@ func ForSettings(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings, place JobPlaceme
 	k.ServiceCPURequest, k.ServiceCPULimit, k.ServiceMemoryRequest, k.ServiceMemoryLimit = quantities(r.Service)
 	k.NodeSelector = place.NodeSelector
 	k.NodeTolerations = place.NodeTolerations
+	if len(place.NodeRequirements) > 0 {
+		k.Affinity = &KubernetesAffinity{NodeAffinity: &KubernetesNodeAffinity{Required: &NodeSelector{
+			Terms: []NodeSelectorTerm{{MatchExpressions: place.NodeRequirements}},
+		}}}
+	}
 	// The placement's keys win: they keep running jobs' nodes from being
 	// consolidated and find a RunnerSet's job pods (the CRD refuses them
 	// in the spec too).

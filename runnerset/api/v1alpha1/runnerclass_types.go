@@ -30,6 +30,7 @@ const (
 // RunnerClassSpec is the platform's description of one kind of runner capacity.
 // +kubebuilder:validation:XValidation:rule="self.provider != 'karpenter' || has(self.karpenter)",message="provider karpenter needs spec.karpenter with the cluster name and node role"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'computeclass' || has(self.computeClass)",message="provider computeclass needs spec.computeClass with the machine families to use"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'computeclass' || !has(self.nodePools) || !has(self.nodePools.mode) || self.nodePools.mode == 'perTag'",message="spec.nodePools.mode shared and auto share a Karpenter NodePool among a class's tags (providers karpenter and kwok); a computeclass class keeps a ComputeClass per tag: set spec.nodePools.mode to perTag or leave spec.nodePools out"
 type RunnerClassSpec struct {
 	// Provider is the capacity provider behind this class: karpenter (EKS),
 	// computeclass (GKE) or kwok (local clusters).
@@ -43,6 +44,12 @@ type RunnerClassSpec struct {
 	// ComputeClass configures the per-tag GKE ComputeClass when provider is computeclass.
 	// +optional
 	ComputeClass *ComputeClassSettings `json:"computeClass,omitempty"`
+
+	// NodePools says whether the class's tags have a Karpenter NodePool
+	// each (perTag, the default), share one (shared), or share one once
+	// more than nodePools.sharedAbove RunnerSets use the class (auto).
+	// +optional
+	NodePools *NodePoolSettings `json:"nodePools,omitempty"`
 
 	// GitLabURL is the GitLab instance runners of this class register with.
 	// +kubebuilder:validation:MaxLength=2048
@@ -89,6 +96,74 @@ type KarpenterSettings struct {
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// NodePoolMode says how a class's tags get their Karpenter NodePools.
+// +kubebuilder:validation:Enum=perTag;shared;auto
+type NodePoolMode string
+
+const (
+	// NodePoolModePerTag: a NodePool per tag (RunnerSet).
+	NodePoolModePerTag NodePoolMode = "perTag"
+	// NodePoolModeShared: the class's tags share one NodePool; Karpenter
+	// stamps each node with the tag of the job pod it was made for. A tag
+	// that asks for what only a NodePool of its own gives is refused.
+	NodePoolModeShared NodePoolMode = "shared"
+	// NodePoolModeAuto: perTag up to nodePools.sharedAbove RunnerSets of
+	// the class, shared beyond; a tag that asks for what only a NodePool
+	// of its own gives keeps one.
+	NodePoolModeAuto NodePoolMode = "auto"
+)
+
+// DefaultSharedAbove is nodePools.sharedAbove when unset: BENCHMARKS.md
+// measured Karpenter's idle cost of a NodePool per tag, worth paying up to
+// about 100–200 tags.
+const DefaultSharedAbove = 100
+
+// NodePoolSettings say whether a class's tags share a Karpenter NodePool.
+// +kubebuilder:validation:XValidation:rule="!has(self.sharedAbove) || (has(self.mode) && self.mode == 'auto')",message="spec.nodePools.sharedAbove applies only to mode auto: set spec.nodePools.mode to auto, or remove sharedAbove"
+type NodePoolSettings struct {
+	// Mode is perTag (a NodePool per tag), shared (one NodePool for the
+	// class's tags) or auto (perTag up to sharedAbove RunnerSets, shared
+	// beyond). Moving a tag between modes never touches a node that runs a
+	// job: its former NodePool goes once it has no node.
+	// +kubebuilder:default=perTag
+	// +optional
+	Mode NodePoolMode `json:"mode,omitempty"`
+
+	// SharedAbove is, in mode auto, the number of RunnerSets of the class
+	// above which its tags share a NodePool; default 100.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	SharedAbove *int32 `json:"sharedAbove,omitempty"`
+}
+
+// Shares reports whether the tags of a class with these settings share a
+// NodePool when runnerSets RunnerSets use the class. A nil s is perTag.
+func (s *NodePoolSettings) Shares(runnerSets int) bool {
+	if s == nil {
+		return false
+	}
+	switch s.Mode {
+	case NodePoolModeShared:
+		return true
+	case NodePoolModeAuto:
+		above := int32(DefaultSharedAbove)
+		if s.SharedAbove != nil {
+			above = *s.SharedAbove
+		}
+		return runnerSets > int(above)
+	}
+	return false
+}
+
+// ModeOrDefault is the mode, perTag when s is nil or its mode unset.
+func (s *NodePoolSettings) ModeOrDefault() NodePoolMode {
+	if s == nil || s.Mode == "" {
+		return NodePoolModePerTag
+	}
+	return s.Mode
 }
 
 // ComputeClassSettings describe the GKE nodes of a cluster's runner capacity.

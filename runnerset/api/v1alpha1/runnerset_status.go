@@ -98,6 +98,12 @@ const (
 	// ReasonJobTimeoutTooLong: the job timeout is longer than the
 	// platform keeps a job node for a running job.
 	ReasonJobTimeoutTooLong = "JobTimeoutTooLong"
+	// ReasonNeedsOwnNodePool: the tag asks for what only a NodePool of its
+	// own gives (a limit, a longer drain) but its class's tags share one.
+	ReasonNeedsOwnNodePool = "NeedsOwnNodePool"
+	// ReasonMovingNodePool: the tag's capacity moved to another NodePool;
+	// its former one stays until its nodes are gone.
+	ReasonMovingNodePool = "MovingNodePool"
 	// ReasonOrphanedJobPodDeleted is the Warning Event of a job pod the
 	// controller deleted because no manager pod was left to delete it for
 	// spec.managers.orphanedJobGracePeriod.
