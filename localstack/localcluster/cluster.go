@@ -225,7 +225,18 @@ func (c *Cluster) controlPlane(pki PKI, assets string, audit []string) []Process
 				"--bind-address=127.0.0.1",
 				fmt.Sprintf("--secure-port=%d", p.ControllerManager),
 				"--cert-dir=" + filepath.Join(dir, "pki", ControllerManager),
-				"--controllers=*,-nodeipam,-serviceaccount-token",
+				// No taint-eviction-controller: Karpenter's kwok provider
+				// makes its nodes Ready at once, with the NoExecute taint
+				// karpenter.sh/unregistered that Karpenter removes a moment
+				// later, and the scheduler binds a job pod the moment it
+				// is gone; the eviction controller, its node cache a step
+				// behind, then deletes that pod at once (kubernetes/kubernetes
+				// issues 119862 and 139992), and the job is lost. A cloud's
+				// node is NotReady (NoSchedule) until well after that taint
+				// went, which closes the window there. Nothing here relies
+				// on NoExecute evictions: PodGC deletes the pods of a node
+				// that goes (the reclaim test).
+				"--controllers=*,-nodeipam,-serviceaccount-token,-taint-eviction-controller",
 				"--leader-elect=false",
 				"--use-service-account-credentials=false",
 				"--service-account-private-key-file=" + pki.Path(serviceAccountKey),
