@@ -109,15 +109,10 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
-		if err := CheckJobTimeout(class, eff); err != nil {
-			return nil, err
-		}
-		nc, err := nodeClass(class, eff)
+		nc, ref, err := timedNodeClass(class, eff)
 		if err != nil {
 			return nil, err
 		}
-		gvk := nc.GetObjectKind().GroupVersionKind()
-		ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
 		c.Objects = []client.Object{resources.WithHash(nc), resources.WithHash(NodePool(rs, class, ref, eff))}
 	case v1alpha1.CapacityProviderComputeClass:
 		if err := GKEQuotaReady(rs); err != nil {
@@ -147,6 +142,20 @@ func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Setti
 // share it (one object for a thousand of them, and one set of subnet,
 // security group and AMI lookups for Karpenter), and each tag's nodes are
 // still its NodePool's alone.
+// timedNodeClass is the class's node class and a NodePool's reference to
+// it, once the job timeout eff asks for fits the class (CheckJobTimeout).
+func timedNodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (client.Object, karpv1.NodeClassReference, error) {
+	if err := CheckJobTimeout(class, eff); err != nil {
+		return nil, karpv1.NodeClassReference{}, err
+	}
+	nc, err := nodeClass(class, eff)
+	if err != nil {
+		return nil, karpv1.NodeClassReference{}, err
+	}
+	gvk := nc.GetObjectKind().GroupVersionKind()
+	return nc, karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}, nil
+}
+
 func nodeClass(class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (client.Object, error) {
 	var nc client.Object
 	var gvk schema.GroupVersionKind

@@ -59,15 +59,10 @@ func Shared(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Se
 			"%s: %s, but RunnerClass %s has spec.nodePools.mode shared; nothing was changed and no running job's node is touched: remove %s, or ask the platform team for a class with spec.nodePools.mode perTag or auto",
 			field, why, class.Name, field)
 	}
-	if err := CheckJobTimeout(class, eff); err != nil {
-		return nil, err
-	}
-	nc, err := nodeClass(class, eff)
+	nc, ref, err := timedNodeClass(class, eff)
 	if err != nil {
 		return nil, err
 	}
-	gvk := nc.GetObjectKind().GroupVersionKind()
-	ref := karpv1.NodeClassReference{Group: gvk.Group, Kind: gvk.Kind, Name: nc.GetName()}
 	np := SharedNodePool(class, ref)
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
 	c := &Capacity{Name: name, Pool: np.Name, Objects: []client.Object{resources.WithHash(nc), resources.WithHash(np)}, Placement: placement(rs)}
