@@ -472,10 +472,13 @@ func TestTokenProblemsAreConditionsAndTheTokenNeverLeaks(t *testing.T) {
 	cur = waitReady(t, rs)
 
 	events := &eventsv1.EventList{}
-	must(t, k8s.List(ctx, events, client.InNamespace(ns)))
-	if len(events.Items) == 0 {
-		t.Error("no Events recorded for the token problems")
-	}
+	eventually(t, "Events recorded for the token problems", func() error {
+		must(t, k8s.List(ctx, events, client.InNamespace(ns)))
+		if len(events.Items) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 	for _, e := range events.Items {
 		if strings.Contains(e.Note, token) {
 			t.Errorf("Event %s leaks the token: %q", e.Name, e.Note)

@@ -149,9 +149,14 @@ func TestAJobPodTakenAwayIsRecordedOnceAndANormalEndIsNot(t *testing.T) {
 	if got := counted("EvictionByEvictionAPI"); got != 1 {
 		t.Errorf("runnerfleet_jobs_interrupted_total{reason=EvictionByEvictionAPI} = %v after a restart, want 1", got)
 	}
-	if n, _ := eventsNaming(held); n != 1 {
-		t.Errorf("%d JobInterrupted Events name %s, want 1", n, held.Name)
-	}
+	// The recorder sends Events from its own goroutine: the count can be
+	// read before the Event reaches the API server.
+	eventually(t, "the held pod's JobInterrupted Event", func() error {
+		if n, _ := eventsNaming(held); n != 1 {
+			return fmt.Errorf("%d JobInterrupted Events name %s, want 1", n, held.Name)
+		}
+		return nil
+	})
 	if got := counted("DeletionByPodGC"); got != 1 {
 		t.Errorf("the restart changed the count of the lost job: %v, want 1", got)
 	}

@@ -181,17 +181,29 @@ func (f *retryFixture) record(t *testing.T, id int64, state string) v1alpha1.Job
 	return out
 }
 
-// events are the notes of the RunnerSet's Events of reason.
+// events are the notes of the RunnerSet's Events of reason, once there
+// is at least one: the recorder sends Events from its own goroutine, so
+// one can reach the API server after the status write the caller waited
+// for (a CI run read an empty list 0.2 s after the record).
 func (f *retryFixture) events(t *testing.T, reason string) []string {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	must(t, k8s.List(ctx, list, client.InNamespace(f.rs.Namespace)))
 	var out []string
-	for _, e := range list.Items {
-		if e.Reason == reason && e.Regarding.Name == f.rs.Name {
-			out = append(out, e.Note)
+	eventually(t, "an Event of reason "+reason, func() error {
+		list := &eventsv1.EventList{}
+		if err := k8s.List(ctx, list, client.InNamespace(f.rs.Namespace)); err != nil {
+			return err
 		}
-	}
+		out = out[:0]
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Name == f.rs.Name {
+				out = append(out, e.Note)
+			}
+		}
+		if len(out) == 0 {
+			return fmt.Errorf("none yet among %d Events", len(list.Items))
+		}
+		return nil
+	})
 	return out
 }
 
