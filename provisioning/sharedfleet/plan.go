@@ -171,7 +171,7 @@ func planGroup(s fleetspec.SharedFleet, j int, grace int64) (*GroupPlan, error) 
 		if r.KeepsState() {
 			m.State = r.StateClaim(ns)
 		}
-		if int32(r.Index) >= scaling.MinManagers {
+		if r.Scaled() {
 			so, err := scaler(gp.Group, r.Name, r.ReleaseName(), r.Index, scaling)
 			if err != nil {
 				return nil, err

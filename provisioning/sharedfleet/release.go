@@ -185,6 +185,12 @@ func Releases(g fleetspec.ManagerGroup, terminalDomain string) []Release {
 	return out
 }
 
+// Scaled reports whether KEDA scales the manager (its ScaledObject runs it
+// between 0 and 1 with the group's jobs): it is above the group's
+// minManagers. Its release then sets no replicas, so that no Helm upgrade
+// writes the Deployment's replicas over KEDA's.
+func (r Release) Scaled() bool { return int32(r.Index) >= r.Group.Scaling.MinManagers }
+
 // KeepsState reports whether the manager keeps docker+machine state on a
 // volume of its own.
 func (r Release) KeepsState() bool { return r.Group.Executor != fleetspec.ExecutorDockerAutoscaler }
@@ -344,10 +350,6 @@ type ReleaseSettings struct {
 // placed as given. Every path is one the pinned chart reads (ChartValues).
 func (r Release) Values(s ReleaseSettings, configTOML, script, configHash, claim any) map[string]any {
 	g := r.Group
-	replicas := 0
-	if int32(r.Index) < g.Scaling.MinManagers {
-		replicas = 1
-	}
 	strategy := map[string]any{
 		// The new manager takes jobs before the old one stops.
 		"type":          "RollingUpdate",
@@ -364,7 +366,6 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash, claim
 	}
 	v := map[string]any{
 		"fullnameOverride": r.ReleaseName(),
-		"replicas":         replicas,
 		"gitlabUrl":        s.GitLabURL,
 		// The runner token comes from this Secret, never from values.
 		"runners": map[string]any{
@@ -424,6 +425,14 @@ func (r Release) Values(s ReleaseSettings, configTOML, script, configHash, claim
 		v["volumeMounts"] = []any{map[string]any{"name": machineStateVolume, "mountPath": MachineStatePath}}
 		v["envVars"] = []any{map[string]any{"name": EnvIncarnation, "value": claim}}
 		v["podLabels"].(map[string]any)[vmfleet.PodLabelIncarnation] = claim
+	}
+	// A fixed manager runs one pod. A scaled one's replicas are KEDA's:
+	// the chart leaves spec.replicas out when the value is unset, so the
+	// Deployment starts at Kubernetes' default of one (KEDA scales it to
+	// zero while the group's jobs stay below its threshold) and a Helm
+	// upgrade's three-way merge never resets what KEDA set.
+	if !r.Scaled() {
+		v["replicas"] = 1
 	}
 	// The runner is always named: the chart's own default is its
 	// appVersion, older than the release the oracle checks against.
