@@ -129,14 +129,35 @@ func checkNodeHost() error {
 
 // claimNode makes dir the owner of the machine's real node, unless another
 // state directory's node still runs.
-func claimNode(dir string) error {
-	if b, err := os.ReadFile(nodeOwnerFile); err == nil {
-		other := strings.TrimSpace(string(b))
-		if other != dir && (running(other, Kubelet) != 0 || running(other, Containerd) != 0) {
-			return fmt.Errorf("the local cluster in %s runs this machine's real node (bridge %s, %s): stop it first (fleet down --state-dir %s)", other, Bridge, HostIP, other)
+func claimNode(dir string) error { return claimNodeAt(nodeOwnerFile, dir) }
+
+// nodeProcesses are the processes of the real node's state directory that
+// hold something of the machine's: the node (containerd, the kubelet), the
+// kubernetes Service's address on the bridge, the NetworkPolicy rules.
+var nodeProcesses = []string{Containerd, Kubelet, ServiceProxy, NetworkPolicies}
+
+// nodeRuns names a process of dir's real node that still runs, or is "".
+// A node whose kubelet died but whose service proxy runs still holds the
+// Service's address: a new node beside it would send its pods to a dead
+// API server (x509 errors were how one such leftover showed).
+func nodeRuns(dir string) string {
+	for _, n := range nodeProcesses {
+		if running(dir, n) != 0 {
+			return n
 		}
 	}
-	return writeFileAtomic(nodeOwnerFile, []byte(dir+"\n"), 0o644)
+	return ""
+}
+
+// claimNodeAt is claimNode with the owner file at path.
+func claimNodeAt(path, dir string) error {
+	if b, err := os.ReadFile(path); err == nil {
+		other := strings.TrimSpace(string(b))
+		if p := nodeRuns(other); other != dir && p != "" {
+			return fmt.Errorf("the local cluster in %s runs this machine's real node (bridge %s, %s; its %s runs): stop it first (fleet down --state-dir %s)", other, Bridge, HostIP, p, other)
+		}
+	}
+	return writeFileAtomic(path, []byte(dir+"\n"), 0o644)
 }
 
 // ensureBridge creates the node's bridge with HostIP, so that servers can
@@ -677,7 +698,7 @@ func sweepNode(dir, name string, log io.Writer) error {
 	// name may be its (a cluster of the same name), and the bridge and the
 	// NetworkPolicy rules are; none of it is ours to sweep.
 	if b, err := os.ReadFile(nodeOwnerFile); err == nil {
-		if other := strings.TrimSpace(string(b)); other != dir && (running(other, Kubelet) != 0 || running(other, Containerd) != 0) {
+		if other := strings.TrimSpace(string(b)); other != dir && nodeRuns(other) != "" {
 			return nil
 		}
 	}

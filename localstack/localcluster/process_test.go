@@ -171,3 +171,34 @@ func TestAProcessBelongsToTheDirectoryItsArgumentsName(t *testing.T) {
 		}
 	}
 }
+
+// A state directory whose real node left only its service proxy running
+// (the kubelet died, or a killed suite stopped it) still owns the node: a
+// new cluster is refused, naming the process and the fix. Once that
+// process is gone, the claim passes (the negative control).
+func TestANodeThatLeftItsServiceProxyRunningStillOwnsTheMachine(t *testing.T) {
+	other, mine := t.TempDir(), t.TempDir()
+	owner := filepath.Join(t.TempDir(), "node.owner")
+	if err := os.WriteFile(owner, []byte(other+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid := fake(t, other, ServiceProxy, false)
+	err := claimNodeAt(owner, mine)
+	if err == nil || !strings.Contains(err.Error(), ServiceProxy) || !strings.Contains(err.Error(), "fleet down --state-dir "+other) {
+		t.Fatalf("claim beside a running %s: %v, want a refusal naming it and the fix", ServiceProxy, err)
+	}
+	if b, _ := os.ReadFile(owner); strings.TrimSpace(string(b)) != other {
+		t.Errorf("the refused claim rewrote the owner file: %q", b)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for running(other, ServiceProxy) != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := claimNodeAt(owner, mine); err != nil {
+		t.Fatalf("claim once the other node's processes are gone: %v", err)
+	}
+	if b, _ := os.ReadFile(owner); strings.TrimSpace(string(b)) != mine {
+		t.Errorf("owner file %q, want %s", b, mine)
+	}
+}
