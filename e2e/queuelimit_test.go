@@ -89,6 +89,16 @@ func queueOverTheLimit(t *testing.T, cl *cluster, gl *gitlabserver.Server, mode 
 		Defaults:  v1alpha1.RunnerClassDefaults{ManagerImage: v1alpha1.ImageReference(managerImage)},
 	}}
 	create(t, c, class)
+	if cl.Existing {
+		// The class controls its shared NodePool and node class; the
+		// tags' own go with their RunnerSets, deleted with the namespaces.
+		t.Cleanup(func() {
+			for _, ns := range []string{"qs-a", "qs-b", "qp-a", "qp-b"} {
+				_ = client.IgnoreNotFound(c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			}
+			_ = client.IgnoreNotFound(c.Delete(ctx, class))
+		})
+	}
 	// N jobs fit the limited tag: 2 CPU of limits, 1 CPU a job, on two
 	// managers, so each manager's [[runners]] limit is 1.
 	const (
