@@ -186,6 +186,7 @@ func RunnerClass(f *stackconfig.Fleet, c *Cluster) *v1alpha1.RunnerClass {
 		spec.Policy.AllowedCapacityTypes = append(spec.Policy.AllowedCapacityTypes, v1alpha1.CapacityTypeOnDemand)
 	}
 	spec.Policy.AllowPrivileged = f.Capacity.AllowPrivileged
+	spec.NodePools = f.Capacity.NodePools.DeepCopy()
 	spec.Policy.Identity.AWSRoleARNPatterns = append(spec.Policy.Identity.AWSRoleARNPatterns, f.Identity.AWSRoleARNPatterns...)
 	spec.Policy.Identity.GCPServiceAccountPatterns = append(spec.Policy.Identity.GCPServiceAccountPatterns, f.Identity.GCPServiceAccountPatterns...)
 	return &v1alpha1.RunnerClass{

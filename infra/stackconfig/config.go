@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,11 @@ type Capacity struct {
 	MaxConcurrency *int32 `json:"maxConcurrency,omitempty"`
 	// AllowPrivileged lets teams run privileged job containers.
 	AllowPrivileged bool `json:"allowPrivileged,omitempty"`
+	// NodePools is the RunnerClass's spec.nodePools: a Karpenter NodePool
+	// per team (mode perTag, the default), one the teams share (shared),
+	// or shared once more than sharedAbove teams use the class (auto).
+	// eks and local only: GKE's ComputeClass is per team.
+	NodePools *v1alpha1.NodePoolSettings `json:"nodePools,omitempty"`
 }
 
 // Cache is the job cache bucket (S3 on EKS, GCS on GKE).
@@ -315,6 +321,7 @@ func (f *Fleet) Validate() field.ErrorList {
 	if m := f.Capacity.MaxConcurrency; m != nil && *m < 1 {
 		errs = append(errs, field.Invalid(p.Child("capacity", "maxConcurrency"), *m, "at least 1: the most managers × concurrent jobs one RunnerSet may run"))
 	}
+	errs = append(errs, f.validateNodePools(p.Child("capacity", "nodePools"))...)
 	if why := reservedNamespace(f.Controller.Namespace, f); why != "" && f.Controller.Namespace != "" {
 		errs = append(errs, field.Invalid(p.Child("controller", "namespace"), f.Controller.Namespace, "the namespace "+why+"; the stack creates the controller's namespace and deletes it on destroy, so use one of its own (default runnerfleet-system)"))
 	}
@@ -546,4 +553,31 @@ func forEach(n int, do func(i int)) {
 func (f *Fleet) JSON() string {
 	b, _ := json.Marshal(f)
 	return string(b)
+}
+
+// validateNodePools judges capacity.nodePools, naming the key and the fix
+// (the RunnerClass CRD judges it again as admission will, but speaks of
+// spec.nodePools).
+func (f *Fleet) validateNodePools(p *field.Path) field.ErrorList {
+	np := f.Capacity.NodePools
+	if np == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	modes := []v1alpha1.NodePoolMode{v1alpha1.NodePoolModePerTag, v1alpha1.NodePoolModeShared, v1alpha1.NodePoolModeAuto}
+	switch {
+	case np.Mode != "" && !slices.Contains(modes, np.Mode):
+		errs = append(errs, field.NotSupported(p.Child("mode"), np.Mode, modes))
+	case f.Platform == PlatformGKE && np.ModeOrDefault() != v1alpha1.NodePoolModePerTag:
+		errs = append(errs, field.Invalid(p.Child("mode"), np.Mode, "platform gke gives each team a ComputeClass of its own, which teams cannot share: set capacity.nodePools.mode to perTag or remove capacity.nodePools"))
+	}
+	if n := np.SharedAbove; n != nil {
+		switch {
+		case np.Mode != v1alpha1.NodePoolModeAuto:
+			errs = append(errs, field.Invalid(p.Child("sharedAbove"), *n, "applies only to mode auto: set capacity.nodePools.mode to auto, or remove sharedAbove"))
+		case *n < 1 || *n > 100000:
+			errs = append(errs, field.Invalid(p.Child("sharedAbove"), *n, "between 1 and 100000: the number of teams above which they share one NodePool"))
+		}
+	}
+	return errs
 }

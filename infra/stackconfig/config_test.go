@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 )
 
 // An unknown key does not hide the other problems: a user fixes a stack
@@ -135,6 +137,31 @@ func TestDuplicateKeysInAnyJSON(t *testing.T) {
 		slices.Sort(got)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: duplicates at %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// capacity.nodePools becomes the RunnerClass's spec.nodePools; a mode
+// gitlab-runner's class does not know, sharedAbove outside mode auto or
+// out of range, and shared teams on GKE (a ComputeClass per team) are
+// refused naming the key and the fix.
+func TestNodePoolsModeIsTheClasssAndBadValuesNameTheKey(t *testing.T) {
+	f, err := Decode([]byte(`{"platform":"local","gitlabURL":"https://gitlab.example.com","capacity":{"nodePools":{"mode":"auto","sharedAbove":50}}}`), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np := f.RunnerClass().Spec.NodePools; np == nil || np.Mode != v1alpha1.NodePoolModeAuto || *np.SharedAbove != 50 {
+		t.Errorf("the class's spec.nodePools %+v, want auto above 50", np)
+	}
+	for _, c := range []struct{ platform, nodePools, want string }{
+		{"local", `{"mode":"pertag"}`, `runnerfleet:fleet.capacity.nodePools.mode: Unsupported value: "pertag": supported values: "perTag", "shared", "auto"`},
+		{"local", `{"mode":"shared","sharedAbove":3}`, `runnerfleet:fleet.capacity.nodePools.sharedAbove: Invalid value: 3: applies only to mode auto: set capacity.nodePools.mode to auto`},
+		{"local", `{"mode":"auto","sharedAbove":0}`, `runnerfleet:fleet.capacity.nodePools.sharedAbove: Invalid value: 0: between 1 and 100000`},
+		{"gke", `{"mode":"shared"}`, `runnerfleet:fleet.capacity.nodePools.mode: Invalid value: "shared": platform gke gives each team a ComputeClass of its own`},
+	} {
+		_, err := Decode([]byte(`{"platform":"`+c.platform+`","gitlabURL":"https://gitlab.example.com","capacity":{"nodePools":`+c.nodePools+`}}`), "dev")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: error %v, want %q", c.platform, c.nodePools, err, c.want)
 		}
 	}
 }

@@ -56,7 +56,8 @@ func (f *Fleet) RunnerClass() *v1alpha1.RunnerClass {
 				HelperImage:  f.Defaults.HelperImage,
 				JobImage:     f.Defaults.JobImage,
 			},
-			Policy: v1alpha1.RunnerClassPolicy{Identity: f.Identity},
+			Policy:    v1alpha1.RunnerClassPolicy{Identity: f.Identity},
+			NodePools: f.Capacity.NodePools.DeepCopy(),
 		},
 	}
 }
@@ -82,6 +83,7 @@ var (
 		{"spec.gitlabURL", "gitlabURL"},
 		{"spec.defaults", "defaults"},
 		{"spec.policy.identity", "identity"},
+		{"spec.nodePools", "capacity.nodePools"},
 	}
 )
 

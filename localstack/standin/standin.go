@@ -268,7 +268,11 @@ func (m *manager) jobs() int {
 	return m.total
 }
 
-// take reserves a slot for r, false when concurrent or r's limit is reached.
+// take reserves a slot for r, false when concurrent or r's limit is
+// reached, as gitlab-runner's processRunner does before it asks GitLab for
+// a job (acquireBuild: a limit counts only above 0; 0 is no limit). A
+// manager at its limit asks for nothing, so the job stays in GitLab's
+// queue.
 func (m *manager) take(r Runner) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

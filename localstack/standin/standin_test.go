@@ -212,6 +212,36 @@ func TestConcurrentCapsRunningJobs(t *testing.T) {
 	}
 }
 
+// A runner's limit caps its running jobs below concurrent, as
+// gitlab-runner's acquireBuild does: 5 jobs with limit = 2 run two at a
+// time, the others wait in GitLab's queue, and all succeed. Negative
+// control: limit = 0 and a negative limit are no limit to gitlab-runner,
+// and the same jobs run more than two at once.
+func TestLimitCapsARunnersJobsAndZeroIsNoLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit  string
+		capped bool
+	}{{"2", true}, {"0", false}, {"-1", false}} {
+		t.Run("limit "+c.limit, func(t *testing.T) {
+			f := startWith(t, gitlabserver.New(), 10, "  limit = "+c.limit+"\n", nil)
+			for range 5 {
+				f.srv.QueueJob([]string{"team"}, 600*time.Millisecond)
+			}
+			most := 0
+			f.waitJobs(t, "all five jobs done", func(j []gitlabserver.Job) bool {
+				most = maxInt(most, count(j, gitlabserver.JobRunning))
+				return count(j, gitlabserver.JobSuccess) == 5
+			})
+			switch {
+			case c.capped && most != 2:
+				t.Errorf("%d jobs ran at once with limit = %s, want 2", most, c.limit)
+			case !c.capped && most <= 2:
+				t.Errorf("only %d jobs ran at once with limit = %s, which gitlab-runner reads as no limit", most, c.limit)
+			}
+		})
+	}
+}
+
 func maxInt(a, b int) int {
 	if a > b {
 		return a

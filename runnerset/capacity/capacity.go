@@ -101,11 +101,13 @@ type Capacity struct {
 // For builds the capacity of rs under class, whose settings resolved for rs
 // (v1alpha1.Effective, once per pass) are eff.
 func For(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (*Capacity, error) {
-	if err := checkLimits(rs); err != nil {
+	jobs, err := JobsPerManager(rs)
+	if err != nil {
 		return nil, err
 	}
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
 	c := &Capacity{Name: name, Pool: name, Placement: placement(rs)}
+	c.Placement.JobsPerManager = jobs
 	label := LabelCapacity
 	switch class.Spec.Provider {
 	case v1alpha1.CapacityProviderKarpenter, v1alpha1.CapacityProviderKWOK:
@@ -219,22 +221,61 @@ func OneJob(rs *v1alpha1.RunnerSet) (cpu, memory resource.Quantity) {
 	return cpu, memory
 }
 
-// checkLimits refuses limits that could never fit a single job: such a tag
-// would queue every job forever.
-func checkLimits(rs *v1alpha1.RunnerSet) error {
+// JobsPerManager is the [[runners]] limit each of rs's managers renders:
+// how many jobs one manager runs at once. gitlab-runner's manager at its
+// limit asks GitLab for no job (acquireBuild before any request), so a
+// job over the tag's spec.capacity.limits waits in GitLab's queue, with
+// no pod that Karpenter would buy a node for or a quota would refuse, and
+// runs when one ends. Without limits it is spec.managers.concurrent. With
+// limits it is the jobs that fit them (each limited resource divided by
+// what one job asks of it, OneJob; a resource no job container asks for
+// counts no job against it) shared among spec.managers.replicas, at most
+// concurrent: replicas × JobsPerManager never exceeds the jobs that fit.
+// It is never 0, which gitlab-runner reads as no limit: limits below one
+// job, or fitting fewer jobs than there are managers, are a Failure
+// naming the field and the fix.
+func JobsPerManager(rs *v1alpha1.RunnerSet) (int, error) {
+	concurrent := int(rs.Spec.Managers.ConcurrentOrDefault())
+	fit, counted, err := jobsThatFit(rs)
+	if err != nil || !counted {
+		return concurrent, err
+	}
+	replicas := max(1, int64(rs.Spec.Managers.ReplicasOrDefault()))
+	if fit < replicas {
+		return 0, v1alpha1.Failf(v1alpha1.ReasonLimitsBelowManagers,
+			"spec.capacity.limits fit %d job(s) at once but spec.managers.replicas is %d: each manager runs at least one job (a [[runners]] limit of 0 is no limit to gitlab-runner), so %d managers could run %d jobs; nothing was changed: raise spec.capacity.limits to fit at least %d jobs, or lower spec.managers.replicas to %d",
+			fit, replicas, replicas, replicas, replicas, fit)
+	}
+	return int(min(fit/replicas, int64(concurrent))), nil
+}
+
+// jobsThatFit is how many of rs's jobs spec.capacity.limits hold at once,
+// and whether any limited resource counts them (one that no job
+// container asks for cannot). Limits that could never fit a single job
+// are a Failure: such a tag would queue every job forever.
+func jobsThatFit(rs *v1alpha1.RunnerSet) (fit int64, counted bool, err error) {
 	cpu, mem := OneJob(rs)
-	lim := rs.Spec.Capacity.Limits
-	if l, ok := lim[corev1.ResourceCPU]; ok && l.Cmp(cpu) < 0 {
-		return v1alpha1.Failf(v1alpha1.ReasonLimitsBelowOneJob,
-			"spec.capacity.limits.cpu is %s but one job asks for %s (build + helper + service cpuRequest): raise the limit or lower the requests",
-			l.String(), cpu.String())
+	for _, r := range []struct {
+		name corev1.ResourceName
+		job  resource.Quantity
+		what string
+	}{{corev1.ResourceCPU, cpu, "cpuRequest"}, {corev1.ResourceMemory, mem, "memoryRequest"}} {
+		l, ok := rs.Spec.Capacity.Limits[r.name]
+		if !ok || r.job.IsZero() {
+			continue
+		}
+		if l.Cmp(r.job) < 0 {
+			return 0, false, v1alpha1.Failf(v1alpha1.ReasonLimitsBelowOneJob,
+				"spec.capacity.limits.%s is %s but one job asks for %s (build + helper + service %s): raise the limit or lower the requests",
+				r.name, l.String(), r.job.String(), r.what)
+		}
+		n := l.MilliValue() / r.job.MilliValue()
+		if !counted || n < fit {
+			fit = n
+		}
+		counted = true
 	}
-	if l, ok := lim[corev1.ResourceMemory]; ok && l.Cmp(mem) < 0 {
-		return v1alpha1.Failf(v1alpha1.ReasonLimitsBelowOneJob,
-			"spec.capacity.limits.memory is %s but one job asks for %s (build + helper + service memoryRequest): raise the limit or lower the requests",
-			l.String(), mem.String())
-	}
-	return nil
+	return fit, counted, nil
 }
 
 // CheckJobTimeout refuses, under a Karpenter (or kwok) class, a job
@@ -334,6 +375,9 @@ func NodePool(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, ref karpv1.No
 			},
 		},
 	}
+	// The tag's jobs beyond its limits wait in GitLab's queue
+	// (JobsPerManager); the NodePool's limit is the backstop for the
+	// moment a manager roll runs more (docs/concepts/limits.md).
 	if len(rs.Spec.Capacity.Limits) > 0 {
 		np.Spec.Limits = karpv1.Limits(maps.Clone(rs.Spec.Capacity.Limits))
 	}
@@ -415,8 +459,10 @@ func ComputeClass(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alp
 	return u, nil
 }
 
-// Quota is the ResourceQuota that enforces rs's spec.capacity.limits on GKE,
-// where a ComputeClass has no limits: the requests of the tag's job pods in
+// Quota is the ResourceQuota that backs rs's spec.capacity.limits on GKE,
+// where a ComputeClass has no limits (the managers' [[runners]] limit,
+// JobsPerManager, keeps the jobs beyond them in GitLab's queue; the quota
+// refuses a pod only when a manager roll runs more): the requests of the tag's job pods in
 // namespace (its jobs namespace) may not add up to more. Karpenter's limits
 // cap the nodes a tag may have; this caps what its jobs may ask for, which
 // is what a node pool sized to the limit could hold. Nil when rs has no

@@ -23,14 +23,11 @@ import (
 const SharedJobTimeout = v1alpha1.DefaultShutdownTimeout
 
 // NeedsOwnPool names the field of rs (under class, settings eff) that asks
-// for what only a NodePool of its own gives, and why, or returns "": a
-// limit (a NodePool's limit leaves the tag's jobs Pending once its nodes
-// reach it; a shared NodePool's limit would be every tag's), or a job
-// timeout longer than the shared NodePool's nodes drain for.
+// for what only a NodePool of its own gives, and why, or returns "": a job
+// timeout longer than the shared NodePool's nodes drain for. A limit does
+// not: spec.capacity.limits hold the tag's jobs in GitLab's queue
+// (JobsPerManager), on whatever NodePool they run.
 func NeedsOwnPool(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings) (field, why string) {
-	if len(rs.Spec.Capacity.Limits) > 0 {
-		return "spec.capacity.limits", "a NodePool's limit caps the nodes of one NodePool, so the tag's limit needs a NodePool of its own (a shared NodePool's limit would be every tag's)"
-	}
 	if eff.JobTimeout > SharedJobTimeout {
 		return eff.JobTimeoutField, fmt.Sprintf("is %s but a shared NodePool's nodes keep a running job for %s when they expire or drift, so a longer drain needs a NodePool of its own", eff.JobTimeout, SharedJobTimeout)
 	}
@@ -45,7 +42,8 @@ func NeedsOwnPool(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings) (field, why str
 // instance families and types) move into the job pods. It refuses a tag
 // that NeedsOwnPool, and GKE, whose ComputeClass is per tag.
 func Shared(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Settings) (*Capacity, error) {
-	if err := checkLimits(rs); err != nil {
+	jobs, err := JobsPerManager(rs)
+	if err != nil {
 		return nil, err
 	}
 	switch class.Spec.Provider {
@@ -66,6 +64,7 @@ func Shared(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass, eff v1alpha1.Se
 	np := SharedNodePool(class, ref)
 	name := naming.For(rs.Namespace, rs.Name).Capacity()
 	c := &Capacity{Name: name, Pool: np.Name, Objects: []client.Object{resources.WithHash(nc), resources.WithHash(np)}, Placement: placement(rs)}
+	c.Placement.JobsPerManager = jobs
 	c.Placement.NodeSelector = map[string]string{LabelCapacity: name}
 	// The key alone tolerates the shared NodePool's taint (no value) and
 	// nothing else runnerfleet taints: a tag's own NodePool taints with
@@ -107,8 +106,9 @@ func familyKey(class *v1alpha1.RunnerClass) string {
 // jobs never share a node; its taint has the key alone, which only job
 // pods of the class's shared tags tolerate. It allows every capacity type
 // the class allows and both architectures; each job pod narrows that down
-// by node affinity. It has no limits (a tag with a limit keeps a NodePool
-// of its own) and drains an expiring node for SharedJobTimeout.
+// by node affinity. It has no limits (a NodePool's limit would be every
+// tag's; a tag's limit holds its jobs in GitLab's queue, JobsPerManager)
+// and drains an expiring node for SharedJobTimeout.
 func SharedNodePool(class *v1alpha1.RunnerClass, ref karpv1.NodeClassReference) *karpv1.NodePool {
 	var types []string
 	allowed := class.Spec.Policy.AllowedCapacityTypes

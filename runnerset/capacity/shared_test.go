@@ -159,12 +159,29 @@ func TestSharedTagsShareANodePoolButNeverANode(t *testing.T) {
 	}
 }
 
-// A tag asks for what only a NodePool of its own gives: a limit, or a job
-// timeout longer than the shared NodePool's nodes drain for. Shared
-// refuses it naming the field; GKE's per-tag ComputeClass cannot share.
+// A tag asks for what only a NodePool of its own gives: a job timeout
+// longer than the shared NodePool's nodes drain for. Shared refuses it
+// naming the field; GKE's per-tag ComputeClass cannot share. A limit is
+// no longer such a wish: the managers' [[runners]] limit holds the tag's
+// jobs in GitLab's queue, so a limited tag shares, and the shared NodePool
+// gets no limit (it would be every tag's).
 func TestSharedRefusesWhatOnlyANodePoolOfItsOwnGives(t *testing.T) {
 	limited := rs()
+	limited.Spec.Jobs.Resources.Build.CPURequest = ptrQ("2")
 	limited.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+	if field, why := NeedsOwnPool(limited, v1alpha1.Effective(limited, kwokClass())); field != "" {
+		t.Errorf("a tag with a limit needs its own NodePool for %s: %s", field, why)
+	}
+	c, err := shared(limited, kwokClass())
+	if err != nil {
+		t.Fatalf("a tag with a limit on the shared NodePool: %v", err)
+	}
+	if c.Placement.JobsPerManager != 10 { // 32 jobs fit, concurrent 10
+		t.Errorf("JobsPerManager %d, want 10", c.Placement.JobsPerManager)
+	}
+	if np := c.Objects[1].(*karpv1.NodePool); len(np.Spec.Limits) != 0 {
+		t.Errorf("the shared NodePool got limits %v: they would be every tag's", np.Spec.Limits)
+	}
 	long := rs()
 	long.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: SharedJobTimeout + time.Hour}
 	below := rs()
@@ -178,7 +195,6 @@ func TestSharedRefusesWhatOnlyANodePoolOfItsOwnGives(t *testing.T) {
 		reason string
 		field  string
 	}{
-		{"a limit", limited, kwokClass(), v1alpha1.ReasonNeedsOwnNodePool, "spec.capacity.limits"},
 		{"a longer drain", long, kwokClass(), v1alpha1.ReasonNeedsOwnNodePool, "spec.managers.shutdownTimeout"},
 		{"a limit below one job", below, kwokClass(), v1alpha1.ReasonLimitsBelowOneJob, "spec.capacity.limits.cpu"},
 		{"GKE", rs(), gke, v1alpha1.ReasonCapacityRejected, "spec.nodePools.mode"},

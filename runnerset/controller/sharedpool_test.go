@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -232,18 +233,20 @@ func TestAModeMoveNeverDeletesANodePoolWithANode(t *testing.T) {
 	waitReady(t, rs)
 }
 
-// Bad input in mode shared: a tag with a limit (which only a NodePool of
-// its own enforces) is refused naming spec.capacity.limits and gets no
-// capacity; one already running on its own NodePool when the class
-// switches to shared keeps that NodePool untouched. A limit below one
-// job's requests is refused as ever, whatever the mode.
+// Bad input in mode shared: a tag whose job timeout outlasts the shared
+// NodePool's drain (which only a NodePool of its own gives) is refused
+// naming spec.managers.shutdownTimeout and gets no capacity; one already
+// running on its own NodePool when the class switches to shared keeps
+// that NodePool untouched. A limit below one job's requests is refused as
+// ever, whatever the mode; a tag with a limit that fits shares the
+// class's NodePool, its limit held by its managers' [[runners]] limit.
 func TestSharedModeRefusesATagThatNeedsItsOwnNodePool(t *testing.T) {
 	ns := newNamespace(t)
 	class := newClass(t, nil)
-	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+	long := &metav1.Duration{Duration: capacity.SharedJobTimeout + time.Hour}
 	newSecret(t, ns, "running-token", token)
 	running := runnerSet(ns, "running", class.Name)
-	running.Spec.Capacity.Limits = limits
+	running.Spec.Managers.ShutdownTimeout = long
 	must(t, k8s.Create(ctx, running))
 	waitReady(t, running)
 	pool := get(t, "", naming.For(ns, "running").Capacity(), &karpv1.NodePool{})
@@ -254,7 +257,7 @@ func TestSharedModeRefusesATagThatNeedsItsOwnNodePool(t *testing.T) {
 	})
 	refused := waitCondition(t, running, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonNeedsOwnNodePool)
 	msg := condition(refused, v1alpha1.ConditionCapacityReady).Message
-	for _, want := range []string{"spec.capacity.limits", "spec.nodePools.mode shared", "no running job's node is touched"} {
+	for _, want := range []string{"spec.managers.shutdownTimeout", "spec.nodePools.mode shared", "no running job's node is touched"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("CapacityReady %q does not say %q", msg, want)
 		}
@@ -265,7 +268,7 @@ func TestSharedModeRefusesATagThatNeedsItsOwnNodePool(t *testing.T) {
 
 	newSecret(t, ns, "fresh-token", token)
 	fresh := runnerSet(ns, "fresh", class.Name)
-	fresh.Spec.Capacity.Limits = limits
+	fresh.Spec.Managers.ShutdownTimeout = long
 	must(t, k8s.Create(ctx, fresh))
 	waitCondition(t, fresh, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonNeedsOwnNodePool)
 	absent(t, &karpv1.NodePool{}, naming.For(ns, "fresh").Capacity())
@@ -279,11 +282,68 @@ func TestSharedModeRefusesATagThatNeedsItsOwnNodePool(t *testing.T) {
 	if msg := condition(below, v1alpha1.ConditionCapacityReady).Message; !strings.Contains(msg, "spec.capacity.limits.cpu") {
 		t.Errorf("CapacityReady %q does not name spec.capacity.limits.cpu", msg)
 	}
+
+	newSecret(t, ns, "capped-token", token)
+	capped := runnerSet(ns, "capped", class.Name)
+	capped.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("2"))
+	capped.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}
+	must(t, k8s.Create(ctx, capped))
+	cur := waitReady(t, capped)
+	if c := condition(cur, v1alpha1.ConditionCapacityReady); !strings.Contains(c.Message, naming.ClassCapacity(class.Name)) {
+		t.Errorf("the tag with a limit is not on the shared NodePool: %s", c.Message)
+	}
+	absent(t, &karpv1.NodePool{}, naming.For(ns, "capped").Capacity())
+	if cfg := configOf(t, ns, "capped"); !strings.Contains(cfg, "limit = 3\n") {
+		t.Errorf("config.toml of a tag whose limit fits 3 jobs has no limit = 3:\n%s", cfg)
+	}
+}
+
+// Limits that fit fewer jobs than spec.managers.replicas (each manager runs
+// at least one; a [[runners]] limit of 0 is none) are a CapacityReady
+// condition naming both fields and the fix, and change nothing that runs:
+// the config.toml the managers run keeps its limit, and the Deployment
+// its replicas. Fixed, the limit follows.
+func TestLimitsBelowTheManagersAreAConditionAndChangeNothingThatRuns(t *testing.T) {
+	ns := newNamespace(t)
+	class := newClass(t, nil)
+	newSecret(t, ns, "team-token", token)
+	rs := runnerSet(ns, "team", class.Name)
+	rs.Spec.Managers.Replicas = ptr.To[int32](2)
+	rs.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("1"))
+	rs.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	must(t, k8s.Create(ctx, rs))
+	waitReady(t, rs)
+	before := configOf(t, ns, "team")
+	if !strings.Contains(before, "limit = 2\n") {
+		t.Fatalf("4 jobs on 2 managers: want limit = 2 in\n%s", before)
+	}
+	update(t, rs, func(r *v1alpha1.RunnerSet) { r.Spec.Managers.Replicas = ptr.To[int32](5) })
+	bad := waitCondition(t, rs, v1alpha1.ConditionCapacityReady, metav1.ConditionFalse, v1alpha1.ReasonLimitsBelowManagers)
+	msg := condition(bad, v1alpha1.ConditionCapacityReady).Message
+	for _, want := range []string{"spec.capacity.limits fit 4 job(s)", "spec.managers.replicas is 5", "nothing was changed", "lower spec.managers.replicas to 4"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("CapacityReady %q does not say %q", msg, want)
+		}
+	}
+	if after := configOf(t, ns, "team"); after != before {
+		t.Errorf("config.toml changed under the refused spec:\n%s", after)
+	}
+	if d := get(t, ns, naming.For(ns, "team").Managers(), &appsv1.Deployment{}); *d.Spec.Replicas != 2 {
+		t.Errorf("the managers' Deployment went to %d replicas under the refused spec", *d.Spec.Replicas)
+	}
+	update(t, rs, func(r *v1alpha1.RunnerSet) { r.Spec.Managers.Replicas = ptr.To[int32](4) })
+	waitReady(t, rs)
+	eventually(t, "limit = 1 for 4 jobs on 4 managers", func() error {
+		if cfg := configOf(t, ns, "team"); !strings.Contains(cfg, "limit = 1\n") {
+			return fmt.Errorf("%s", cfg)
+		}
+		return nil
+	})
 }
 
 // In mode auto, beyond sharedAbove RunnerSets the class's tags share its
-// NodePool, but a tag with a limit keeps a NodePool of its own.
-func TestAutoModeSharesAboveTheThresholdButATagWithALimitKeepsItsOwn(t *testing.T) {
+// NodePool, but a tag with a longer drain keeps a NodePool of its own.
+func TestAutoModeSharesAboveTheThresholdButATagWithALongerDrainKeepsItsOwn(t *testing.T) {
 	ns := newNamespace(t)
 	class := newClass(t, func(c *v1alpha1.RunnerClass) {
 		c.Spec.NodePools = &v1alpha1.NodePoolSettings{Mode: v1alpha1.NodePoolModeAuto, SharedAbove: ptr.To[int32](1)}
@@ -297,7 +357,7 @@ func TestAutoModeSharesAboveTheThresholdButATagWithALimitKeepsItsOwn(t *testing.
 
 	newSecret(t, ns, "capped-token", token)
 	capped := runnerSet(ns, "capped", class.Name)
-	capped.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+	capped.Spec.Managers.ShutdownTimeout = &metav1.Duration{Duration: capacity.SharedJobTimeout + time.Hour}
 	must(t, k8s.Create(ctx, capped))
 	waitReady(t, capped)
 	// The class counts two (a spec change brings its count at once).
@@ -321,7 +381,7 @@ func TestAutoModeSharesAboveTheThresholdButATagWithALimitKeepsItsOwn(t *testing.
 	get(t, "", naming.ClassCapacity(class.Name), &karpv1.NodePool{})
 	cur := waitReady(t, capped)
 	if c := condition(cur, v1alpha1.ConditionCapacityReady); strings.Contains(c.Message, "shared") {
-		t.Errorf("the tag with a limit went to the shared NodePool: %s", c.Message)
+		t.Errorf("the tag with a longer drain went to the shared NodePool: %s", c.Message)
 	}
 	get(t, "", naming.For(ns, "capped").Capacity(), &karpv1.NodePool{})
 }

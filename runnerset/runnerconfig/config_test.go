@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig"
 	"github.com/runnerfleet/runnerfleet/runnerset/runnerconfig/oracle"
 )
@@ -370,5 +372,90 @@ func TestNodeRequirementsBecomeTheJobPodsRequiredNodeAffinity(t *testing.T) {
 	}
 	if strings.Contains(string(out), "affinity") {
 		t.Errorf("a placement without requirements renders an affinity:\n%s", out)
+	}
+}
+
+// The [[runners]] limit of a tag with spec.capacity.limits is the jobs that
+// fit them per manager (capacity.JobsPerManager), which gitlab-runner's
+// own rule for limit accepts (the oracle: at least 1, since 0 is no limit
+// to acquireBuild): the managers together never take more jobs than fit,
+// and the jobs beyond wait in GitLab's queue. request_concurrency never
+// exceeds it. Negative control: the same tag rendered without the derived
+// limit takes concurrent jobs per manager, more than fit.
+func TestATagsLimitsBecomeEachManagersRunnerLimit(t *testing.T) {
+	schema, err := oracle.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := schema.Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwok := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
+	q := func(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
+	for _, c := range []struct {
+		name     string
+		limit    string
+		replicas int32
+		fit      int
+		want     int
+	}{
+		{"one manager", "8", 1, 4, 4},
+		{"three managers", "14", 3, 7, 2},
+		{"one job each", "4", 2, 2, 1},
+		{"more than concurrent", "100", 1, 50, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := &v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}}
+			rs.Spec.Managers.Replicas = ptr.To(c.replicas)
+			rs.Spec.Jobs.Resources.Build.CPURequest = q("1500m")
+			rs.Spec.Jobs.Resources.Helper.CPURequest = q("500m")
+			rs.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(c.limit)}
+			capa, err := capacity.For(rs, kwok, v1alpha1.Effective(rs, kwok))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, kwok, capa.Placement))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schema.Check(out); err != nil {
+				t.Errorf("keys: %v", err)
+			}
+			if err := values.Check(out); err != nil {
+				t.Errorf("values: %v", err)
+			}
+			var got struct {
+				Runners []struct {
+					Limit              *int `toml:"limit"`
+					RequestConcurrency int  `toml:"request_concurrency"`
+				} `toml:"runners"`
+			}
+			if _, err := toml.Decode(string(out), &got); err != nil {
+				t.Fatal(err)
+			}
+			r := got.Runners[0]
+			if r.Limit == nil || *r.Limit != c.want {
+				t.Fatalf("limit %v, want %d:\n%s", r.Limit, c.want, out)
+			}
+			if int(c.replicas)**r.Limit > c.fit {
+				t.Errorf("%d managers × limit %d = more than the %d jobs that fit", c.replicas, *r.Limit, c.fit)
+			}
+			if r.RequestConcurrency > *r.Limit {
+				t.Errorf("request_concurrency %d above limit %d", r.RequestConcurrency, *r.Limit)
+			}
+			// Negative control: without the derived limit the managers
+			// take more jobs than fit.
+			plain, err := runnerconfig.Render(runnerconfig.ForRunnerSet(rs, kwok, runnerconfig.JobPlacement{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := toml.Decode(string(plain), &got); err != nil {
+				t.Fatal(err)
+			}
+			if n := int(c.replicas) * *got.Runners[0].Limit; n <= c.fit && c.want < 10 {
+				t.Errorf("the control takes %d jobs at once, no more than the %d that fit: the test proves nothing", n, c.fit)
+			}
+		})
 	}
 }

@@ -41,7 +41,7 @@ var ownedKeys = []ownedKey{
 	{"token_obtained_at", fixGitLab}, {"token_expires_at", fixGitLab},
 	{"tls-ca-file", fixGitLab}, {"tls-cert-file", fixGitLab}, {"tls-key-file", fixGitLab},
 	{"executor", "runnerfleet runs the kubernetes executor; it cannot be overridden"},
-	{"limit", "use spec.managers.concurrent"}, {"request_concurrency", "use spec.managers.concurrent"},
+	{"limit", "use spec.managers.concurrent, or spec.capacity.limits (each manager then takes the jobs that fit them)"}, {"request_concurrency", "use spec.managers.concurrent"},
 	{"environment", "use spec.jobs.environment"},
 	{"feature_flags", "use spec.jobs.featureFlags"},
 	{"cache", "use spec.cache (credentials come from the job identity)"},

@@ -25,6 +25,12 @@ type JobPlacement struct {
 	// NodeRequirements are the job pods' required node affinity, all of
 	// them in one term.
 	NodeRequirements []NodeRequirement
+	// JobsPerManager is the [[runners]] limit: the most jobs one manager
+	// runs at once, so that the tag's jobs beyond its capacity limits
+	// wait in GitLab's queue (capacity.JobsPerManager). 0 leaves it at
+	// spec.managers.concurrent; it is never rendered as 0, which
+	// gitlab-runner reads as no limit.
+	JobsPerManager int
 }
 
 // ForRunnerSet is the kubernetes-executor config.toml of a RunnerSet. The
@@ -74,6 +80,10 @@ func ForSettings(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings, place JobPlaceme
 	jobSettings(k, rs.Spec.Jobs)
 
 	concurrent := int(rs.Spec.Managers.ConcurrentOrDefault())
+	limit := concurrent
+	if place.JobsPerManager > 0 {
+		limit = min(place.JobsPerManager, concurrent)
+	}
 	return Config{
 		Concurrent:      concurrent,
 		CheckInterval:   max(1, int(rs.Spec.Managers.CheckIntervalOrDefault().Seconds())),
@@ -85,9 +95,10 @@ func ForSettings(rs *v1alpha1.RunnerSet, eff v1alpha1.Settings, place JobPlaceme
 			URL:      eff.GitLabURL,
 			Token:    TokenPlaceholder,
 			Executor: "kubernetes",
-			Limit:    concurrent,
-			// One request per free slot keeps job pick-up fast under load.
-			RequestConcurrency: min(concurrent, 10),
+			Limit:    limit,
+			// One request per free slot keeps job pick-up fast under load
+			// (gitlab-runner takes a slot of limit before each request).
+			RequestConcurrency: min(limit, 10),
 			Environment:        environment(rs.Spec.Jobs.Environment),
 			FeatureFlags:       rs.Spec.Jobs.FeatureFlags,
 			Kubernetes:         k,

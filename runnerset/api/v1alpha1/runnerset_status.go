@@ -89,17 +89,20 @@ const (
 	ReasonRenderFailed       = "RenderFailed"
 	ReasonCapacityRejected   = "CapacityRejected"
 	ReasonLimitsBelowOneJob  = "LimitsBelowOneJob"
-	ReasonRollingOut         = "RollingOut"
-	ReasonScaledToZero       = "ScaledToZero"
-	ReasonManagersAvailable  = "ManagersAvailable"
-	ReasonNotReconciled      = "NotReconciled"
-	ReasonBlocked            = "Blocked"
-	ReasonDeleting           = "Deleting"
+	// ReasonLimitsBelowManagers: spec.capacity.limits fit fewer jobs than
+	// there are manager replicas, each of which runs at least one.
+	ReasonLimitsBelowManagers = "LimitsBelowManagers"
+	ReasonRollingOut          = "RollingOut"
+	ReasonScaledToZero        = "ScaledToZero"
+	ReasonManagersAvailable   = "ManagersAvailable"
+	ReasonNotReconciled       = "NotReconciled"
+	ReasonBlocked             = "Blocked"
+	ReasonDeleting            = "Deleting"
 	// ReasonJobTimeoutTooLong: the job timeout is longer than the
 	// platform keeps a job node for a running job.
 	ReasonJobTimeoutTooLong = "JobTimeoutTooLong"
 	// ReasonNeedsOwnNodePool: the tag asks for what only a NodePool of its
-	// own gives (a limit, a longer drain) but its class's tags share one.
+	// own gives (a longer drain) but its class's tags share one.
 	ReasonNeedsOwnNodePool = "NeedsOwnNodePool"
 	// ReasonMovingNodePool: the tag's capacity moved to another NodePool;
 	// its former one stays until its nodes are gone.

@@ -617,7 +617,11 @@ type CapacitySpec struct {
 	// +optional
 	Architectures []Architecture `json:"architectures,omitempty"`
 
-	// Limits cap the total cpu and memory of the runner's nodes.
+	// Limits cap the cpu and memory the runner's jobs ask for at once:
+	// each manager takes only the jobs that fit them (its [[runners]]
+	// limit), so jobs beyond them wait in GitLab's queue and run when one
+	// ends. The tag's own NodePool (on GKE a ResourceQuota on its job
+	// pods' requests) is capped at them too, as a backstop.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="capacity.limits takes only cpu and memory"
 	// +optional
 	Limits corev1.ResourceList `json:"limits,omitempty"`

@@ -49,7 +49,12 @@ import (
 //     retry_backoff): time.ParseDuration, as BurntSushi/toml decodes a
 //     string into a time.Duration; an autoscaler policy's idle_time is at
 //     least 1s (its jsonschema minimum in common/config.go);
-//   - MachineOptions of the google driver: GoogleDriverFlags.
+//   - MachineOptions of the google driver: GoogleDriverFlags;
+//   - [[runners]] limit: gitlab-runner's acquireBuild
+//     (commands/builds_helper.go) counts a runner's jobs against its limit
+//     only when the limit is above 0, so 0 or below is no limit at all: a
+//     limit is at least 1 (omit the key for no limit). The rule is read
+//     from that source: ValuesFromDir fails if it changed.
 type Values struct {
 	Executors  []string
 	CacheTypes []string
@@ -68,7 +73,9 @@ var (
 	cacheRegisterRE = regexp.MustCompile(`cache\.Factories\(\)\.Register\("([^"]+)"`)
 	logFormatRE     = regexp.MustCompile(`(?m)^\s*Format\w+\s*=\s*"([^"]+)"`)
 	logLevelsRE     = regexp.MustCompile(`[Ll]og level \((?:options|one of): ([a-z, ]+)\)`)
-	shellNameRE     = regexp.MustCompile(`(?m)^\s*(SN\w+)\s*=\s*"([^"]+)"|BashShell\{Shell: "([^"]+)"\}`)
+	// limitRuleRE is acquireBuild's test of a runner's limit.
+	limitRuleRE = regexp.MustCompile(`runner\.Limit > 0 && counter\.builds >= runner\.Limit`)
+	shellNameRE = regexp.MustCompile(`(?m)^\s*(SN\w+)\s*=\s*"([^"]+)"|BashShell\{Shell: "([^"]+)"\}`)
 )
 
 // ValuesFromDir reads the enums from gitlab-runner's source in dir.
@@ -161,6 +168,13 @@ func ValuesFromDir(dir string) (*Values, error) {
 			}
 		}
 	}
+	builds, err := read("commands/builds_helper.go")
+	if err != nil {
+		return nil, err
+	}
+	if !limitRuleRE.MatchString(builds) {
+		return nil, errors.New("oracle: gitlab-runner's commands/builds_helper.go acquireBuild no longer tests runner.Limit > 0 && counter.builds >= runner.Limit: read how it counts [[runners]] limit now and update the limit check")
+	}
 	for _, l := range []*[]string{&v.Executors, &v.CacheTypes, &v.LogFormats, &v.LogLevels, &v.Shells} {
 		slices.Sort(*l)
 		*l = slices.Compact(*l)
@@ -239,6 +253,9 @@ func (v *Values) Check(configTOML []byte) error {
 		}
 		if s, ok := rm["shell"]; ok {
 			enum(p+".shell", s, v.Shells)
+		}
+		if n, ok := rm["limit"].(int64); ok && n < 1 {
+			c.add(p+".limit", "%d: gitlab-runner counts a runner's jobs against its limit only above 0 (acquireBuild), so this runner takes jobs without any limit; give at least 1, or omit the key for no limit", n)
 		}
 		if cm, ok := rm["cache"].(map[string]any); ok {
 			if t, ok := cm["Type"]; ok {

@@ -69,6 +69,7 @@ shutdown_timeout = 30
   token = "glrt-x"
   executor = "docker+machine"
   shell = "bash"
+  limit = 4
   [runners.cache]
     Type = "gcs"
   [runners.machine]
@@ -151,6 +152,8 @@ func TestEachValueCheckCatchesAWrongValue(t *testing.T) {
 		{"queuing threshold syntax", `threshold = "5m0s"`, `threshold = "5 minutes"`, "runners[1].monitoring.job_queuing_durations[0].threshold", "not a duration"},
 		{"queuing no threshold", `threshold = "5m0s"`, ``, "runners[1].monitoring.job_queuing_durations[0].threshold", "is required"},
 		{"queuing project regexp", `"^[0-3]$"`, `"^[0-3$"`, "runners[1].monitoring.job_queuing_durations[0].jobs_running_for_project", "not a Go regular expression"},
+		{"limit zero", `limit = 4`, `limit = 0`, "runners[0].limit", "without any limit"},
+		{"limit negative", `limit = 4`, `limit = -2`, "runners[0].limit", "without any limit"},
 		{"google flag twice", `"google-use-internal-ip-only"]`, `"google-use-internal-ip-only", "google-zone=europe-west1-c"]`, "runners[0].machine.MachineOptions[7]", "given again"},
 	}
 	for _, c := range cases {
