@@ -81,8 +81,8 @@ type settings struct {
 	idle time.Duration
 }
 
-func settingsFromEnv(b *testing.B) settings {
-	s := settings{tags: []int{10, 100, 500}, jobs: 20, idle: time.Minute}
+func settingsFromEnv(b *testing.B, tags []int) settings {
+	s := settings{tags: tags, jobs: 20, idle: time.Minute}
 	if v := os.Getenv("RUNNERFLEET_BENCH_TAGS"); v != "" {
 		s.tags = nil
 		for _, f := range strings.Split(v, ",") {
@@ -112,7 +112,7 @@ func settingsFromEnv(b *testing.B) settings {
 
 func BenchmarkKarpenterCapacity(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
-	s := settingsFromEnv(b)
+	s := settingsFromEnv(b, []int{10, 100, 500})
 	root, err := checkout.Root()
 	if err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
@@ -479,11 +479,17 @@ func waitRunning(b *testing.B, c client.Client, pods []*corev1.Pod, created map[
 // its tag's (a node whose capacity label names another tag, or none), and
 // for each node that runs jobs of two tags.
 func isolation(b *testing.B, c client.Client, pods []*corev1.Pod, tags []tag) []string {
-	ctx := context.Background()
 	owner := map[string]string{}
 	for _, t := range tags {
 		owner[t.jobsNS] = t.capacity
 	}
+	return isolationBy(b, c, pods, owner)
+}
+
+// isolationBy is isolation with each jobs namespace's tag (its capacity
+// name) in owner.
+func isolationBy(b *testing.B, c client.Client, pods []*corev1.Pod, owner map[string]string) []string {
+	ctx := context.Background()
 	nodes := map[string]string{}
 	var problems []string
 	for _, p := range pods {
