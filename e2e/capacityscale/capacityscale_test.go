@@ -117,12 +117,7 @@ func BenchmarkKarpenterCapacity(b *testing.B) {
 	if err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
 	}
-	node := realNodeState()
-	b.Cleanup(func() {
-		if now := realNodeState(); now != node {
-			b.Errorf("the machine's real node changed during the benchmark: before %q, after %q", node, now)
-		}
-	})
+	guardRealNode(b)
 	for _, n := range s.tags {
 		for _, design := range []string{poolPerTag, sharedPool} {
 			b.Run(fmt.Sprintf("design=%s/tags=%d", design, n), func(b *testing.B) {
@@ -170,6 +165,7 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 	var r result
 	r.loadStart = load1()
 	state := b.TempDir()
+	stateDirs = append(stateDirs, state)
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpapis.CRDs...), kwokapis.CRDs...) {
 		crds = append(crds, c.DeepCopy())
@@ -183,6 +179,7 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkRealNode(b)
 	c := cl.Client
 	pid := cl.Running(localcluster.Karpenter)
 	if pid == 0 {
@@ -565,15 +562,79 @@ func load1() float64 {
 	return v
 }
 
+// realNodeOwner is the file that names the state directory of the control
+// plane that holds the machine's one real node.
+const realNodeOwner = "/run/runnerfleet-node.owner"
+
 // realNodeState is what the benchmark must leave alone: the real node's
 // owner file and its bridge.
 func realNodeState() string {
-	owner, err := os.ReadFile("/run/runnerfleet-node.owner")
+	owner, err := os.ReadFile(realNodeOwner)
 	if err != nil {
 		owner = []byte("(none: " + err.Error() + ")")
 	}
 	_, bridge := os.Stat("/sys/class/net/rf0")
 	return fmt.Sprintf("owner %s; bridge rf0 present %t", bytes.TrimSpace(owner), bridge == nil)
+}
+
+// stateDirs are the state directories of the control planes this
+// benchmark started.
+var stateDirs []string
+
+// guardRealNode fails the benchmark if the real node's owner file names a
+// control plane the benchmark started, checked after each control plane
+// is up (checkRealNode) and at the end. Other sessions' e2e tests may take
+// and release the real node meanwhile (the machine runs them under
+// /tmp/runnerfleet-e2e.lock, which the benchmark does not take, as it
+// needs no real node): such a change is logged, not failed.
+func guardRealNode(b *testing.B) {
+	before := realNodeState()
+	b.Cleanup(func() {
+		checkRealNode(b)
+		if now := realNodeState(); now != before {
+			b.Logf("the real node changed hands during the benchmark (another session's tests; none of this benchmark's control planes): before %q, after %q", before, now)
+		}
+	})
+}
+
+// checkRealNode fails b if the real node's owner is a control plane of
+// this benchmark.
+func checkRealNode(b *testing.B) {
+	owner, err := os.ReadFile(realNodeOwner)
+	if err != nil {
+		return
+	}
+	if d := heldBy(string(owner), stateDirs); d != "" {
+		b.Errorf("the machine's real node is held by this benchmark's control plane %s", d)
+	}
+}
+
+// heldBy is the state directory of dirs that owner (the owner file's
+// content) names, or "".
+func heldBy(owner string, dirs []string) string {
+	o := strings.TrimSpace(owner)
+	for _, d := range dirs {
+		if o == d || strings.HasPrefix(o, d+"/") {
+			return d
+		}
+	}
+	return ""
+}
+
+// The guard tells this benchmark's control planes from other sessions'.
+func TestTheRealNodeGuardNamesOnlyThisBenchmarksControlPlanes(t *testing.T) {
+	dirs := []string{"/tmp/BenchmarkControllerCapacitymode=shared1/001", "/tmp/BenchmarkControllerCapacitymode=perTag2/001"}
+	for owner, want := range map[string]string{
+		"/tmp/BenchmarkControllerCapacitymode=perTag2/001\n":     dirs[1],
+		"/tmp/BenchmarkControllerCapacitymode=shared1/001/state": dirs[0],
+		"/tmp/TestSharedFleetChangeWhileAJobRuns2609724559/001":  "",
+		"/tmp/BenchmarkControllerCapacitymode=shared1/0010":      "",
+		"": "",
+	} {
+		if got := heldBy(owner, dirs); got != want {
+			t.Errorf("owner %q: held by %q, want %q", owner, got, want)
+		}
+	}
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {

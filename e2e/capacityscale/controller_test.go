@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,12 +88,7 @@ func BenchmarkControllerCapacity(b *testing.B) {
 	if err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
 	}
-	node := realNodeState()
-	b.Cleanup(func() {
-		if now := realNodeState(); now != node {
-			b.Errorf("the machine's real node changed during the benchmark: before %q, after %q", node, now)
-		}
-	})
+	guardRealNode(b)
 	results := map[string]controllerResult{}
 	for _, n := range s.tags {
 		for _, mode := range modes {
@@ -189,6 +186,26 @@ func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(req)
 }
 
+func (w writeCounter) snapshot() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.kinds)
+}
+
+// since is the writes by kind since snapshot before.
+func (w writeCounter) since(before map[string]int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for k, v := range w.kinds {
+		if d := v - before[k]; d > 0 {
+			out = append(out, fmt.Sprintf("%s %d", k, d))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
 // breakdown is the writes by kind, per RunnerSet of n.
 func (w writeCounter) breakdown(n int) string {
 	w.mu.Lock()
@@ -206,6 +223,7 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 	var r controllerResult
 	r.loadStart = load1()
 	state := b.TempDir()
+	stateDirs = append(stateDirs, state)
 	crdList, err := crds.CRDs()
 	if err != nil {
 		b.Fatal(err)
@@ -224,6 +242,7 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkRealNode(b)
 	c := cl.Client
 	pid := cl.Running(localcluster.Karpenter)
 	if pid == 0 {
@@ -238,6 +257,7 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 		return sum
 	}
 	installLikeTheInstallPaths(b, c)
+	managersStartAtOnce(b, c)
 
 	// The controller, as cmd/runnerset-controller runs it.
 	var writes atomic.Int64
@@ -358,12 +378,14 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 
 	// Karpenter idle with the capacity of n tags; the controller writes
 	// nothing meanwhile.
-	idleWrites := writes.Load()
+	idleWrites, before := writes.Load(), counter.snapshot()
 	cpu0 := cpuSeconds(b, pid)
 	time.Sleep(idle)
 	r.idleCPU = (cpuSeconds(b, pid) - cpu0) / idle.Minutes()
 	r.idleRSS, _ = memory(b, pid)
-	r.idleWrites = writes.Load() - idleWrites
+	if r.idleWrites = writes.Load() - idleWrites; r.idleWrites > 0 {
+		b.Logf("the controller's writes over the idle %s: %s", idle, counter.since(before))
+	}
 
 	// A burst: one job on each of jobs tags spread over all of them, each
 	// pod as the executor builds it from its tag's config.toml.
@@ -458,6 +480,76 @@ func installLikeTheInstallPaths(b *testing.B, c client.Client) {
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("the finalizer's admission policy not in force after 30 s: finalizers %v (%v)", probe.Finalizers, err)
+		}
+	}
+}
+
+// kwokStages are the pod stages of kwok's pod/general set (hack/tools.sh
+// local), each of which waits 1 s plus up to 5 s of jitter unless the pod's
+// annotations say otherwise.
+var kwokStages = []string{"pod-create", "pod-init-container-running", "pod-init-container-completed", "pod-ready"}
+
+// managersStartAtOnce makes kwok start the managers' pods without its
+// stages' delays (up to 24 s a pod, which stand for an image pull and a
+// start, not for anything the controller or the API server does): a
+// MutatingAdmissionPolicy of this benchmark annotates every manager pod
+// as it is created, and is in force before the first RunnerSet. The job
+// pods keep kwok's delays, as in BenchmarkKarpenterCapacity.
+// BenchmarkFleet makes the managers' Deployments available at once
+// (testenv.SimulateDeployments) for the same reason.
+func managersStartAtOnce(b *testing.B, c client.Client) {
+	ctx := context.Background()
+	var fields []string
+	for _, st := range kwokStages {
+		fields = append(fields, fmt.Sprintf("%q: \"0s\", %q: \"0s\"", st+".stage.kwok.x-k8s.io/delay", st+".stage.kwok.x-k8s.io/jitter-delay"))
+	}
+	const name = "capbench-managers-start-at-once"
+	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+					},
+				}},
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "manager",
+				Expression: fmt.Sprintf("has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q", resources.LabelComponent, resources.LabelComponent, resources.ComponentManager),
+			}},
+			Mutations: []admissionregistrationv1.Mutation{{
+				PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+					Expression: "Object{metadata: Object.metadata{annotations: {" + strings.Join(fields, ", ") + "}}}",
+				},
+			}},
+			FailurePolicy:      ptr.To(admissionregistrationv1.Fail),
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+		},
+	}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			b.Fatalf("the benchmark's policy for the managers' start (the API server must serve MutatingAdmissionPolicy): %v", err)
+		}
+	}
+	want := kwokStages[len(kwokStages)-1] + ".stage.kwok.x-k8s.io/delay"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		probe := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "policy-probe", Labels: map[string]string{resources.LabelComponent: resources.ComponentManager}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+		}
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if err == nil && probe.Annotations[want] == "0s" {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the benchmark's policy for the managers' start not in force after 30 s: annotations %v (%v)", probe.Annotations, err)
 		}
 	}
 }
