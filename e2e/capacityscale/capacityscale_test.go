@@ -1,8 +1,12 @@
 // Package capacityscale measures job capacity at scale with the real
-// Karpenter (v1.15's kwok provider) on the local control plane, in two
-// designs:
+// Karpenter (v1.15's kwok provider) on the local control plane.
+// BenchmarkControllerCapacity (controller_test.go) runs the controller
+// with it, a RunnerClass in spec.nodePools.mode perTag or shared.
+// BenchmarkKarpenterCapacity, below, builds the capacity objects itself,
+// without the controller, in the two designs it compared before the
+// controller wrote the shared one:
 //
-//   - pool-per-tag: what the controller writes today, one NodePool per tag
+//   - pool-per-tag: the controller's perTag mode, one NodePool per tag
 //     on its RunnerClass's one KWOKNodeClass (runnerset/capacity.For, the
 //     objects exactly as the controller writes them), each tainted and
 //     labelled with its tag's capacity name, with the tag's limits on the
@@ -17,7 +21,8 @@
 // BenchmarkKarpenterCapacity starts a control plane of its own per run
 // (no real node: localcluster.Options.Node is false, so the machine's real
 // node, its owner file and its bridge are never touched, and the benchmark
-// checks that they are as it found them), creates the capacity of N tags,
+// checks that the node's owner is never one of its control planes),
+// creates the capacity of N tags,
 // lets Karpenter settle, measures Karpenter's CPU and memory idle with it,
 // then creates a burst of job pods on distinct tags and measures each pod's
 // time from its create to Running, and Karpenter's CPU over the burst. It
