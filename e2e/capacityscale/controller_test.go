@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,6 +101,7 @@ func BenchmarkControllerCapacity(b *testing.B) {
 				b.ReportMetric(r.writes, "writes/runnerset")
 				b.ReportMetric(r.floor, "apiserver-floor-s")
 				b.ReportMetric(r.converge.Seconds()/r.floor, "ready/floor")
+				b.ReportMetric(r.machineFloor, "all-processes-floor-s")
 				b.ReportMetric(r.ready.Seconds(), "s-capacity-ready")
 				b.ReportMetric(float64(r.nodePools), "nodepools")
 				b.ReportMetric(r.idleCPU, "karpenter-idle-cpu-s/min")
@@ -137,13 +139,16 @@ func BenchmarkControllerCapacity(b *testing.B) {
 // controllerResult is one run's figures.
 type controllerResult struct {
 	result
-	converge   time.Duration
-	writes     float64
-	floor      float64
-	msPerWrite float64
-	nodePools  int
-	idleWrites int64
-	refused    int
+	converge time.Duration
+	writes   float64
+	floor    float64
+	// machineFloor is the CPU every process of the run spent while the
+	// fleet converged, over the machine's cores.
+	machineFloor float64
+	msPerWrite   float64
+	nodePools    int
+	idleWrites   int64
+	refused      int
 }
 
 // writeCounter counts the controller's mutating requests, in all and by
@@ -256,6 +261,17 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 		}
 		return sum
 	}
+	// Every process of the run: the control plane's, and this one (the
+	// controller and the clients that create the fleet).
+	everyCPU := func() map[string]float64 {
+		out := map[string]float64{"this process (controller, clients)": selfCPUSeconds()}
+		for _, name := range []string{localcluster.APIServer, localcluster.Etcd, localcluster.ControllerManager, localcluster.Scheduler, localcluster.Kwok, localcluster.Karpenter} {
+			if p := cl.Running(name); p != 0 {
+				out[name] = cpuSeconds(b, p)
+			}
+		}
+		return out
+	}
 	installLikeTheInstallPaths(b, c)
 	managersStartAtOnce(b, c)
 
@@ -324,7 +340,7 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 
 	// Every RunnerSet, and what its team creates with it, by 8 clients.
 	startWrites := writes.Load()
-	startServer := serverCPU()
+	startServer, startEvery := serverCPU(), everyCPU()
 	start := time.Now()
 	poolsReady := make(chan time.Duration, 1)
 	go func() {
@@ -361,6 +377,17 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 		return o.(*v1alpha1.RunnerSet).IsReady()
 	})
 	server := serverCPU() - startServer
+	var all float64
+	var parts []string
+	for name, v := range everyCPU() {
+		d := v - startEvery[name]
+		all += d
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, d))
+	}
+	slices.Sort(parts)
+	r.machineFloor = all / float64(runtime.NumCPU())
+	b.Logf("CPU s of every process while converging: %s; %.1f in all, %.1fs on %d cores (Ready after %.2f× that)",
+		strings.Join(parts, "; "), all, r.machineFloor, runtime.NumCPU(), r.converge.Seconds()/r.machineFloor)
 	convergeWrites := writes.Load() - startWrites
 	r.writes = float64(convergeWrites) / float64(n)
 	r.floor = server / float64(runtime.NumCPU())
@@ -449,6 +476,15 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 		b.Errorf("a job on another tag's node: the isolation check says %q, want one problem", got)
 	}
 	return r
+}
+
+// selfCPUSeconds is this process's user and system CPU time.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // installLikeTheInstallPaths creates what every install path creates
