@@ -212,9 +212,13 @@ bench-fleet: ## BenchmarkFleet alone (100 and 1000 RunnerSets, RUNNERFLEET_BENCH
 	fi
 	uptime; KUBEBUILDER_ASSETS=$$(hack/tools.sh envtest) RUNNERFLEET_BENCH_STEADY=10s go test -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 60m ./runnerset/controller/ | grep -v '^{' | tee BENCHMARKS.fleet.txt; uptime
 
+# CAPACITY_BENCH=KarpenterCapacity runs the design comparison without the
+# controller (10, 100 and 500 tags, the capacity objects built by the benchmark).
+CAPACITY_BENCH ?= ControllerCapacity
+
 .PHONY: bench-capacity
-bench-capacity: tools ## capacity at 10, 100 and 500 tags with the real Karpenter (kwok): a NodePool per tag against one per class (RUNNERFLEET_BENCH_TAGS, _JOBS, _IDLE)
-	cd e2e/capacityscale && go test -run '^$$' -bench KarpenterCapacity -benchtime 1x -timeout 120m -v . | tee ../../BENCHMARKS.capacity.txt
+bench-capacity: tools ## the controller and the real Karpenter (kwok) at 10, 100 and 1000 RunnerSets of one class, spec.nodePools.mode perTag and shared (RUNNERFLEET_BENCH_TAGS, _MODES, _JOBS, _IDLE; CAPACITY_BENCH=KarpenterCapacity: the designs without the controller)
+	cd e2e/capacityscale && uptime && go test -run '^$$' -bench '$(CAPACITY_BENCH)' -benchtime 1x -timeout 240m -v . | tee ../../BENCHMARKS.capacity.txt; uptime
 
 ## The main job --------------------------------------------------------------
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/charts"
+	"github.com/runnerfleet/runnerfleet/e2e/internal/executorpod"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
@@ -360,67 +360,10 @@ func configOf(t *testing.T, c client.Client, rs *v1alpha1.RunnerSet) runnerconfi
 	return cfg
 }
 
-// executorPod is the pod gitlab-runner's kubernetes executor creates for a
-// job from cfg: its namespace, service account, node selector, tolerations
-// ("key=value" → effect), node affinity, annotations, labels, and the build and helper
-// containers with their requests and limits.
+// executorPod is the pod gitlab-runner's kubernetes executor creates for
+// job i from cfg (executorpod.Build).
 func executorPod(cfg runnerconfig.Config, i int) *corev1.Pod {
-	k := cfg.Runners[0].Kubernetes
-	res := func(cpuReq, cpuLim, memReq, memLim string) corev1.ResourceRequirements {
-		r := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
-		for q, into := range map[string][2]any{
-			cpuReq: {r.Requests, corev1.ResourceCPU}, cpuLim: {r.Limits, corev1.ResourceCPU},
-			memReq: {r.Requests, corev1.ResourceMemory}, memLim: {r.Limits, corev1.ResourceMemory},
-		} {
-			if q != "" {
-				into[0].(corev1.ResourceList)[into[1].(corev1.ResourceName)] = resource.MustParse(q)
-			}
-		}
-		return r
-	}
-	var tolerations []corev1.Toleration
-	for kv, effect := range k.NodeTolerations {
-		key, value, hasValue := strings.Cut(kv, "=")
-		tol := corev1.Toleration{Key: key, Effect: corev1.TaintEffect(effect), Operator: corev1.TolerationOpExists}
-		if hasValue {
-			tol.Operator, tol.Value = corev1.TolerationOpEqual, value
-		}
-		tolerations = append(tolerations, tol)
-	}
-	slices.SortFunc(tolerations, func(a, b corev1.Toleration) int { return strings.Compare(a.Key, b.Key) })
-	// The required node affinity, one term per node_selector_terms entry.
-	var affinity *corev1.Affinity
-	if a := k.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.Required != nil {
-		sel := &corev1.NodeSelector{}
-		for _, term := range a.NodeAffinity.Required.Terms {
-			var st corev1.NodeSelectorTerm
-			for _, r := range term.MatchExpressions {
-				st.MatchExpressions = append(st.MatchExpressions, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOperator(r.Operator), Values: r.Values})
-			}
-			sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, st)
-		}
-		affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   k.Namespace,
-			Name:        fmt.Sprintf("runner-e2e-project-1-concurrent-%d", i),
-			Labels:      k.PodLabels,
-			Annotations: k.PodAnnotations,
-		},
-		Spec: corev1.PodSpec{
-			ServiceAccountName:           k.ServiceAccount,
-			AutomountServiceAccountToken: k.AutomountServiceAccountToken,
-			NodeSelector:                 k.NodeSelector,
-			Tolerations:                  tolerations,
-			Affinity:                     affinity,
-			RestartPolicy:                corev1.RestartPolicyNever,
-			Containers: []corev1.Container{
-				{Name: "build", Image: k.Image, Resources: res(k.CPURequest, k.CPULimit, k.MemoryRequest, k.MemoryLimit)},
-				{Name: "helper", Image: "gitlab-runner-helper", Resources: res(k.HelperCPURequest, k.HelperCPULimit, k.HelperMemoryRequest, k.HelperMemoryLimit)},
-			},
-		},
-	}
+	return executorpod.Build(cfg, fmt.Sprintf("runner-e2e-project-1-concurrent-%d", i))
 }
 
 func nodeClaims(ctx context.Context, c client.Client, nodePool string) int {

@@ -1,8 +1,12 @@
 // Package capacityscale measures job capacity at scale with the real
-// Karpenter (v1.15's kwok provider) on the local control plane, in two
-// designs:
+// Karpenter (v1.15's kwok provider) on the local control plane.
+// BenchmarkControllerCapacity (controller_test.go) runs the controller
+// with it, a RunnerClass in spec.nodePools.mode perTag or shared.
+// BenchmarkKarpenterCapacity, below, builds the capacity objects itself,
+// without the controller, in the two designs it compared before the
+// controller wrote the shared one:
 //
-//   - pool-per-tag: what the controller writes today, one NodePool per tag
+//   - pool-per-tag: the controller's perTag mode, one NodePool per tag
 //     on its RunnerClass's one KWOKNodeClass (runnerset/capacity.For, the
 //     objects exactly as the controller writes them), each tainted and
 //     labelled with its tag's capacity name, with the tag's limits on the
@@ -17,7 +21,8 @@
 // BenchmarkKarpenterCapacity starts a control plane of its own per run
 // (no real node: localcluster.Options.Node is false, so the machine's real
 // node, its owner file and its bridge are never touched, and the benchmark
-// checks that they are as it found them), creates the capacity of N tags,
+// checks that the node's owner is never one of its control planes),
+// creates the capacity of N tags,
 // lets Karpenter settle, measures Karpenter's CPU and memory idle with it,
 // then creates a burst of job pods on distinct tags and measures each pod's
 // time from its create to Running, and Karpenter's CPU over the burst. It
@@ -81,8 +86,8 @@ type settings struct {
 	idle time.Duration
 }
 
-func settingsFromEnv(b *testing.B) settings {
-	s := settings{tags: []int{10, 100, 500}, jobs: 20, idle: time.Minute}
+func settingsFromEnv(b *testing.B, tags []int) settings {
+	s := settings{tags: tags, jobs: 20, idle: time.Minute}
 	if v := os.Getenv("RUNNERFLEET_BENCH_TAGS"); v != "" {
 		s.tags = nil
 		for _, f := range strings.Split(v, ",") {
@@ -112,17 +117,12 @@ func settingsFromEnv(b *testing.B) settings {
 
 func BenchmarkKarpenterCapacity(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
-	s := settingsFromEnv(b)
+	s := settingsFromEnv(b, []int{10, 100, 500})
 	root, err := checkout.Root()
 	if err != nil {
 		b.Fatalf("run from e2e/capacityscale of a runnerfleet checkout: %v", err)
 	}
-	node := realNodeState()
-	b.Cleanup(func() {
-		if now := realNodeState(); now != node {
-			b.Errorf("the machine's real node changed during the benchmark: before %q, after %q", node, now)
-		}
-	})
+	guardRealNode(b)
 	for _, n := range s.tags {
 		for _, design := range []string{poolPerTag, sharedPool} {
 			b.Run(fmt.Sprintf("design=%s/tags=%d", design, n), func(b *testing.B) {
@@ -170,6 +170,7 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 	var r result
 	r.loadStart = load1()
 	state := b.TempDir()
+	stateDirs = append(stateDirs, state)
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpapis.CRDs...), kwokapis.CRDs...) {
 		crds = append(crds, c.DeepCopy())
@@ -183,6 +184,7 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkRealNode(b)
 	c := cl.Client
 	pid := cl.Running(localcluster.Karpenter)
 	if pid == 0 {
@@ -479,11 +481,17 @@ func waitRunning(b *testing.B, c client.Client, pods []*corev1.Pod, created map[
 // its tag's (a node whose capacity label names another tag, or none), and
 // for each node that runs jobs of two tags.
 func isolation(b *testing.B, c client.Client, pods []*corev1.Pod, tags []tag) []string {
-	ctx := context.Background()
 	owner := map[string]string{}
 	for _, t := range tags {
 		owner[t.jobsNS] = t.capacity
 	}
+	return isolationBy(b, c, pods, owner)
+}
+
+// isolationBy is isolation with each jobs namespace's tag (its capacity
+// name) in owner.
+func isolationBy(b *testing.B, c client.Client, pods []*corev1.Pod, owner map[string]string) []string {
+	ctx := context.Background()
 	nodes := map[string]string{}
 	var problems []string
 	for _, p := range pods {
@@ -559,15 +567,79 @@ func load1() float64 {
 	return v
 }
 
+// realNodeOwner is the file that names the state directory of the control
+// plane that holds the machine's one real node.
+const realNodeOwner = "/run/runnerfleet-node.owner"
+
 // realNodeState is what the benchmark must leave alone: the real node's
 // owner file and its bridge.
 func realNodeState() string {
-	owner, err := os.ReadFile("/run/runnerfleet-node.owner")
+	owner, err := os.ReadFile(realNodeOwner)
 	if err != nil {
 		owner = []byte("(none: " + err.Error() + ")")
 	}
 	_, bridge := os.Stat("/sys/class/net/rf0")
 	return fmt.Sprintf("owner %s; bridge rf0 present %t", bytes.TrimSpace(owner), bridge == nil)
+}
+
+// stateDirs are the state directories of the control planes this
+// benchmark started.
+var stateDirs []string
+
+// guardRealNode fails the benchmark if the real node's owner file names a
+// control plane the benchmark started, checked after each control plane
+// is up (checkRealNode) and at the end. Other sessions' e2e tests may take
+// and release the real node meanwhile (the machine runs them under
+// /tmp/runnerfleet-e2e.lock, which the benchmark does not take, as it
+// needs no real node): such a change is logged, not failed.
+func guardRealNode(b *testing.B) {
+	before := realNodeState()
+	b.Cleanup(func() {
+		checkRealNode(b)
+		if now := realNodeState(); now != before {
+			b.Logf("the real node changed hands during the benchmark (another session's tests; none of this benchmark's control planes): before %q, after %q", before, now)
+		}
+	})
+}
+
+// checkRealNode fails b if the real node's owner is a control plane of
+// this benchmark.
+func checkRealNode(b *testing.B) {
+	owner, err := os.ReadFile(realNodeOwner)
+	if err != nil {
+		return
+	}
+	if d := heldBy(string(owner), stateDirs); d != "" {
+		b.Errorf("the machine's real node is held by this benchmark's control plane %s", d)
+	}
+}
+
+// heldBy is the state directory of dirs that owner (the owner file's
+// content) names, or "".
+func heldBy(owner string, dirs []string) string {
+	o := strings.TrimSpace(owner)
+	for _, d := range dirs {
+		if o == d || strings.HasPrefix(o, d+"/") {
+			return d
+		}
+	}
+	return ""
+}
+
+// The guard tells this benchmark's control planes from other sessions'.
+func TestTheRealNodeGuardNamesOnlyThisBenchmarksControlPlanes(t *testing.T) {
+	dirs := []string{"/tmp/BenchmarkControllerCapacitymode=shared1/001", "/tmp/BenchmarkControllerCapacitymode=perTag2/001"}
+	for owner, want := range map[string]string{
+		"/tmp/BenchmarkControllerCapacitymode=perTag2/001\n":     dirs[1],
+		"/tmp/BenchmarkControllerCapacitymode=shared1/001/state": dirs[0],
+		"/tmp/TestSharedFleetChangeWhileAJobRuns2609724559/001":  "",
+		"/tmp/BenchmarkControllerCapacitymode=shared1/0010":      "",
+		"": "",
+	} {
+		if got := heldBy(owner, dirs); got != want {
+			t.Errorf("owner %q: held by %q, want %q", owner, got, want)
+		}
+	}
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {
