@@ -20,7 +20,9 @@ import (
 )
 
 // declareGroup declares one group's objects and its managers' releases.
-func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl *SharedFleet, gp *shared.GroupPlan, bucket pulumi.StringOutput, hasBucket bool,
+// repo is the chart repository: shared.ChartRepository, or on the local
+// platform its loopback one (Local).
+func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl *SharedFleet, gp *shared.GroupPlan, repo string, bucket pulumi.StringOutput, hasBucket bool,
 	token pulumi.StringOutput, ns pulumi.Resource, on func(deps ...pulumi.Resource) []pulumi.ResourceOption) error {
 	prefix := component + "-" + gp.Manager
 	secret := &corev1.Secret{
@@ -107,7 +109,7 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 			Chart:          pulumi.String(shared.ChartName),
 			Version:        pulumi.String(shared.ChartVersion),
 			Namespace:      pulumi.String(p.Namespace),
-			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(shared.ChartRepository)},
+			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(repo)},
 			Values:         pulumix.ToInput(values).(pulumi.Map),
 			// The provider's Delete uninstalls without waiting only when
 			// the release was declared skipAwait and not atomic: an old
