@@ -16,7 +16,8 @@
 // preEntrypointScript the program wrote, then `gitlab-runner run` on the
 // config.toml it put in place; the config and token Secrets mounted under
 // /secrets; the program's volumes (a docker+machine manager's state
-// claim), environment, preStop hook (SIGQUIT, then wait),
+// claim, given to the image's user, ociimage.NonRoot, by an init container
+// as a disk's fsGroup would be), environment, preStop hook (SIGQUIT, then wait),
 // terminationGracePeriodSeconds, strategy, labels, placement and
 // resources as given. What the stand-in cannot do it refuses at render
 // time: the chart's own RBAC, ServiceAccount, session server and
@@ -34,6 +35,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/runnerfleet/runnerfleet/internal/ociimage"
 
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 )
@@ -70,7 +73,7 @@ func StandinChart() (Chart, error) {
 	}{
 		{"Chart.yaml", meta},
 		{"values.yaml", []byte(defaultValues)},
-		{"templates/deployment.yaml", []byte(strings.NewReplacer("@TOKEN_KEY@", shared.SecretKeyRunnerToken, "@APP@", shared.LabelChartApp).Replace(deploymentTemplate))},
+		{"templates/deployment.yaml", []byte(strings.NewReplacer("@TOKEN_KEY@", shared.SecretKeyRunnerToken, "@APP@", shared.LabelChartApp, "@OWNER@", ociimage.NonRoot).Replace(deploymentTemplate))},
 		{"templates/service.yaml", []byte(strings.ReplaceAll(serviceTemplate, "@APP@", shared.LabelChartApp))},
 	}
 	var buf bytes.Buffer
@@ -226,6 +229,22 @@ spec:
       {{- with .Values.affinity }}
       affinity:
         {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .Values.volumeMounts }}
+      # A host-path volume takes no fsGroup (the chart's podSecurityContext
+      # makes a cloud disk its runner's): as root, give the runner's user
+      # the program's volumes, as the disk's fsGroup would.
+      initContainers:
+        - name: volume-owner
+          image: "{{ $.Values.image.registry }}/{{ $.Values.image.image }}:{{ $.Values.image.tag }}"
+          imagePullPolicy: IfNotPresent
+          securityContext:
+            runAsUser: 0
+          command: ["/bin/sh", "-c"]
+          args:
+            - chown @OWNER@{{ range . }} {{ .mountPath | squote }}{{ end }}
+          volumeMounts:
+            {{- toYaml . | nindent 12 }}
       {{- end }}
       containers:
         - name: {{ $name }}

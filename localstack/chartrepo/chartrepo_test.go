@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runnerfleet/runnerfleet/internal/ociimage"
 	"github.com/runnerfleet/runnerfleet/provisioning/fleetspec"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlabrunner"
@@ -178,6 +179,9 @@ func TestStandinChartRendersADockerMachineManagerFromTheProgramsValues(t *testin
 	}
 	if env[shared.EnvIncarnation] != "claim-abc" {
 		t.Errorf("env %v: want %s=claim-abc", env, shared.EnvIncarnation)
+	}
+	if ic := pod.InitContainers; len(ic) != 1 || !strings.Contains(strings.Join(ic[0].Args, " "), "chown "+ociimage.NonRoot+" '"+shared.MachineStatePath+"'") || len(ic[0].VolumeMounts) != 1 {
+		t.Errorf("init containers %+v: want one giving %s the state volume at %s", ic, ociimage.NonRoot, shared.MachineStatePath)
 	}
 	if pod.ServiceAccountName != r.Group.ManagerName() || len(pod.NodeSelector) == 0 || len(pod.Tolerations) == 0 {
 		t.Errorf("service account %q, nodeSelector %v, tolerations %v: want the program's", pod.ServiceAccountName, pod.NodeSelector, pod.Tolerations)
