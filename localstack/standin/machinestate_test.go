@@ -53,7 +53,10 @@ func TestSecondManagerOnAHeldMachineStateRefusesToStart(t *testing.T) {
 		log := &syncBuffer{}
 		return Run(context.Background(), Options{Config: cfg, SystemID: "s_second", Signals: sigs, Log: log, Listener: ln, MachineState: dir}), log
 	}
-	if code, log := run(make(chan os.Signal)); code != ExitError || !strings.Contains(log.String(), "refusing to start") {
+	// Were it to start, it would drain and exit 0 a moment later.
+	quit := make(chan os.Signal, 1)
+	go func() { time.Sleep(time.Second); quit <- syscall.SIGQUIT }()
+	if code, log := run(quit); code != ExitError || !strings.Contains(log.String(), "refusing to start") {
 		t.Fatalf("a stand-in on a held state directory exited %d; want %d (refused):\n%s", code, ExitError, log)
 	}
 	release()
