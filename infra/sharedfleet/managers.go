@@ -117,7 +117,14 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 			// their release is gone (their preStop hook holds them), and
 			// pulumi up does not wait for them. The same setting makes the
 			// install return once Kubernetes took the objects; fleet status
-			// shows the managers coming up and draining.
+			// shows the managers coming up and draining. Measured on the
+			// local stack's real node (TestSharedFleetChangeWhileAJobRuns):
+			// the provider's uninstall returned at once with skipAwait false
+			// and atomic true as well (Helm waits for the release's objects,
+			// not for the pod's grace); what a drain would hold pulumi up on
+			// is the state claim, which is why it is DeletedWith its config
+			// Secret (declareState): without that, pulumi up took the whole
+			// drain.
 			SkipAwait:  pulumi.Bool(true),
 			Atomic:     pulumi.Bool(false),
 			Timeout:    pulumi.Int(900),
