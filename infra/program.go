@@ -89,7 +89,11 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		if err != nil {
 			return err
 		}
-		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting, Platform: gke, Prices: f.Cost})
+		var localFleets *sharedfleet.Local
+		if f.Platform == stackconfig.PlatformLocal && len(f.SharedFleets) > 0 {
+			localFleets = &sharedfleet.Local{ChartRepository: f.Local.ChartRepository, Platform: f.FleetPlatform()}
+		}
+		shared, err := sharedfleet.New(ctx, &sharedfleet.Args{Fleets: f.SharedFleets, Cluster: cluster, Secrets: secrets, Alerting: f.Alerting, Platform: gke, Prices: f.Cost, Local: localFleets})
 		if err != nil {
 			return err
 		}

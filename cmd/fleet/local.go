@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/infra/kube"
@@ -278,6 +280,9 @@ func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 			return err
 		}
 		rep.Kubeconfig = st.Kubeconfig
+		if rep.SharedFleets, err = s.sharedFleets(ctx, cl); err != nil {
+			return err
+		}
 	}
 	for _, p := range st.Processes {
 		rep.Processes = append(rep.Processes, processRow{Name: p.Name, Running: p.PID != 0, PID: p.PID, Endpoint: p.Endpoint, Log: p.Log})
@@ -295,6 +300,7 @@ func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 		if err := printManagers(ctx, w, cl.Client); err != nil {
 			return err
 		}
+		printSharedFleets(w, rep.SharedFleets)
 		s.printJobs(ctx, w)
 		fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n",
 			rep.Nodes.Total, rep.Nodes.Ready, rep.Nodes.realNode(), rep.Nodes.kwok())
@@ -591,4 +597,34 @@ func managerTrouble(cl *localcluster.Cluster) string {
 		return ""
 	}
 	return ":" + b.String()
+}
+
+// sharedFleets are the local platform's shared fleets of the stack file,
+// as the cluster has them (their managers, the draining ones with their
+// jobs and time left), as fleet status shows a gke stack's.
+func (s *localStack) sharedFleets(ctx context.Context, cl *localcluster.Cluster) ([]sharedFleetStatus, error) {
+	path, err := s.stackFile()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := parseStack(stackLocal, b)
+	if err != nil {
+		return nil, err
+	}
+	if len(v.fleet.SharedFleets) == 0 {
+		return nil, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sharedFleetStatuses(ctx, cl.Client, jobReader{cs: cs}, v.fleet.SharedFleets, time.Now())
 }

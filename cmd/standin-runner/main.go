@@ -34,5 +34,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "standin:", err)
 		os.Exit(standin.ExitError)
 	}
-	os.Exit(standin.Run(context.Background(), standin.Options{Config: cfg, Signals: sigs, Log: os.Stderr}))
+	os.Exit(standin.Run(context.Background(), standin.Options{Config: cfg, Signals: sigs, Log: os.Stderr,
+		// A docker+machine manager's state directory: held while it runs.
+		MachineState: standin.MachineStateDir(cfg, os.Getenv)}))
 }

@@ -20,7 +20,9 @@ import (
 )
 
 // declareGroup declares one group's objects and its managers' releases.
-func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl *SharedFleet, gp *shared.GroupPlan, bucket pulumi.StringOutput, hasBucket bool,
+// repo is the chart repository: shared.ChartRepository, or on the local
+// platform its loopback one (Local).
+func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl *SharedFleet, gp *shared.GroupPlan, repo string, bucket pulumi.StringOutput, hasBucket bool,
 	token pulumi.StringOutput, ns pulumi.Resource, on func(deps ...pulumi.Resource) []pulumi.ResourceOption) error {
 	prefix := component + "-" + gp.Manager
 	secret := &corev1.Secret{
@@ -107,7 +109,7 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 			Chart:          pulumi.String(shared.ChartName),
 			Version:        pulumi.String(shared.ChartVersion),
 			Namespace:      pulumi.String(p.Namespace),
-			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(shared.ChartRepository)},
+			RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(repo)},
 			Values:         pulumix.ToInput(values).(pulumi.Map),
 			// The provider's Delete uninstalls without waiting only when
 			// the release was declared skipAwait and not atomic: an old
@@ -115,7 +117,14 @@ func declareGroup(ctx *pulumi.Context, component string, p *shared.FleetPlan, fl
 			// their release is gone (their preStop hook holds them), and
 			// pulumi up does not wait for them. The same setting makes the
 			// install return once Kubernetes took the objects; fleet status
-			// shows the managers coming up and draining.
+			// shows the managers coming up and draining. Measured on the
+			// local stack's real node (TestSharedFleetChangeWhileAJobRuns):
+			// the provider's uninstall returned at once with skipAwait false
+			// and atomic true as well (Helm waits for the release's objects,
+			// not for the pod's grace); what a drain would hold pulumi up on
+			// is the state claim, which is why it is DeletedWith its config
+			// Secret (declareState): without that, pulumi up took the whole
+			// drain.
 			SkipAwait:  pulumi.Bool(true),
 			Atomic:     pulumi.Bool(false),
 			Timeout:    pulumi.Int(900),

@@ -104,7 +104,7 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 		if !ok {
 			return nil, fmt.Errorf("sharedfleet: the token of %s was not read", gp.Manager)
 		}
-		if err := declareGroup(ctx, component, p, fl, gp, bucket, hasBucket, token, ns, on); err != nil {
+		if err := declareGroup(ctx, component, p, fl, gp, shared.ChartRepository, bucket, hasBucket, token, ns, on); err != nil {
 			return nil, err
 		}
 	}

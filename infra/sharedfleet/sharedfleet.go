@@ -205,6 +205,9 @@ type Args struct {
 	// Prices is the stack config's cost: the fleets' VMs are priced by it
 	// over the defaults.
 	Prices *cost.Table
+	// Local, instead of Platform, declares the fleets on the local
+	// platform: their Kubernetes half only (Local).
+	Local *Local
 }
 
 // New declares the stack's shared fleets on the cluster. Everything is
@@ -214,6 +217,9 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 	fleets, c, secrets := args.Fleets, args.Cluster, args.Secrets
 	if len(fleets) == 0 {
 		return out, nil
+	}
+	if args.Local != nil {
+		return newLocal(ctx, args, opts...)
 	}
 	if args.Platform == nil || args.Platform.Args == nil || args.Platform.Args.GCP == nil {
 		return nil, fmt.Errorf("%s: shared fleets run on the gke platform, which was not declared", stackconfig.Root.Child("sharedFleets"))

@@ -8,7 +8,9 @@ import (
 
 func (f *Fleet) validateAlerting(p *field.Path) field.ErrorList {
 	if f.Alerting == nil {
-		if len(f.SharedFleets) > 0 {
+		// The local platform declares no Alertmanager
+		// (validateLocalSharedFleets).
+		if len(f.SharedFleets) > 0 && f.Platform != PlatformLocal {
 			return field.ErrorList{field.Required(p, "the shared fleets' alerts need a receiver: add alerting.receiver with one of webhookURLConfigKey, slackWebhookURLConfigKey or pagerDutyRoutingKeyConfigKey (a config secret set with pulumi config set --secret)")}
 		}
 		return nil
@@ -20,6 +22,9 @@ func (f *Fleet) validateAlerting(p *field.Path) field.ErrorList {
 	r, rp := f.Alerting.Receiver, p.Child("receiver")
 	if len(f.SharedFleets) == 0 {
 		errs = append(errs, field.Forbidden(p, "alerting is the shared fleets' Alertmanager; this stack has no sharedFleets, so remove it"))
+	}
+	if f.Platform == PlatformLocal {
+		errs = append(errs, field.Forbidden(p, "the local platform declares no Alertmanager for its shared fleets; remove alerting or set platform: gke"))
 	}
 	for _, k := range []struct{ key, value string }{
 		{"webhookURLConfigKey", r.WebhookURLConfigKey},

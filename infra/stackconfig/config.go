@@ -90,6 +90,11 @@ type Local struct {
 	// Kubeconfig is the path of the local control plane's kubeconfig; fleet
 	// up sets it. Default: $KUBECONFIG.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// ChartRepository is the Helm chart repository the local platform's
+	// shared fleets take their managers' chart from: a loopback one
+	// (localstack/chartrepo, a stand-in for the gitlab-runner chart), as
+	// nothing reaches the chart's own. Required with sharedFleets.
+	ChartRepository string `json:"chartRepository,omitempty"`
 }
 
 // Capacity is the fleet-wide capacity policy.

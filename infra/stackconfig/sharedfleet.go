@@ -3,6 +3,7 @@ package stackconfig
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -36,7 +37,10 @@ func GCPNetworkPath(project, cluster string) string {
 // section, the project, region, cluster and VPC.
 func (f *Fleet) FleetPlatform() fleetspec.Platform {
 	p := fleetspec.Platform{GitLabURL: f.GitLabURL, Cluster: f.ClusterName}
-	if f.GCP != nil {
+	if f.Platform == PlatformLocal {
+		g := LocalSharedFleetGCP()
+		p.Project, p.Region, p.Network, p.Zones = g.Project, g.Region, GCPNetworkPath(g.Project, f.ClusterName), g.Zones
+	} else if f.GCP != nil {
 		p.Project, p.Region, p.Network = f.GCP.Project, f.GCP.Region, GCPNetworkPath(f.GCP.Project, f.ClusterName)
 		p.Zones = f.GCP.Zones
 	}
@@ -68,8 +72,16 @@ func (f *Fleet) validateSharedFleets(p *field.Path) field.ErrorList {
 	if len(f.SharedFleets) == 0 {
 		return nil
 	}
-	if f.Platform != PlatformGKE {
-		return append(errs, field.Forbidden(p, "shared fleets run on the gke platform (their jobs run on GCE VMs); remove them or set platform: gke"))
+	if f.Platform == PlatformLocal {
+		if errs := f.validateLocalSharedFleets(p); len(errs) > 0 {
+			return errs
+		}
+		// The rest is checked as on gke, against the project and region
+		// the local platform's fleets name (LocalSharedFleetGCP).
+		f.GCP = LocalSharedFleetGCP()
+		defer func() { f.GCP = nil }()
+	} else if f.Platform != PlatformGKE {
+		return append(errs, field.Forbidden(p, "shared fleets run on the gke platform (their jobs run on GCE VMs) and, for the end-to-end proof, on the local one; remove them or set platform: gke"))
 	}
 	if f.GCP == nil {
 		return nil // platform gke already asks for the gcp section
@@ -371,4 +383,49 @@ func keyPath(p *field.Path, key string) *field.Path {
 		}
 	}
 	return p
+}
+
+// LocalSharedFleetGCP is the GCP section the local platform's shared
+// fleets are rendered and checked against: their docker+machine
+// config.toml names this project and region, where no VM is ever made
+// (the local stand-in runner runs each job itself, localstack/standin).
+func LocalSharedFleetGCP() *GCP {
+	g := &GCP{Project: "runnerfleet-local", Region: "us-east1"}
+	g.setDefaults()
+	return g
+}
+
+// validateLocalSharedFleets refuses what the local platform's shared fleets
+// cannot have: the local platform declares only their Kubernetes half
+// (namespace, token and config Secrets, state claims, the managers' Helm
+// releases from local.chartRepository), for the proof of a change while
+// jobs run (docs/concepts/shared-fleet.md, Generations); VMs, their
+// network, identities, web terminals, KEDA scaling and the fleets'
+// Prometheus are the gke platform's.
+func (f *Fleet) validateLocalSharedFleets(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if f.Local == nil || f.Local.ChartRepository == "" {
+		errs = append(errs, field.Required(Root.Child("local", "chartRepository"), "the local platform's shared fleets take their chart from a loopback chart repository (localstack/chartrepo): set its URL, e.g. http://127.0.0.1:8930"))
+	} else if u, err := url.Parse(f.Local.ChartRepository); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, field.Invalid(Root.Child("local", "chartRepository"), f.Local.ChartRepository, "an http(s) URL of a Helm chart repository, e.g. http://127.0.0.1:8930"))
+	}
+	for i, s := range f.SharedFleets {
+		sp := p.Index(i)
+		if len(s.VMGroups) > 0 {
+			errs = append(errs, field.Forbidden(sp.Child("vmGroups"), "the local platform makes no VMs; remove vmGroups or set platform: gke"))
+		}
+		if s.WebTerminal != nil {
+			errs = append(errs, field.Forbidden(sp.Child("webTerminal"), "the local platform has no load balancers for terminals; remove webTerminal or set platform: gke"))
+		}
+		for j, g := range s.Groups {
+			gp := sp.Child("groups").Index(j)
+			if g.Executor != "" && g.Executor != fleetspec.ExecutorDockerMachine {
+				errs = append(errs, field.NotSupported(gp.Child("executor"), g.Executor, []string{fleetspec.ExecutorDockerMachine}))
+			}
+			if g.Scaling.MaxManagers > g.Scaling.MinManagers && g.Scaling.MaxManagers > 1 {
+				errs = append(errs, field.Forbidden(gp.Child("scaling", "maxManagers"), "the local platform has no KEDA to scale managers above minManagers; set maxManagers to minManagers or set platform: gke"))
+			}
+		}
+	}
+	return errs
 }

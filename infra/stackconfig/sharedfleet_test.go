@@ -256,7 +256,7 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 		{"terminal through an ingress controller", func(v map[string]any) { at(v, "sharedFleets", 0, "webTerminal")["ingressClass"] = "nginx" },
 			[]string{"runnerfleet:fleet.sharedFleets[0].webTerminal.ingressClass: Forbidden: unknown key"}},
 		{"not on gke", func(v map[string]any) {
-			v["platform"] = "local"
+			v["platform"] = "eks"
 			delete(v, "gcp")
 		}, []string{"runnerfleet:fleet.sharedFleets: Forbidden: shared fleets run on the gke platform"}},
 	}
@@ -271,6 +271,90 @@ func TestBadSharedFleetsAreRefusedNamingTheKey(t *testing.T) {
 			var se *Error
 			if !errors.As(err, &se) {
 				t.Fatalf("not a stack config error: %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// localSharedFleetStack is a local stack with a shared fleet of one
+// docker+machine group, as the end-to-end proof of a change while jobs
+// run declares it.
+func localSharedFleetStack() map[string]any {
+	var v map[string]any
+	if err := json.Unmarshal([]byte(`{
+  "platform": "local",
+  "gitlabURL": "http://10.213.0.1:8929",
+  "local": {"chartRepository": "http://127.0.0.1:8930"},
+  "sharedFleets": [
+    {
+      "name": "local-shared",
+      "managerImage": "runnerfleet.local/gitlab-runner-standin:local",
+      "vmNetwork": {"cidr": "10.30.0.0/20"},
+      "groups": [
+        {
+          "name": "linux", "tokenConfigKey": "sharedLocalLinux", "zone": "us-east1-b",
+          "machineType": "n2d-standard-2", "image": "runner-vm",
+          "maxVMs": 2, "idleCount": 0, "idleTime": "10m"
+        }
+      ]
+    }
+  ]
+}`), &v); err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// The local platform takes a shared fleet's Kubernetes half and refuses,
+// naming the key, what it cannot do.
+func TestLocalPlatformSharedFleets(t *testing.T) {
+	f, err := Decode(encode(t, localSharedFleetStack()), "local")
+	if err != nil {
+		t.Fatalf("a local shared fleet of one docker+machine group: %v", err)
+	}
+	if f.GCP != nil {
+		t.Errorf("the local stack got a gcp section: %+v", f.GCP)
+	}
+	if p := f.FleetPlatform(); p.Project != LocalSharedFleetGCP().Project || p.Region != LocalSharedFleetGCP().Region {
+		t.Errorf("the local fleets' platform is %+v; want LocalSharedFleetGCP's project and region", p)
+	}
+	group := func(v map[string]any) map[string]any { return at(v, "sharedFleets", 0, "groups", 0) }
+	cases := []struct {
+		name   string
+		mutate func(map[string]any)
+		want   []string
+	}{
+		{"no chart repository", func(v map[string]any) { delete(v, "local") },
+			[]string{"runnerfleet:fleet.local.chartRepository: Required value"}},
+		{"a chart repository that is no URL", func(v map[string]any) { v["local"] = map[string]any{"chartRepository": "127.0.0.1:8930"} },
+			[]string{"runnerfleet:fleet.local.chartRepository: Invalid value"}},
+		{"VM groups", func(v map[string]any) {
+			at(v, "sharedFleets", 0)["vmGroups"] = []any{map[string]any{"name": "w", "os": "windows", "tokenConfigKey": "w"}}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].vmGroups: Forbidden: the local platform makes no VMs"}},
+		{"a web terminal", func(v map[string]any) {
+			at(v, "sharedFleets", 0)["webTerminal"] = map[string]any{"domain": "t.example.com", "allowedCIDRs": []any{"203.0.113.10/32"}}
+		}, []string{"runnerfleet:fleet.sharedFleets[0].webTerminal: Forbidden"}},
+		{"docker-autoscaler", func(v map[string]any) { group(v)["executor"] = "docker-autoscaler" },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].executor: Unsupported value"}},
+		{"KEDA scaling", func(v map[string]any) { group(v)["scaling"] = map[string]any{"minManagers": 1, "maxManagers": 3} },
+			[]string{"runnerfleet:fleet.sharedFleets[0].groups[0].scaling.maxManagers: Forbidden: the local platform has no KEDA"}},
+		{"alerting", func(v map[string]any) {
+			v["alerting"] = map[string]any{"receiver": map[string]any{"webhookURLConfigKey": "hook"}}
+		},
+			[]string{"runnerfleet:fleet.alerting: Forbidden: the local platform declares no Alertmanager"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := localSharedFleetStack()
+			c.mutate(v)
+			_, err := Decode(encode(t, v), "local")
+			if err == nil {
+				t.Fatal("accepted")
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -237,6 +238,11 @@ func (c *Cluster) controlPlane(pki PKI, assets string, audit []string) []Process
 				// on NoExecute evictions: PodGC deletes the pods of a node
 				// that goes (the reclaim test).
 				"--controllers=*,-nodeipam,-serviceaccount-token,-taint-eviction-controller",
+				// The built-in host-path provisioner gives a claim of
+				// StorageClassName a directory of this machine, where the
+				// real node's kubelet mounts it (one node: the volume is
+				// wherever the pod runs), and deletes it with its claim.
+				"--enable-hostpath-provisioner=true",
 				"--leader-elect=false",
 				"--use-service-account-credentials=false",
 				"--service-account-private-key-file=" + pki.Path(serviceAccountKey),
@@ -341,6 +347,9 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 		fmt.Fprintf(opts.Log, "Nodes %s Ready (kwok) %.1fs\n", strings.Join(names, ", "), time.Since(start).Seconds())
 	}
 
+	if err := c.ensureStorageClass(ctx); err != nil {
+		return err
+	}
 	start = time.Now()
 	for _, crd := range opts.CRDs {
 		if err := c.applyCRD(ctx, crd); err != nil {
@@ -631,4 +640,30 @@ func (c *Cluster) RunsBinary(name, path string) bool {
 	}
 	started, err := os.Stat(pidFile(c.Dir, name))
 	return err == nil && !bin.ModTime().After(started.ModTime())
+}
+
+// StorageClassName is the local cluster's default StorageClass: volumes of
+// kube-controller-manager's host-path provisioner (kubernetes.io/host-path),
+// directories under /tmp of this machine that go with their claims. Only
+// the real node's pods can use them (a kwok node mounts nothing).
+const StorageClassName = "local-hostpath"
+
+// hostPathProvisioner is the provisioner name of kube-controller-manager's
+// --enable-hostpath-provisioner.
+const hostPathProvisioner = "kubernetes.io/host-path"
+
+// ensureStorageClass creates the default StorageClass.
+func (c *Cluster) ensureStorageClass(ctx context.Context) error {
+	del := corev1.PersistentVolumeReclaimDelete
+	sc := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: StorageClassName, Annotations: map[string]string{
+			"storageclass.kubernetes.io/is-default-class": "true",
+		}},
+		Provisioner:   hostPathProvisioner,
+		ReclaimPolicy: &del,
+	}
+	if err := c.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating StorageClass %s: %w", StorageClassName, err)
+	}
+	return nil
 }

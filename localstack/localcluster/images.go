@@ -38,7 +38,7 @@ const (
 
 // busyboxApplets are the commands the manager pod runs besides
 // gitlab-runner, and a few for a newcomer's kubectl exec.
-var busyboxApplets = []string{"sh", "cp", "sed", "kill", "sleep", "cat", "ls", "ps", "env"}
+var busyboxApplets = []string{"sh", "cp", "mv", "sed", "tr", "chown", "kill", "sleep", "cat", "ls", "ps", "env"}
 
 // builtImage is an image archive ready to import.
 type builtImage struct {

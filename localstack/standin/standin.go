@@ -126,6 +126,11 @@ type Options struct {
 	// Now is the clock by which job_queuing_durations' periods are judged;
 	// default time.Now.
 	Now func() time.Time
+	// MachineState is the docker+machine state directory
+	// (MachineStateDir), "" for none: Run holds it locked while it runs
+	// and refuses to start when another live process holds it
+	// (LockMachineState).
+	MachineState string
 }
 
 // Exit codes of Run.
@@ -176,6 +181,15 @@ func Run(ctx context.Context, o Options) int {
 	if err := compileMonitoring(o.Config); err != nil {
 		m.log("%v", err)
 		return ExitError
+	}
+	if o.MachineState != "" {
+		release, err := LockMachineState(o.MachineState, o.SystemID)
+		if err != nil {
+			m.log("refusing to start: %v", err)
+			return ExitError
+		}
+		defer release()
+		m.log("holding the machine state directory %s", o.MachineState)
 	}
 	for _, r := range o.Config.Runners {
 		if r.jobPods() && m.kube == nil {
