@@ -165,17 +165,20 @@ type tag struct {
 	placement runnerconfig.JobPlacement
 }
 
-func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration) result {
-	ctx := context.Background()
-	var r result
-	r.loadStart = load1()
+// controlPlane starts a control plane of the benchmark's own in a new state
+// directory: kwok and Karpenter's kwok provider, no real node, nodes fake
+// manager nodes (0: localcluster's default), with Karpenter's and kwok's
+// CRDs and extra; it is stopped when the benchmark ends. It returns the
+// cluster and Karpenter's pid.
+func controlPlane(b *testing.B, root string, nodes int, extra ...*apiextensionsv1.CustomResourceDefinition) (*localcluster.Cluster, int) {
+	b.Helper()
 	state := b.TempDir()
 	stateDirs = append(stateDirs, state)
-	var crds []*apiextensionsv1.CustomResourceDefinition
+	list := slices.Clone(extra)
 	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpapis.CRDs...), kwokapis.CRDs...) {
-		crds = append(crds, c.DeepCopy())
+		list = append(list, c.DeepCopy())
 	}
-	cl, err := localcluster.Up(ctx, localcluster.Options{Dir: state, Name: "capbench", RepoRoot: root, CRDs: crds, Karpenter: true, Node: false})
+	cl, err := localcluster.Up(context.Background(), localcluster.Options{Dir: state, Name: "capbench", RepoRoot: root, CRDs: list, Karpenter: true, Node: false, Nodes: nodes})
 	b.Cleanup(func() {
 		if err := localcluster.DownWithTimeout(context.Background(), state, 20*time.Second, io.Discard); err != nil {
 			b.Errorf("stopping the control plane: %v", err)
@@ -185,11 +188,19 @@ func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration)
 		b.Fatal(err)
 	}
 	checkRealNode(b)
-	c := cl.Client
 	pid := cl.Running(localcluster.Karpenter)
 	if pid == 0 {
 		b.Fatal("Karpenter does not run")
 	}
+	return cl, pid
+}
+
+func measure(b *testing.B, root, design string, n, jobs int, idle time.Duration) result {
+	ctx := context.Background()
+	var r result
+	r.loadStart = load1()
+	cl, pid := controlPlane(b, root, 0)
+	c := cl.Client
 
 	class := &v1alpha1.RunnerClass{ObjectMeta: metav1.ObjectMeta{Name: "kwok-spot"}, Spec: v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK}}
 	q := resource.MustParse

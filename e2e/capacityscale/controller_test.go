@@ -3,7 +3,6 @@ package capacityscale
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,8 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
-	karpapis "sigs.k8s.io/karpenter/pkg/apis"
 	karpv1 "sigs.k8s.io/karpenter/pkg/apis/v1"
 
 	"github.com/runnerfleet/runnerfleet/e2e/internal/executorpod"
@@ -227,32 +223,14 @@ func measureWithController(b *testing.B, root string, mode v1alpha1.NodePoolMode
 	ctx := context.Background()
 	var r controllerResult
 	r.loadStart = load1()
-	state := b.TempDir()
-	stateDirs = append(stateDirs, state)
 	crdList, err := crds.CRDs()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpapis.CRDs...), kwokapis.CRDs...) {
-		crdList = append(crdList, c.DeepCopy())
-	}
 	// The managers are kwok pods on the fake manager nodes, 110 pods a
 	// node; the jobs get Karpenter's nodes.
-	cl, err := localcluster.Up(ctx, localcluster.Options{Dir: state, Name: "capbench", RepoRoot: root, CRDs: crdList, Karpenter: true, Node: false, Nodes: n/100 + 2})
-	b.Cleanup(func() {
-		if err := localcluster.DownWithTimeout(context.Background(), state, 20*time.Second, io.Discard); err != nil {
-			b.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	checkRealNode(b)
+	cl, pid := controlPlane(b, root, n/100+2, crdList...)
 	c := cl.Client
-	pid := cl.Running(localcluster.Karpenter)
-	if pid == 0 {
-		b.Fatal("Karpenter does not run")
-	}
 	servers := []int{cl.Running(localcluster.APIServer), cl.Running(localcluster.Etcd)}
 	serverCPU := func() float64 {
 		var sum float64

@@ -3,7 +3,6 @@ package capacityscale
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -11,16 +10,12 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	kwokapis "sigs.k8s.io/karpenter/kwok/apis"
-	karpapis "sigs.k8s.io/karpenter/pkg/apis"
 
 	"github.com/runnerfleet/runnerfleet/internal/checkout"
-	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
@@ -55,27 +50,8 @@ func BenchmarkKarpenterWithManagersOnly(b *testing.B) {
 
 func measureManagersOnly(b *testing.B, root string, n int, idle time.Duration) (idleCPU, idleRSS, load float64) {
 	ctx := context.Background()
-	state := b.TempDir()
-	stateDirs = append(stateDirs, state)
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, c := range append(append([]*apiextensionsv1.CustomResourceDefinition{}, karpapis.CRDs...), kwokapis.CRDs...) {
-		crds = append(crds, c.DeepCopy())
-	}
-	cl, err := localcluster.Up(ctx, localcluster.Options{Dir: state, Name: "capbench", RepoRoot: root, CRDs: crds, Karpenter: true, Node: false, Nodes: n/100 + 2})
-	b.Cleanup(func() {
-		if err := localcluster.DownWithTimeout(context.Background(), state, 20*time.Second, io.Discard); err != nil {
-			b.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	checkRealNode(b)
+	cl, pid := controlPlane(b, root, n/100+2)
 	c := cl.Client
-	pid := cl.Running(localcluster.Karpenter)
-	if pid == 0 {
-		b.Fatal("Karpenter does not run")
-	}
 	managersStartAtOnce(b, c)
 	work := make(chan int)
 	var wg sync.WaitGroup
