@@ -78,13 +78,9 @@ func newLocal(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*
 				return nil, err
 			}
 		}
-		var managers []string
-		for _, g := range sortedKeys(fl.Managers) {
-			managers = append(managers, fl.Managers[g]...)
-		}
 		if err := ctx.RegisterResourceOutputs(fl, pulumi.Map{
 			"namespace": pulumi.String(fl.Namespace),
-			"managers":  pulumi.ToStringArray(managers),
+			"managers":  pulumi.ToStringArray(fl.managerNames()),
 		}); err != nil {
 			return nil, err
 		}

@@ -119,13 +119,9 @@ func declareFleet(ctx *pulumi.Context, p *shared.FleetPlan, c *kube.Cluster, e *
 			return nil, err
 		}
 	}
-	var managers []string
-	for _, g := range sortedKeys(fl.Managers) {
-		managers = append(managers, fl.Managers[g]...)
-	}
 	if err := ctx.RegisterResourceOutputs(fl, pulumi.Map{
 		"namespace":     pulumi.String(fl.Namespace),
-		"managers":      pulumi.ToStringArray(managers),
+		"managers":      pulumi.ToStringArray(fl.managerNames()),
 		"terminalHosts": pulumi.ToStringArray(fl.TerminalHosts),
 		"prometheus":    pulumi.String(fl.Prometheus),
 	}); err != nil {

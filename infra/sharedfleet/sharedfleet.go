@@ -286,3 +286,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// managerNames are the fleet's managers, group by group in the groups'
+// order by name: the fleet's "managers" output.
+func (fl *SharedFleet) managerNames() []string {
+	var out []string
+	for _, g := range sortedKeys(fl.Managers) {
+		out = append(out, fl.Managers[g]...)
+	}
+	return out
+}
