@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,14 +148,16 @@ func (s *localStack) registerRunners(ctx context.Context, cl *localcluster.Clust
 		if tok == "" {
 			return fmt.Errorf("Secret %s/%s has no key %s: the RunnerSet's runner token", rs.Namespace, ref.Name, ref.KeyOrDefault())
 		}
-		if err := control.AddRunner(ctx, tok, rs.Spec.Tags); err != nil {
+		if err := control.AddNamedRunner(ctx, tok, rs.Namespace+"/"+rs.Name, rs.Spec.Tags); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// queueDemoJobs queues n jobs of d for each RunnerSet's tags.
+// queueDemoJobs queues n jobs of d for each RunnerSet's tags, once for
+// RunnerSets of the same tags (an overflow and its primary take the same
+// jobs).
 func (s *localStack) queueDemoJobs(ctx context.Context, cl *localcluster.Cluster, n int, d time.Duration) error {
 	control, err := s.gitlabControl()
 	if err != nil {
@@ -164,7 +167,13 @@ func (s *localStack) queueDemoJobs(ctx context.Context, cl *localcluster.Cluster
 	if err := cl.Client.List(ctx, list); err != nil {
 		return err
 	}
+	queued := map[string]bool{}
 	for _, rs := range list.Items {
+		key := strings.Join(slices.Sorted(slices.Values(rs.Spec.Tags)), ",")
+		if queued[key] {
+			continue
+		}
+		queued[key] = true
 		if err := control.QueueJobs(ctx, rs.Spec.Tags, d, n); err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/infra/kube"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/controller"
@@ -283,6 +284,12 @@ func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 		if rep.SharedFleets, err = s.sharedFleets(ctx, cl); err != nil {
 			return err
 		}
+		if jobs, err := s.jobs(ctx); err == nil {
+			regions := runnerSetRegions(rep.RunnerSets, stackLocal)
+			for _, j := range jobs {
+				rep.Jobs = append(rep.Jobs, jobRow{ControlJob: j, Region: regions[j.Runner]})
+			}
+		}
 	}
 	for _, p := range st.Processes {
 		rep.Processes = append(rep.Processes, processRow{Name: p.Name, Running: p.PID != 0, PID: p.PID, Endpoint: p.Endpoint, Log: p.Log})
@@ -301,7 +308,7 @@ func (s *localStack) Status(ctx context.Context, o statusOptions) error {
 			return err
 		}
 		printSharedFleets(w, rep.SharedFleets)
-		s.printJobs(ctx, w)
+		s.printJobs(ctx, w, runnerSetRegions(rep.RunnerSets, stackLocal))
 		fmt.Fprintf(w, "\nNodes: %d, %d Ready: %s; %d kwok node(s) for job capacity (their pods go Running but run nothing)\n",
 			rep.Nodes.Total, rep.Nodes.Ready, rep.Nodes.realNode(), rep.Nodes.kwok())
 	} else {
@@ -375,9 +382,10 @@ func printManagers(ctx context.Context, w io.Writer, c client.Client) error {
 	return tw.Flush()
 }
 
-// printJobs summarizes the loopback GitLab's jobs: by tag and state, and
-// which manager runs what.
-func (s *localStack) printJobs(ctx context.Context, w io.Writer) {
+// printJobs summarizes the loopback GitLab's jobs: which RunnerSet (the
+// runner's description), region and manager ran each, and how long it
+// waited in the queue.
+func (s *localStack) printJobs(ctx context.Context, w io.Writer, regions map[string]string) {
 	jobs, err := s.jobs(ctx)
 	if err != nil {
 		fmt.Fprintf(w, "\nJobs: the loopback GitLab does not answer (%v)\n", err)
@@ -388,14 +396,19 @@ func (s *localStack) printJobs(ctx context.Context, w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nJobs in the loopback GitLab (%s)\n", localGitLabURL())
+	printJobTable(w, jobs, regions, time.Now())
+}
+
+// printJobTable writes jobs as a table; regions maps a RunnerSet's
+// namespace/name to its region.
+func printJobTable(w io.Writer, jobs []gitlabserver.ControlJob, regions map[string]string, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTAGS\tDURATION\tSTATE\tMANAGER")
+	fmt.Fprintln(tw, "JOB\tTAGS\tDURATION\tSTATE\tWAITED\tRUNNER SET\tREGION\tMANAGER")
 	for _, j := range jobs {
 		m := strings.TrimPrefix(j.SystemID, "s_")
-		if m == "" {
-			m = "-"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j.ID, strings.Join(j.Tags, ","), j.Duration, j.State, m)
+		region := regions[j.Runner]
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, strings.Join(j.Tags, ","), j.Duration, j.State,
+			j.Waited(now).Round(time.Second), dash(j.Runner), dash(region), dash(m))
 	}
 	_ = tw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
@@ -102,5 +104,38 @@ func TestLocalDrainNamesTheControllerProcessTheKubeletAndTheCommands(t *testing.
 	}
 	if !strings.HasSuffix(d.force, " --force") {
 		t.Errorf("force command %q", d.force)
+	}
+}
+
+// fleet status's job table names, for each job, the RunnerSet that ran it
+// (its runner's description), that RunnerSet's region (the stack's when
+// it names none) and how long the job waited.
+func TestTheJobTableNamesTheRunnerSetAndRegionOfEachJob(t *testing.T) {
+	queued := time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
+	rows := []runnerSetRow{
+		{Namespace: "team-a", Name: "build"},
+		{Namespace: "team-a", Name: "build-overflow", Region: "local-b"},
+	}
+	jobs := []gitlabserver.ControlJob{
+		{ID: 1, Tags: []string{"team-a"}, Duration: "30s", State: gitlabserver.JobSuccess, SystemID: "s_build-0", Runner: "team-a/build", QueuedAt: queued, PickedAt: queued.Add(2 * time.Second)},
+		{ID: 2, Tags: []string{"team-a"}, Duration: "30s", State: gitlabserver.JobRunning, SystemID: "s_build-overflow-0", Runner: "team-a/build-overflow", QueuedAt: queued, PickedAt: queued.Add(41 * time.Second)},
+		{ID: 3, Tags: []string{"team-a"}, Duration: "30s", State: gitlabserver.JobPending, QueuedAt: queued},
+	}
+	var b strings.Builder
+	printJobTable(&b, jobs, runnerSetRegions(rows, stackLocal), queued.Add(time.Minute))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := [][]string{
+		{"JOB", "TAGS", "DURATION", "STATE", "WAITED", "RUNNER", "SET", "REGION", "MANAGER"},
+		{"1", "team-a", "30s", "success", "2s", "team-a/build", "local", "build-0"},
+		{"2", "team-a", "30s", "running", "41s", "team-a/build-overflow", "local-b", "build-overflow-0"},
+		{"3", "team-a", "30s", "pending", "1m0s", "-", "-", "-"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("job table:\n%s", b.String())
+	}
+	for i, l := range lines {
+		if got := strings.Fields(l); !slices.Equal(got, want[i]) {
+			t.Errorf("line %d: %q, want %q", i, got, want[i])
+		}
 	}
 }

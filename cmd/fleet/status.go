@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 type statusOptions struct {
@@ -34,7 +37,10 @@ type statusReport struct {
 	// SharedFleets are the stack's shared fleets' manager pods, draining
 	// ones included.
 	SharedFleets []sharedFleetStatus `json:"sharedFleets,omitempty"`
-	Kubeconfig   string              `json:"kubeconfig,omitempty"`
+	// Jobs are the local stack's loopback GitLab's jobs, with the region of
+	// the RunnerSet that ran each.
+	Jobs       []jobRow `json:"jobs,omitempty"`
+	Kubeconfig string   `json:"kubeconfig,omitempty"`
 }
 
 type runnerSetRow struct {
@@ -46,8 +52,27 @@ type runnerSetRow struct {
 	Reason    string   `json:"reason,omitempty"`
 	Message   string   `json:"message,omitempty"`
 	Managers  string   `json:"managers,omitempty"`
-	RunnerID  int64    `json:"runnerID,omitempty"`
-	Age       string   `json:"age"`
+	// Region is the RunnerSet's runnerfleet.dev/region label (a local
+	// stack's teams[].region), empty when it has none.
+	Region   string `json:"region,omitempty"`
+	RunnerID int64  `json:"runnerID,omitempty"`
+	Age      string `json:"age"`
+}
+
+// jobRow is a loopback GitLab job with the region of its RunnerSet.
+type jobRow struct {
+	gitlabserver.ControlJob
+	Region string `json:"region,omitempty"`
+}
+
+// runnerSetRegions maps each RunnerSet (namespace/name, as fleet names its
+// runner in the loopback GitLab) to its region, def when it names none.
+func runnerSetRegions(rows []runnerSetRow, def string) map[string]string {
+	out := map[string]string{}
+	for _, r := range rows {
+		out[r.Namespace+"/"+r.Name] = cmp.Or(r.Region, def)
+	}
+	return out
 }
 
 type controllerStatus struct {
@@ -111,7 +136,7 @@ func runnerSetRows(ctx context.Context, c client.Client) ([]runnerSetRow, error)
 	rows := []runnerSetRow{}
 	for _, rs := range list.Items {
 		r := runnerSetRow{Namespace: rs.Namespace, Name: rs.Name, Tags: rs.Spec.Tags, Class: rs.Spec.ClassName, Ready: "Unknown",
-			Managers: rs.Status.Managers, RunnerID: rs.Status.RunnerID, Age: age(rs.CreationTimestamp.Time)}
+			Managers: rs.Status.Managers, Region: rs.Labels[naming.LabelRegion], RunnerID: rs.Status.RunnerID, Age: age(rs.CreationTimestamp.Time)}
 		if cond := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionReady); cond != nil {
 			r.Ready, r.Reason, r.Message = string(cond.Status), cond.Reason, cond.Message
 		}

@@ -19,6 +19,9 @@ import (
 type ControlRunner struct {
 	Token string   `json:"token"`
 	Tags  []string `json:"tags"`
+	// Description is the runner's description in GitLab; fleet writes the
+	// RunnerSet's namespace/name, so a job's runner names who ran it.
+	Description string `json:"description,omitempty"`
 }
 
 // ControlJobs queues Count jobs of Duration for Tags: POST /jobs.
@@ -30,12 +33,27 @@ type ControlJobs struct {
 
 // ControlJob is a job as GET /jobs lists it.
 type ControlJob struct {
-	ID       int64     `json:"id"`
-	Tags     []string  `json:"tags"`
-	Duration string    `json:"duration"`
-	State    string    `json:"state"` // JobPending, JobRunning, JobSuccess or JobFailed
-	SystemID string    `json:"systemID,omitempty"`
+	ID       int64    `json:"id"`
+	Tags     []string `json:"tags"`
+	Duration string   `json:"duration"`
+	State    string   `json:"state"` // JobPending, JobRunning, JobSuccess or JobFailed
+	SystemID string   `json:"systemID,omitempty"`
+	// Runner is the description of the runner that took the job.
+	Runner   string    `json:"runner,omitempty"`
+	QueuedAt time.Time `json:"queuedAt,omitzero"`
 	PickedAt time.Time `json:"pickedAt,omitzero"`
+}
+
+// Waited is how long the job waited in the queue: until it was picked, or
+// until now while it is pending.
+func (j ControlJob) Waited(now time.Time) time.Duration {
+	if j.QueuedAt.IsZero() {
+		return 0
+	}
+	if j.PickedAt.IsZero() {
+		return now.Sub(j.QueuedAt)
+	}
+	return j.PickedAt.Sub(j.QueuedAt)
 }
 
 // ControlHandler serves the control API of s: POST /runners (adding a
@@ -55,7 +73,11 @@ func (s *Server) ControlHandler() http.Handler {
 				return
 			}
 		}
-		s.AddRunner(Runner{Type: InstanceType, Tags: in.Tags, Token: in.Token, Description: "runnerfleet local stack"})
+		desc := in.Description
+		if desc == "" {
+			desc = "runnerfleet local stack"
+		}
+		s.AddRunner(Runner{Type: InstanceType, Tags: in.Tags, Token: in.Token, Description: desc})
 		w.WriteHeader(http.StatusCreated)
 	})
 	mux.HandleFunc("POST /jobs", func(w http.ResponseWriter, r *http.Request) {
@@ -76,8 +98,13 @@ func (s *Server) ControlHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
 		out := []ControlJob{}
+		runners := map[int64]string{}
+		for _, rn := range s.Runners() {
+			runners[rn.ID] = rn.Description
+		}
 		for _, j := range s.Jobs() {
-			out = append(out, ControlJob{ID: j.ID, Tags: j.Tags, Duration: j.Duration.String(), State: j.State, SystemID: j.SystemID, PickedAt: j.PickedAt})
+			out = append(out, ControlJob{ID: j.ID, Tags: j.Tags, Duration: j.Duration.String(), State: j.State, SystemID: j.SystemID,
+				Runner: runners[j.RunnerID], QueuedAt: j.QueuedAt, PickedAt: j.PickedAt})
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
@@ -94,6 +121,11 @@ type Control struct {
 // AddRunner has the server take a runner with token and tags.
 func (c Control) AddRunner(ctx context.Context, token string, tags []string) error {
 	return c.post(ctx, "/runners", ControlRunner{Token: token, Tags: tags})
+}
+
+// AddNamedRunner is AddRunner with the runner's description.
+func (c Control) AddNamedRunner(ctx context.Context, token, description string, tags []string) error {
+	return c.post(ctx, "/runners", ControlRunner{Token: token, Tags: tags, Description: description})
 }
 
 // QueueJobs queues n jobs of d for tags.

@@ -70,3 +70,40 @@ func TestTheControlAPI(t *testing.T) {
 		t.Errorf("%d runners after bad requests, want 1", n)
 	}
 }
+
+// A job lists the description of the runner that took it (fleet names a
+// RunnerSet's runner namespace/name, which fleet status turns into the
+// RunnerSet and its region) and when it was queued and picked.
+func TestTheControlAPINamesTheRunnerThatTookAJob(t *testing.T) {
+	srv := gitlabserver.New()
+	defer srv.Close()
+	hs := httptest.NewServer(srv.ControlHandler())
+	defer hs.Close()
+	c := gitlabserver.Control{URL: hs.URL}
+	ctx := context.Background()
+	if err := c.AddNamedRunner(ctx, "glrt-overflow", "team-a/build-overflow", []string{"team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueueJobs(ctx, []string{"team-a"}, time.Second, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := request(t, srv, "glrt-overflow"); code != 201 {
+		t.Fatalf("picking a job: %d", code)
+	}
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked, pending := 0, 0
+	for _, j := range jobs {
+		switch {
+		case j.State == gitlabserver.JobRunning && j.Runner == "team-a/build-overflow" && !j.QueuedAt.IsZero() && !j.PickedAt.Before(j.QueuedAt):
+			picked++
+		case j.State == gitlabserver.JobPending && j.Runner == "" && j.PickedAt.IsZero() && j.Waited(j.QueuedAt.Add(time.Minute)) == time.Minute:
+			pending++
+		}
+	}
+	if picked != 1 || pending != 1 {
+		t.Errorf("jobs %+v: want one running, taken by team-a/build-overflow, and one pending that has waited a minute a minute after it was queued", jobs)
+	}
+}

@@ -48,6 +48,10 @@ const (
 	// LabelIncarnation names the incarnation of a manager whose
 	// docker+machine state lives on a volume of its own.
 	LabelIncarnation = "runnerfleet.dev/incarnation"
+	// LabelRegion names, on a local stack's RunnerSet, the region its team
+	// stands for (stack key teams[].region): one machine is one cluster, so
+	// an overflow "in another region" is shown by this label alone.
+	LabelRegion = "runnerfleet.dev/region"
 	// LabelLocalFakeNode marks the local stack's kwok nodes.
 	LabelLocalFakeNode = "runnerfleet.dev/local-fake-node"
 )
