@@ -3,6 +3,7 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -60,11 +61,11 @@ func (c *Cluster) StartPrometheus(ctx context.Context, files map[string][]byte, 
 			return "", err
 		}
 	}
-	port, err := FreePort()
+	url, err := c.PrometheusAddress()
 	if err != nil {
 		return "", err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	port := c.State.ExtraPorts[Prometheus][0]
 	plain := &http.Client{Timeout: 5 * time.Second}
 	p := Process{
 		Name: Prometheus,
@@ -85,4 +86,34 @@ func (c *Cluster) StartPrometheus(ctx context.Context, files map[string][]byte, 
 	}
 	fmt.Fprintf(log, "Started %-23s pid %-7d %-28s %.1fs\n", p.Name, pid, p.Endpoint, time.Since(start).Seconds())
 	return url, nil
+}
+
+// PrometheusAddress is the address the cluster's Prometheus serves on
+// (http://127.0.0.1:port), known before it first starts and the same on
+// every start: the port is picked once and kept in the cluster's state,
+// because the RunnerClass the program declares names it (KEDA's
+// Prometheus scaler reads it), and the program runs before Prometheus
+// starts.
+func (c *Cluster) PrometheusAddress() (string, error) {
+	st, err := ReadState(c.Dir)
+	if err != nil || st == nil {
+		return "", errors.Join(err, fmt.Errorf("no cluster state in %s", c.Dir))
+	}
+	if ps := st.ExtraPorts[Prometheus]; len(ps) == 1 && ps[0] != 0 {
+		c.State = st
+		return fmt.Sprintf("http://127.0.0.1:%d", ps[0]), nil
+	}
+	port, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	if st.ExtraPorts == nil {
+		st.ExtraPorts = map[string][]int{}
+	}
+	st.ExtraPorts[Prometheus] = []int{port}
+	if err := writeState(c.Dir, st); err != nil {
+		return "", err
+	}
+	c.State = st
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
 }
