@@ -127,7 +127,7 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if want := "export KUBECONFIG=" + filepath.Join(state, "kubeconfig"); !strings.Contains(out, want) {
 		t.Errorf("fleet status does not say %q:\n%s", want, out)
 	}
-	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Karpenter, localcluster.Controller, localcluster.Prometheus) {
+	for _, p := range append(append([]string{}, localcluster.StartOrder...), localcluster.Karpenter, localcluster.KEDAOperator, localcluster.KEDAMetricsAPIServer, localcluster.Controller, localcluster.Prometheus) {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(p) + `\s+running\s+\d+`).MatchString(out) {
 			t.Errorf("fleet status does not show %s running:\n%s", p, out)
 		}
