@@ -169,11 +169,12 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	// fleet down: nothing of the state directory runs or listens.
 	pids := pidsOf(t, state)
 	ports := listeningPorts(t, pids)
-	// Besides the control plane: Karpenter, the controller, the real node's
-	// containerd, kubelet, kubernetes Service proxy and NetworkPolicy
-	// enforcer, the loopback GitLab and Prometheus.
-	if len(pids) != len(localcluster.StartOrder)+8 {
-		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, the controller, containerd, the kubelet, the Service proxy, %s, the loopback GitLab and Prometheus", pids, localcluster.NetworkPolicies)
+	// Besides the control plane: Karpenter, KEDA's operator and adapter,
+	// the controller, the real node's containerd, kubelet, kubernetes
+	// Service proxy and NetworkPolicy enforcer, the loopback GitLab and
+	// Prometheus.
+	if len(pids) != len(localcluster.StartOrder)+10 {
+		t.Errorf("pid files before fleet down: %v; want one per control-plane process, Karpenter, KEDA's operator and adapter, the controller, containerd, the kubelet, the Service proxy, %s, the loopback GitLab and Prometheus", pids, localcluster.NetworkPolicies)
 	}
 	if len(ports) < len(localcluster.StartOrder) {
 		t.Errorf("listening ports before fleet down: %v; want at least one per control-plane process", ports)
