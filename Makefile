@@ -92,11 +92,11 @@ UNIT_TOOLS := envtest promtool
 E2E_TOOLS := pulumi kwok karpenter
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, kube-router, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages
+tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, kube-router, KEDA, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages
 	hack/tools.sh node $(UNIT_TOOLS) $(E2E_TOOLS) local >/dev/null
 
 # What make up runs: the real node's Debian packages, the local control
-# plane with Karpenter, Prometheus and the real node's NetworkPolicy
+# plane with Karpenter, KEDA, Prometheus and the real node's NetworkPolicy
 # enforcer (kube-router), the Pulumi CLI and its Kubernetes
 # plugin (not the tests' promtool and amtool checks).
 .PHONY: up-tools

@@ -16,9 +16,12 @@
 #   karpenter   Karpenter's kwok cloud provider (sigs.k8s.io/karpenter/kwok, a tool of the
 #               project's own go.mod, the Karpenter the controller is built against) as
 #               karpenter-kwok: real Karpenter, fake instances
+#   keda        KEDA's operator and its metrics adapter (github.com/kedacore/keda/v2/cmd/operator
+#               and cmd/adapter, via hack/keda, one go build) as keda-operator and keda-adapter,
+#               and KEDA's CRDs as its module ships them (config/crd/bases) in crds/ beside them
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router; prints the directory the local control plane
-#               (localstack/localcluster, fleet up --stack local) runs from
+#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router + keda; prints the directory the
+#               local control plane (localstack/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
 #               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);
@@ -88,9 +91,10 @@ PULUMI_VERSION=$(modversion pulumi github.com/pulumi/pulumi/pkg/v3)
 PULUMI_KUBERNETES_VERSION=$(modversion pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
 PROMETHEUS_VERSION=$(modversion prometheus github.com/prometheus/prometheus)
 ALERTMANAGER_VERSION=$(modversion alertmanager github.com/prometheus/alertmanager)
+KEDA_VERSION=$(modversion keda github.com/kedacore/keda/v2)
 [ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] && [ -n "$KARPENTER_VERSION" ] && [ -n "$CLIENT_GO_VERSION" ] && [ -n "$KUBE_ROUTER_VERSION" ] &&
   [ -n "$PULUMI_VERSION" ] && [ -n "$PULUMI_KUBERNETES_VERSION" ] && [ -n "$PROMETHEUS_VERSION" ] &&
-  [ -n "$ALERTMANAGER_VERSION" ] || { echo "tools: cannot read versions from go.mod and hack/*/go.mod" >&2; exit 1; }
+  [ -n "$ALERTMANAGER_VERSION" ] && [ -n "$KEDA_VERSION" ] || { echo "tools: cannot read versions from go.mod and hack/*/go.mod" >&2; exit 1; }
 
 log() { echo "tools: $*" >&2; }
 
@@ -102,10 +106,14 @@ log() { echo "tools: $*" >&2; }
 # the client-go and controller-runtime they share with it, kube-router on the
 # Kubernetes packages (137 of its 785 packages are its own: 960 s from an
 # empty cache alone), Prometheus and the Pulumi CLI and plugin on their own.
-# amtool's and gitlab-ci-local's are from the cold .ci/run.
+# amtool's and gitlab-ci-local's are from the cold .ci/run. KEDA's is an
+# estimate from its measured CPU time (BENCHMARKS.md, "KEDA's build cost":
+# the operator 616 CPU s, the adapter 84 more, from empty caches: it shares
+# almost nothing with the others), until a cold run measures it.
 declare -A COLD_SECONDS=(
   [etcd]=42 [kube]=336 [kwok]=60 [karpenter]=52 [prometheus]=115 [amtool]=25
   [pulumi]=167 [pulumi-kubernetes]=346 [kube-router]=27 [gitlab-ci-local]=7
+  [keda]=420
 )
 started=$SECONDS
 mins() { local s=$1; if [ "$s" -ge 90 ]; then echo "$(( (s + 30) / 60 )) min"; else echo "${s} s"; fi; }
@@ -300,6 +308,31 @@ kube_router() {
     "$cache/kube-router-$KUBE_ROUTER_VERSION:github.com/cloudnativelabs/kube-router/v2/cmd/kube-router=kube-router"
 }
 
+# KEDA's operator and its metrics adapter (keda-metrics-apiserver), from
+# hack/keda: a module of their own, on KEDA's own dependency versions (2.1 GB
+# of modules; the project's go.mod would pull every scaler's SDK into its
+# graph). One go build, so that the adapter links the packages the operator
+# compiled. KEDA's CRDs come from the same module version, copied beside the
+# binaries (crds/), so that the local cluster installs the schema of the
+# operator it runs.
+keda() {
+  local dest="$cache/keda-$KEDA_VERSION" mod=github.com/kedacore/keda/v2
+  build keda "" hack/keda "-s -w -X $mod/version.Version=$KEDA_VERSION" \
+    "$dest:$mod/cmd/operator=keda-operator" \
+    "$dest:$mod/cmd/adapter=keda-adapter"
+  [ -s "$dest/crds/keda.sh_scaledobjects.yaml" ] && return 0
+  exec 9>"$dest.lock"
+  flock 9
+  if [ ! -s "$dest/crds/keda.sh_scaledobjects.yaml" ]; then
+    local moddir; moddir=$(cd "$root/hack/keda" && go list -m -f '{{.Dir}}' "$mod")
+    ls "$moddir"/config/crd/bases/*.yaml >/dev/null 2>&1 || { echo "tools: no config/crd/bases/*.yaml in $mod@$KEDA_VERSION ($moddir)" >&2; exit 1; }
+    local tmp; tmp=$(mktemp -d "$dest/crds.tmp.XXXX")
+    cp "$moddir"/config/crd/bases/*.yaml "$tmp/"
+    chmod 755 "$tmp"; chmod 644 "$tmp"/*.yaml; rm -rf "$dest/crds"; mv "$tmp" "$dest/crds"
+  fi
+  exec 9>&-
+}
+
 pulumi_cli() {
   build pulumi "$PULUMI_VERSION" hack/pulumi \
     "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" \
@@ -479,8 +512,8 @@ envtest() {
 
 local_() {
   # Not amtool: only the tests check Alertmanager's configuration.
-  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router
-  local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION"
+  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router; keda
+  local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION-keda-$KEDA_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"
   local b; for b in kube-apiserver kubectl kube-controller-manager kube-scheduler; do
@@ -492,17 +525,20 @@ local_() {
   ln -sf "$cache/karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION/bin/karpenter-kwok" "$dir/karpenter-kwok"
   ln -sf "$cache/prometheus-$PROMETHEUS_VERSION-sd/bin/prometheus" "$dir/prometheus"
   ln -sf "$cache/kube-router-$KUBE_ROUTER_VERSION/bin/kube-router" "$dir/kube-router"
+  ln -sf "$cache/keda-$KEDA_VERSION/bin/keda-operator" "$dir/keda-operator"
+  ln -sf "$cache/keda-$KEDA_VERSION/bin/keda-adapter" "$dir/keda-adapter"
+  ln -sfn "$cache/keda-$KEDA_VERSION/crds" "$dir/keda-crds"
   echo "$dir"
 }
 
-[ $# -gt 0 ] || { sed -n '2,42p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,46p' "$0" >&2; exit 2; }
 for t in "$@"; do
   case $t in
-    etcd|kube|kubelet|kwok|karpenter|envtest|pulumi|node|promtool) $t ;;
+    etcd|kube|kubelet|kwok|karpenter|keda|envtest|pulumi|node|promtool) $t ;;
     kube-router) kube_router ;;
     local) local_ ;;
     gitlab-ci-local) gitlab_ci_local ;;
     path) echo "$cache" ;;
-    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, kube-router, envtest, local, pulumi, node, promtool, gitlab-ci-local, path)" >&2; exit 2 ;;
+    *) echo "tools: unknown target $t (want etcd, kube, kubelet, kwok, karpenter, keda, kube-router, envtest, local, pulumi, node, promtool, gitlab-ci-local, path)" >&2; exit 2 ;;
   esac
 done

@@ -85,6 +85,9 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 		RepoRoot:  s.root,
 		CRDs:      localCRDs(),
 		Karpenter: true,
+		// KEDA's operator and metrics adapter reconcile the ScaledObjects
+		// the controller writes, their HPAs included.
+		KEDA: true,
 		// Managers run as containers on a real node (containerd and a
 		// kubelet); jobs get capacity from Karpenter's kwok nodes.
 		Node: true,

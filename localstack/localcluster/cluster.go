@@ -358,7 +358,12 @@ func (c *Cluster) setup(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(opts.Log, "Installed %d CRDs %.1fs\n", len(opts.CRDs), time.Since(start).Seconds())
 	if opts.Karpenter && c.Running(Karpenter) == 0 {
-		return c.startKarpenter(ctx, opts.StartTimeout, opts.Log)
+		if err := c.startKarpenter(ctx, opts.StartTimeout, opts.Log); err != nil {
+			return err
+		}
+	}
+	if opts.KEDA {
+		return c.ensureKEDA(ctx, opts)
 	}
 	return nil
 }

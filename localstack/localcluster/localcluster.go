@@ -58,7 +58,7 @@ var StartOrder = []string{Etcd, APIServer, ControllerManager, Scheduler, Kwok}
 // StopOrder is the order Down stops processes in: whatever writes to the API
 // first, then the API server, then its storage. Processes Down does not know
 // (add-ons started with StartProcess) stop before all of these.
-var StopOrder = []string{Controller, Karpenter, Kubelet, Containerd, ServiceProxy, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+var StopOrder = []string{Controller, KEDAMetricsAPIServer, KEDAOperator, Karpenter, Kubelet, Containerd, ServiceProxy, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 
 // Kwok selects the nodes it manages by this annotation; the nodes Up creates
 // carry it and NodeLabel.
@@ -88,6 +88,11 @@ type Options struct {
 	// Karpenter starts Karpenter's kwok provider once the CRDs are in; CRDs
 	// must then hold Karpenter's (NodePool, NodeClaim, KWOKNodeClass, …).
 	Karpenter bool
+	// KEDA installs KEDA's CRDs and starts KEDA's operator and its metrics
+	// adapter (keda.go) once the CRDs are in, and registers the adapter as
+	// the external metrics API: every ScaledObject is then reconciled by
+	// KEDA itself, its HPA included.
+	KEDA bool
 	// Nodes is the number of fake kwok nodes; default 2, none when Node is
 	// set (managers then run on the real node, jobs on Karpenter's nodes).
 	Nodes int
@@ -440,13 +445,14 @@ func resolveAssets(opts Options) (string, error) {
 	if opts.Karpenter {
 		need = append(need, karpenterBinary)
 	}
+	if opts.KEDA {
+		need = append(need, kedaAssets...)
+	}
 	if opts.Node {
 		need = append(need, Kubelet)
 	}
-	for _, b := range need {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("%s is missing from %s: run hack/tools.sh local and use the directory it prints", b, dir)
-		}
+	if b := missingAssets(dir, need); b != "" {
+		return "", fmt.Errorf("%s is missing from %s: run hack/tools.sh local and use the directory it prints", b, dir)
 	}
 	return dir, nil
 }

@@ -391,6 +391,21 @@ shutdownGracePeriod: 0s
 // issueClientCert writes <base>.crt and <base>.key, a client certificate of
 // the cluster CA, unless they exist.
 func issueClientCert(pki PKI, cn string, orgs []string, base string) error {
+	return issueCert(pki, certSpec{cn: cn, orgs: orgs, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, base)
+}
+
+// certSpec says what a certificate of the cluster CA is for.
+type certSpec struct {
+	cn     string
+	orgs   []string
+	usages []x509.ExtKeyUsage
+	dns    []string
+	ips    []net.IP
+}
+
+// issueCert writes <base>.crt and <base>.key, a certificate of the cluster
+// CA, unless they exist.
+func issueCert(pki PKI, spec certSpec, base string) error {
 	if _, err := os.Stat(base + ".crt"); err == nil {
 		if _, err := os.Stat(base + ".key"); err == nil {
 			return nil
@@ -422,14 +437,16 @@ func issueClientCert(pki PKI, cn string, orgs []string, base string) error {
 	}
 	now := time.Now().Add(-time.Hour)
 	_, der, err := sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		Subject:     pkix.Name{CommonName: spec.cn, Organization: spec.orgs},
 		NotBefore:   now,
 		NotAfter:    now.Add(certValidity),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: spec.usages,
+		DNSNames:    spec.dns,
+		IPAddresses: spec.ips,
 	}, key, caCert, caKey)
 	if err != nil {
-		return fmt.Errorf("signing the certificate of %s: %w", cn, err)
+		return fmt.Errorf("signing the certificate of %s: %w", spec.cn, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {

@@ -192,3 +192,44 @@ func TestKubeconfigTalksToTheAPIServerCertificate(t *testing.T) {
 		t.Errorf("server saw client %q, want %s/system:masters", user, adminUser)
 	}
 }
+
+// KEDA's operator and adapter share one certificate: the operator serves its
+// gRPC metrics service with it on 127.0.0.1 and the adapter authenticates
+// to it with it (mutual TLS), and kube-apiserver checks it, against the
+// APIService's caBundle (the cluster CA), for the name of the adapter's
+// Service.
+func TestKEDACertificateServesTheAdapterAndTheOperatorAndAuthenticatesTheAdapter(t *testing.T) {
+	dir := t.TempDir()
+	p, err := EnsurePKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureKEDACerts(p, dir); err != nil {
+		t.Fatal(err)
+	}
+	certDir := kedaCertDir(dir)
+	for _, f := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if _, err := os.Stat(filepath.Join(certDir, f)); err != nil {
+			t.Fatalf("KEDA reads %s from its certificate directory: %v", f, err)
+		}
+	}
+	if _, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key")); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := LoadCertificate(filepath.Join(certDir, "tls.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := pool(t, filepath.Join(certDir, "ca.crt"))
+	for _, name := range []string{kedaAdapterServerName(), "127.0.0.1"} {
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("KEDA's certificate does not serve %s: %v", name, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("KEDA's certificate does not authenticate the adapter to the operator: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool(t, p.Path(caCertFile)), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("KEDA's ca.crt is not the cluster CA the APIService's caBundle holds: %v", err)
+	}
+}

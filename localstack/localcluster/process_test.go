@@ -70,18 +70,19 @@ func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {
 
 func TestStopOrderMatchesDependencies(t *testing.T) {
 	got := stopOrder([]string{APIServer, "z-addon", Etcd, "a-addon"})
-	want := []string{"z-addon", "a-addon", Controller, Karpenter, Kubelet, Containerd, ServiceProxy, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
+	want := []string{"z-addon", "a-addon", Controller, KEDAMetricsAPIServer, KEDAOperator, Karpenter, Kubelet, Containerd, ServiceProxy, Kwok, Scheduler, ControllerManager, APIServer, Etcd}
 	if !slices.Equal(got, want) {
 		t.Errorf("stopOrder\n got %v\nwant %v", got, want)
 	}
 	// Reverse of the start order, after the controller (started last, by the
-	// caller), Karpenter (started once the CRDs are in) and the real node
-	// (its kubelet, then containerd, which the kubelet talks to, then the
-	// Service proxy its pods reached the API server through).
+	// caller), KEDA (its adapter, then the operator whose gRPC service the
+	// adapter reads), Karpenter (started once the CRDs are in) and the real
+	// node (its kubelet, then containerd, which the kubelet talks to, then
+	// the Service proxy its pods reached the API server through).
 	rev := slices.Clone(StartOrder)
 	slices.Reverse(rev)
-	if !slices.Equal(StopOrder[5:], rev) || !slices.Equal(StopOrder[:5], []string{Controller, Karpenter, Kubelet, Containerd, ServiceProxy}) {
-		t.Errorf("StopOrder %v is not the controller, Karpenter, the kubelet, containerd and the Service proxy followed by the reverse of StartOrder %v", StopOrder, StartOrder)
+	if !slices.Equal(StopOrder[7:], rev) || !slices.Equal(StopOrder[:7], []string{Controller, KEDAMetricsAPIServer, KEDAOperator, Karpenter, Kubelet, Containerd, ServiceProxy}) {
+		t.Errorf("StopOrder %v is not the controller, KEDA's adapter and operator, Karpenter, the kubelet, containerd and the Service proxy followed by the reverse of StartOrder %v", StopOrder, StartOrder)
 	}
 }
 

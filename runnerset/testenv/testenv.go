@@ -123,7 +123,9 @@ func Start(opts ...Option) (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
 }
 
-// KEDAVersion's CRDs are read from KEDA's own module, as it ships them.
+// KEDAVersion's CRDs are read from KEDA's own module, as it ships them. It
+// is the KEDA hack/keda/go.mod pins, whose operator and metrics adapter the
+// local stack runs (TestKEDAVersionIsHackKEDAs keeps the two the same).
 const KEDAVersion = "v2.21.0"
 
 // KEDACRDs returns KEDA's ScaledObject CRD, from its module source.

@@ -9,6 +9,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerfleet/runnerfleet/internal/checkout"
 )
 
 // children lists the live child processes of this test process.
@@ -55,5 +57,29 @@ func TestAFailedStartLeavesNoControlPlaneRunning(t *testing.T) {
 	}
 	if left := children(t); len(left) > 0 {
 		t.Fatalf("after a failed Start these still run: %v", left)
+	}
+}
+
+// TestKEDAVersionIsHackKEDAs: the CRDs the tests read are those of the KEDA
+// the local stack runs (hack/keda/go.mod, which hack/tools.sh builds).
+func TestKEDAVersionIsHackKEDAs(t *testing.T) {
+	root, err := checkout.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "hack", "keda", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, line := range strings.Split(string(b), "\n") {
+		// "<module> <version>" inside the require block, or "require <module> <version>".
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == "github.com/kedacore/keda/v2" {
+			got = f[1]
+		}
+	}
+	if got != KEDAVersion {
+		t.Fatalf("hack/keda/go.mod requires github.com/kedacore/keda/v2 %q, testenv.KEDAVersion is %q: make them the same version", got, KEDAVersion)
 	}
 }
