@@ -37,6 +37,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // Env is a running control plane.
@@ -123,8 +124,9 @@ func Start(opts ...Option) (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
 }
 
-// KEDAVersion's CRDs are read from KEDA's own module, as it ships them.
-const KEDAVersion = "v2.21.0"
+// KEDAVersion's CRDs are read from KEDA's own module, as it ships them:
+// the release whose ScaledObject the controller writes.
+const KEDAVersion = resources.KEDAVersion
 
 // KEDACRDs returns KEDA's ScaledObject CRD, from its module source.
 func KEDACRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
