@@ -229,7 +229,8 @@ func OneJob(rs *v1alpha1.RunnerSet) (cpu, memory resource.Quantity) {
 // runs when one ends. Without limits it is spec.managers.concurrent. With
 // limits it is the jobs that fit them (each limited resource divided by
 // what one job asks of it, OneJob; a resource no job container asks for
-// counts no job against it) shared among spec.managers.replicas, at most
+// counts no job against it) shared among spec.managers.replicas (an
+// autoscaled RunnerSet's autoscale.maxReplicas), at most
 // concurrent: replicas × JobsPerManager never exceeds the jobs that fit.
 // It is never 0, which gitlab-runner reads as no limit: limits below one
 // job, or fitting fewer jobs than there are managers, are a Failure
@@ -240,11 +241,15 @@ func JobsPerManager(rs *v1alpha1.RunnerSet) (int, error) {
 	if err != nil || !counted {
 		return concurrent, err
 	}
-	replicas := max(1, int64(rs.Spec.Managers.ReplicasOrDefault()))
+	// An autoscaled RunnerSet's limits are shared among its most
+	// managers (maxReplicas): however many run, they never exceed them
+	// (fewer leave some of the limits unused).
+	replicas := max(1, int64(rs.Spec.Managers.MaxManagers()))
 	if fit < replicas {
+		field := rs.Spec.Managers.MaxManagersField()
 		return 0, v1alpha1.Failf(v1alpha1.ReasonLimitsBelowManagers,
-			"spec.capacity.limits fit %d job(s) at once but spec.managers.replicas is %d: each manager runs at least one job (a [[runners]] limit of 0 is no limit to gitlab-runner), so %d managers could run %d jobs; nothing was changed: raise spec.capacity.limits to fit at least %d jobs, or lower spec.managers.replicas to %d",
-			fit, replicas, replicas, replicas, replicas, fit)
+			"spec.capacity.limits fit %d job(s) at once but %s is %d: each manager runs at least one job (a [[runners]] limit of 0 is no limit to gitlab-runner), so %d managers could run %d jobs; nothing was changed: raise spec.capacity.limits to fit at least %d jobs, or lower %s to %d",
+			fit, field, replicas, replicas, replicas, replicas, field, fit)
 	}
 	return int(min(fit/replicas, int64(concurrent))), nil
 }

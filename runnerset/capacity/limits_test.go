@@ -103,3 +103,23 @@ func TestLimitsBelowTheManagersAreRefused(t *testing.T) {
 		t.Errorf("two managers, two jobs: %d, %v; want 1 each", n, err)
 	}
 }
+
+// An autoscaled RunnerSet's limits are shared among its most managers,
+// maxReplicas, whatever replicas says: however many KEDA runs, they never
+// run more than the limits hold. Too many is refused naming maxReplicas.
+func TestAutoscaledLimitsAreSharedAmongMaxReplicas(t *testing.T) {
+	r := rs()
+	r.Spec.Jobs.Resources.Build.CPURequest = ptr.To(resource.MustParse("1"))
+	r.Spec.Capacity.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("12")}
+	r.Spec.Managers.Replicas = ptr.To[int32](1)
+	r.Spec.Managers.Autoscale = &v1alpha1.ManagerAutoscale{MinReplicas: 0, MaxReplicas: 4, TargetRunningJobs: 2}
+	if n, err := JobsPerManager(r); err != nil || n != 3 {
+		t.Errorf("12 jobs fit, at most 4 managers: %d, %v; want 3 each", n, err)
+	}
+	r.Spec.Managers.Autoscale.MaxReplicas = 13
+	_, err := JobsPerManager(r)
+	var f *v1alpha1.Failure
+	if !errors.As(err, &f) || f.Reason != v1alpha1.ReasonLimitsBelowManagers || !strings.Contains(f.Message, "lower spec.managers.autoscale.maxReplicas to 12") {
+		t.Errorf("13 managers for 12 jobs: %v", err)
+	}
+}

@@ -35,6 +35,11 @@ func (r *Reconciler) finalize(ctx context.Context, rs *v1alpha1.RunnerSet) (reco
 		return reconcile.Result{}, nil
 	}
 	before := rs.DeepCopy()
+	// KEDA lets the managers go first: it would start one again after the
+	// scale to zero below.
+	if gone, err := r.scaledObjectGone(ctx, rs); err != nil || !gone {
+		return reconcile.Result{RequeueAfter: drainPoll}, err
+	}
 	// Scale managers to zero: each one gets SIGQUIT and finishes its jobs.
 	d := &appsv1.Deployment{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: rs.Namespace, Name: naming.For(rs.Namespace, rs.Name).Managers()}, d)

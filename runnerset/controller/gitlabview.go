@@ -270,7 +270,13 @@ func online(rs *v1alpha1.RunnerSet, id int64, managers []gitlab.RunnerManager, u
 			fmt.Sprintf("GitLab reports runner %d online: a manager of it contacted GitLab within GitLab's online window (2 hours)", id))
 		return
 	}
-	if rs.Spec.Managers.ReplicasOrDefault() == 0 {
+	if rs.Spec.Managers.Autoscale != nil && rs.Status.DesiredManagers == 0 {
+		// KEDA's count, as the managers' step last saw it.
+		rs.SetCondition(v1alpha1.ConditionRunnerOnline, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero,
+			fmt.Sprintf("KEDA scaled the managers to 0 (spec.managers.autoscale): no manager polls GitLab for runner %d, and GitLab reports none online", id))
+		return
+	}
+	if rs.Spec.Managers.Autoscale == nil && rs.Spec.Managers.ReplicasOrDefault() == 0 {
 		rs.SetCondition(v1alpha1.ConditionRunnerOnline, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero,
 			fmt.Sprintf("spec.managers.replicas is 0: no manager polls GitLab for runner %d, and GitLab reports none online", id))
 		return

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/gitlab"
@@ -91,19 +92,29 @@ func TestRunnerOnlineFromManagersStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		replicas int32
-		managers []gitlab.RunnerManager
-		status   metav1.ConditionStatus
-		reason   string
+		// autoscaled: spec.managers.autoscale is set, and replicas is
+		// the count KEDA set (status.desiredManagers), not spec's.
+		autoscaled bool
+		managers   []gitlab.RunnerManager
+		status     metav1.ConditionStatus
+		reason     string
 	}{
-		{"one online", 1, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour)), manager("r_b", gitlab.StatusOnline, now, now)}, metav1.ConditionTrue, v1alpha1.ReasonOnline},
-		{"only the controller online", 1, []gitlab.RunnerManager{manager(gitlab.SystemID, gitlab.StatusOnline, now, now)}, metav1.ConditionFalse, v1alpha1.ReasonNeverContacted},
-		{"offline", 1, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour)), manager("r_b", gitlab.StatusStale, now, now.Add(-200*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonOffline},
-		{"stale", 1, []gitlab.RunnerManager{manager("r_b", gitlab.StatusStale, now, now.Add(-200*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonStale},
-		{"none", 1, nil, metav1.ConditionFalse, v1alpha1.ReasonNeverContacted},
-		{"scaled to zero", 0, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero},
+		{"one online", 1, false, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour)), manager("r_b", gitlab.StatusOnline, now, now)}, metav1.ConditionTrue, v1alpha1.ReasonOnline},
+		{"only the controller online", 1, false, []gitlab.RunnerManager{manager(gitlab.SystemID, gitlab.StatusOnline, now, now)}, metav1.ConditionFalse, v1alpha1.ReasonNeverContacted},
+		{"offline", 1, false, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour)), manager("r_b", gitlab.StatusStale, now, now.Add(-200*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonOffline},
+		{"stale", 1, false, []gitlab.RunnerManager{manager("r_b", gitlab.StatusStale, now, now.Add(-200*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonStale},
+		{"none", 1, false, nil, metav1.ConditionFalse, v1alpha1.ReasonNeverContacted},
+		{"scaled to zero", 0, false, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero},
+		{"scaled to zero by KEDA", 0, true, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonScaledToZero},
+		{"scaled up by KEDA, replicas 0 ignored", 2, true, []gitlab.RunnerManager{manager("r_a", gitlab.StatusOffline, now, now.Add(-3*time.Hour))}, metav1.ConditionFalse, v1alpha1.ReasonOffline},
 	} {
 		rs := &v1alpha1.RunnerSet{}
 		rs.Spec.Managers.Replicas = &tc.replicas
+		if tc.autoscaled {
+			rs.Spec.Managers.Replicas = ptr.To[int32](0)
+			rs.Spec.Managers.Autoscale = &v1alpha1.ManagerAutoscale{MinReplicas: 0, MaxReplicas: 3, TargetRunningJobs: 2}
+			rs.Status.DesiredManagers = tc.replicas
+		}
 		online(rs, 42, tc.managers, "https://gitlab.example.com")
 		c := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionRunnerOnline)
 		if c == nil || c.Status != tc.status || c.Reason != tc.reason {

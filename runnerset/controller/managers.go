@@ -35,8 +35,10 @@ func (r managersStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	}
 	// A budget of one unavailable manager protects nothing when there is
 	// only one (it would only keep an unready one from being evicted): it
-	// exists only for two managers or more.
-	if pdb := resources.PodDisruptionBudget(s.rs); s.rs.Spec.Managers.ReplicasOrDefault() > 1 {
+	// exists only for two managers or more: an autoscaled RunnerSet's
+	// whenever its count may pass one, so that a drained node never takes
+	// two of its managers at once, whatever KEDA set.
+	if pdb := resources.PodDisruptionBudget(s.rs); s.rs.Spec.Managers.MaxManagers() > 1 {
 		if err := r.apply(ctx, s.rs, pdb); err != nil {
 			return false, 0, err
 		}
@@ -57,6 +59,11 @@ func (r managersStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 	live := written.(*appsv1.Deployment)
 	s.managersSince = live.CreationTimestamp.Time
 	want := s.rs.Spec.Managers.ReplicasOrDefault()
+	autoscaled := s.rs.Spec.Managers.Autoscale != nil
+	if autoscaled && live.Spec.Replicas != nil {
+		// KEDA's count, which the write kept.
+		want = *live.Spec.Replicas
+	}
 	ready := live.Status.UpdatedReplicas
 	if live.Status.AvailableReplicas < ready {
 		ready = live.Status.AvailableReplicas
@@ -74,7 +81,13 @@ func (r managersStep) run(ctx context.Context, s *state) (bool, time.Duration, e
 			return false, 0, err
 		}
 	}
+	if err := r.autoscale(ctx, s); err != nil {
+		return false, 0, err
+	}
 	switch {
+	case want == 0 && autoscaled:
+		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonScaledToZero,
+			"KEDA scaled the managers to 0 (spec.managers.autoscale.minReplicas is 0): no job runs or waits long; KEDA starts one when there is")
 	case want == 0:
 		s.rs.SetCondition(v1alpha1.ConditionManagersAvailable, metav1.ConditionTrue, v1alpha1.ReasonScaledToZero,
 			"managers.replicas is 0: the runner takes no jobs")

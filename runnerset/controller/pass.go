@@ -209,6 +209,8 @@ func (r *Reconciler) startingUp(before, rs *v1alpha1.RunnerSet, s *state) bool {
 		switch {
 		case c.Type == v1alpha1.ConditionReady:
 		case c.Status == metav1.ConditionTrue:
+		case c.Type == v1alpha1.ConditionAutoscaling && c.Status == metav1.ConditionUnknown:
+			// KEDA has not reported on the new ScaledObject yet.
 		case c.Type == v1alpha1.ConditionManagersAvailable && c.Reason == v1alpha1.ReasonRollingOut:
 			rollingOut = true
 		default:

@@ -26,6 +26,10 @@ package controller
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=configmaps;serviceaccounts,verbs=get;list;watch;create;update
+// KEDA's ScaledObjects of autoscaled managers (autoscale.go): watched
+// (Owns, where the CRD exists), read and written by apply, and deleted
+// when a RunnerSet is no longer autoscaled.
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;update;delete
 // The managers' headless metrics Service of earlier versions is deleted
 // (managersStep); they are scraped from their pods.
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;delete

@@ -148,11 +148,19 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 	})
 	srv := gitlabServer(t)
 	newSecret(t, ns, patName, pat)
+	// And an autoscaled one with its overflow: ScaledObjects written,
+	// watched, and deleted with them.
+	prom := prometheusClass(t)
+	burst := autoscaled(ns, "burst", prom.Name, 0, 2, 4)
+	burst.Spec.Tags = []string{"team-scaled"}
+	burst.Spec.Overflow = &v1alpha1.OverflowSpec{Primary: "scaled", QueueTime: v1alpha1.QueueTimeTrigger{Threshold: metav1.Duration{Duration: time.Minute}}}
 	sets := []*v1alpha1.RunnerSet{
 		runnerSet(ns, "kwok", kwok.Name),
 		runnerSet(ns, "eks", eks.Name),
 		runnerSet(ns, "gke", gke.Name),
 		createdRunnerSet(srv, ns, "made", kwok.Name),
+		autoscaled(ns, "scaled", prom.Name, 1, 3, 4),
+		burst,
 	}
 	for _, rs := range sets {
 		if rs.Spec.GitLab.TokenSecretRef != nil {
@@ -162,6 +170,10 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 	}
 	for _, rs := range sets {
 		waitReady(t, rs)
+	}
+	for _, rs := range sets[4:] {
+		waitCondition(t, rs, v1alpha1.ConditionAutoscaling, metav1.ConditionUnknown, v1alpha1.ReasonScaledObjectNotReady)
+		waitScaledObject(t, rs)
 	}
 
 	// Updates: config.toml, the manager Deployment and the NodePool are
@@ -253,6 +265,11 @@ func TestRBACGeneratedClusterRoleIsEnoughForTheController(t *testing.T) {
 			if err := k8s.Get(ctx, client.ObjectKey{Name: naming.For(ns, rs.Name).Capacity()}, obj); !apierrors.IsNotFound(err) {
 				t.Errorf("%s of RunnerSet %s left behind (%v)", gvk.Kind, rs.Name, err)
 			}
+		}
+	}
+	for _, rs := range sets[4:] {
+		if scaledObject(t, rs) != nil {
+			t.Errorf("the ScaledObject of RunnerSet %s left behind", rs.Name)
 		}
 	}
 	if n := len(runnersOf(srv, string(made.UID))); n != 0 {

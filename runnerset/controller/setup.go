@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +42,8 @@ import (
 const (
 	indexTokenSecret = "spec.gitlab.tokenSecretRef.name"
 	indexClassName   = "spec.className"
+	// indexPrimary maps a RunnerSet to the overflows that name it.
+	indexPrimary = "spec.overflow.primary"
 )
 
 // Client rate limits of the controller: a fleet of a thousand RunnerSets
@@ -82,6 +85,10 @@ func CacheOptions(scheme *runtime.Scheme, mapper meta.RESTMapper) cache.Options 
 	// apart, for the nodes-per-RunnerSet metric (cost).
 	nodes, nodeCache := metrics.NodeCache()
 	byObject[nodes] = nodeCache
+	// KEDA's ScaledObjects, where KEDA is installed: only runnerfleet's.
+	if _, err := mapper.RESTMapping(resources.ScaledObjectGVK.GroupKind(), resources.ScaledObjectGVK.Version); err == nil {
+		byObject[scaledObject()] = managed
+	}
 	// Capacity kinds are filtered too, but only those the cluster has: an
 	// EKS cluster has no ComputeClass, a GKE cluster no EC2NodeClass.
 	for _, obj := range []client.Object{&karpv1.NodePool{}, &awsv1.EC2NodeClass{}, &kwokv1alpha1.KWOKNodeClass{}} {
@@ -115,9 +122,24 @@ func indexFields(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexPrimary, func(o client.Object) []string {
+		if ov := o.(*v1alpha1.RunnerSet).Spec.Overflow; ov != nil && ov.Prometheus == nil {
+			return []string{ov.Primary}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return idx.IndexField(ctx, &v1alpha1.RunnerSet{}, indexClassName, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.RunnerSet).Spec.ClassName}
 	})
+}
+
+// scaledObject is an empty ScaledObject, for the cache and the watch.
+func scaledObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(resources.ScaledObjectGVK)
+	return u
 }
 
 // Name is the RunnerSet controller's name (Controller).
@@ -146,7 +168,17 @@ func (r *Reconciler) Register(_ context.Context, mgr ctrl.Manager) error {
 		// RunnerSet's change would reconcile all of its class.
 		Watches(&v1alpha1.RunnerClass{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexClassName, false)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A primary's tags (or its coming and going) bring back its
+		// overflows, which check them.
+		Watches(&v1alpha1.RunnerSet{}, handler.EnqueueRequestsFromMapFunc(r.runnerSetsFor(indexPrimary, true)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrentReconciles})
+	// KEDA's status of a ScaledObject (Ready, Active) brings back its
+	// RunnerSet, where KEDA is installed. Without it no ScaledObject is
+	// written (ConditionAutoscaling says so).
+	if _, err := mgr.GetRESTMapper().RESTMapping(resources.ScaledObjectGVK.GroupKind(), resources.ScaledObjectGVK.Version); err == nil {
+		b = b.Owns(scaledObject())
+	}
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
 	// owner labels.

@@ -67,8 +67,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	env, err = testenv.Start()
+	// KEDA's ScaledObject CRD, as KEDA ships it: autoscaled managers'
+	// ScaledObjects must pass its schema (autoscale_test.go).
+	keda, err := testenv.KEDACRDs(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = testenv.Start(testenv.WithCRDs(keda...))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

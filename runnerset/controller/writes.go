@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -201,6 +202,7 @@ func (r *writer) write(ctx context.Context, owner *v1alpha1.RunnerSet, desired c
 		r.secrets.record(key, desired, live)
 		return live, nil
 	}
+	keepScale(live, desired)
 	desired.SetResourceVersion(live.GetResourceVersion())
 	// Keep finalizers others put on the object (Karpenter's termination finalizer).
 	desired.SetFinalizers(live.GetFinalizers())
@@ -361,4 +363,19 @@ func (r *writer) kindOf(obj client.Object) string {
 		return gvk.Kind
 	}
 	return fmt.Sprintf("%T", obj)
+}
+
+// keepScale gives desired, a Deployment whose replicas KEDA's HPA sets
+// (resources.ScaledExternally), live's replicas: an update for a new
+// template must not reset the count the HPA set through the scale
+// subresource. The update carries live's resourceVersion, so a count set
+// since the read makes it conflict and retry, never overwrites it.
+func keepScale(live, desired client.Object) {
+	d, ok := desired.(*appsv1.Deployment)
+	if !ok || !resources.ScaledExternally(d) {
+		return
+	}
+	if l, ok := live.(*appsv1.Deployment); ok && l.Spec.Replicas != nil {
+		d.Spec.Replicas = ptr.To(*l.Spec.Replicas)
+	}
 }

@@ -68,6 +68,10 @@ const (
 	// AnnotationIdentityHash on the manager pod template rolls the managers
 	// when spec.jobs.identity changes.
 	AnnotationIdentityHash = "runnerfleet.dev/identity-hash"
+	// AnnotationScaledBy on a RunnerSet's managers' Deployment names what
+	// sets its replicas (keda, for spec.managers.autoscale): the controller
+	// then never writes them.
+	AnnotationScaledBy = "runnerfleet.dev/scaled-by"
 	// AnnotationSpecHash records the hash of the desired state an object
 	// was written from.
 	AnnotationSpecHash = "runnerfleet.dev/spec-hash"

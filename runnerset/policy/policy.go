@@ -30,11 +30,13 @@ func Check(rs *v1alpha1.RunnerSet, class *v1alpha1.RunnerClass) *v1alpha1.Failur
 			class.Name)
 	}
 	if p.MaxConcurrency != nil {
-		total := rs.Spec.Managers.ReplicasOrDefault() * rs.Spec.Managers.ConcurrentOrDefault()
+		// An autoscaled RunnerSet is judged at its most managers.
+		total := rs.Spec.Managers.MaxManagers() * rs.Spec.Managers.ConcurrentOrDefault()
 		if total > *p.MaxConcurrency {
+			field := strings.TrimPrefix(rs.Spec.Managers.MaxManagersField(), "spec.")
 			return v1alpha1.Failf(v1alpha1.ReasonConcurrencyTooHigh,
-				"spec.managers: replicas × concurrent is %d but RunnerClass %s allows at most %d; lower managers.replicas or managers.concurrent",
-				total, class.Name, *p.MaxConcurrency)
+				"spec.managers: %s × concurrent is %d but RunnerClass %s allows at most %d; lower %s or managers.concurrent",
+				strings.TrimPrefix(field, "managers."), total, class.Name, *p.MaxConcurrency, field)
 		}
 	}
 	if v := checkJobsNamespace(rs, class); v != nil {

@@ -188,6 +188,15 @@ func TestCheck(t *testing.T) {
 		{"over the concurrency cap", func(rs *v1alpha1.RunnerSet) {
 			rs.Spec.Managers.Replicas, rs.Spec.Managers.Concurrent = ptr.To[int32](5), 10
 		}, v1alpha1.ReasonConcurrencyTooHigh, "replicas × concurrent is 50 but RunnerClass shared allows at most 40"},
+		// Autoscaled, at its most managers, replicas ignored.
+		{"autoscaled over the cap at maxReplicas", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.Replicas, rs.Spec.Managers.Concurrent = ptr.To[int32](1), 10
+			rs.Spec.Managers.Autoscale = &v1alpha1.ManagerAutoscale{MinReplicas: 0, MaxReplicas: 5, TargetRunningJobs: 8}
+		}, v1alpha1.ReasonConcurrencyTooHigh, "autoscale.maxReplicas × concurrent is 50 but RunnerClass shared allows at most 40; lower managers.autoscale.maxReplicas"},
+		{"autoscaled within the cap, replicas ignored", func(rs *v1alpha1.RunnerSet) {
+			rs.Spec.Managers.Replicas, rs.Spec.Managers.Concurrent = ptr.To[int32](9), 10
+			rs.Spec.Managers.Autoscale = &v1alpha1.ManagerAutoscale{MinReplicas: 0, MaxReplicas: 4, TargetRunningJobs: 8}
+		}, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -53,6 +53,10 @@ const (
 	// AnnotationSpecHash on every object records the hash of the desired state
 	// it was written from; the controller rewrites an object only when it differs.
 	AnnotationSpecHash = naming.AnnotationSpecHash
+	// AnnotationScaledBy on the managers' Deployment says KEDA sets its
+	// replicas (spec.managers.autoscale): the spec hash leaves them out,
+	// and the controller's writes keep the live count (ScaledExternally).
+	AnnotationScaledBy = naming.AnnotationScaledBy
 
 	// AnnotationIRSA and AnnotationWorkloadIdentity bind a ServiceAccount to a
 	// cloud identity on EKS and GKE.
@@ -451,7 +455,27 @@ func Deployment(rs *v1alpha1.RunnerSet, image, configHash, jobsNamespace string)
 			},
 		},
 	}
+	if a := rs.Spec.Managers.Autoscale; a != nil {
+		// KEDA's HPA sets the count: the hash leaves it out, so that no
+		// count KEDA sets makes the Deployment look out of date, and a
+		// new Deployment starts with minReplicas.
+		d.Annotations = map[string]string{AnnotationScaledBy: ScaledByKEDA}
+		d.Spec.Replicas = nil
+		d = WithHash(d)
+		d.Spec.Replicas = ptr.To(a.MinReplicas)
+		return d
+	}
 	return WithHash(d)
+}
+
+// ScaledByKEDA is AnnotationScaledBy's value on an autoscaled RunnerSet's
+// managers' Deployment.
+const ScaledByKEDA = "keda"
+
+// ScaledExternally reports whether the controller must keep the live
+// replicas of d when it updates it: KEDA's HPA sets them.
+func ScaledExternally(d *appsv1.Deployment) bool {
+	return d.Annotations[AnnotationScaledBy] == ScaledByKEDA
 }
 
 // PodDisruptionBudget lets voluntary disruptions (node drains, consolidation

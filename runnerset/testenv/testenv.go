@@ -37,6 +37,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/runnerset/capacity"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds"
 	"github.com/runnerfleet/runnerfleet/runnerset/crds/gke"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // Env is a running control plane.
@@ -123,10 +124,11 @@ func Start(opts ...Option) (*Env, error) {
 	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
 }
 
-// KEDAVersion's CRDs are read from KEDA's own module, as it ships them. It
-// is the KEDA hack/keda/go.mod pins, whose operator and metrics adapter the
-// local stack runs (TestKEDAVersionIsHackKEDAs keeps the two the same).
-const KEDAVersion = "v2.21.0"
+// KEDAVersion's CRDs are read from KEDA's own module, as it ships them:
+// the release whose ScaledObject the controller writes, and the one
+// hack/keda/go.mod pins, whose operator and metrics adapter the local
+// stack runs (TestKEDAVersionIsHackKEDAs keeps the two the same).
+const KEDAVersion = resources.KEDAVersion
 
 // KEDACRDs returns KEDA's ScaledObject CRD, from its module source.
 func KEDACRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -59,6 +59,14 @@ type RunnerClassSpec struct {
 	// +optional
 	GitLabURL string `json:"gitlabURL,omitempty"`
 
+	// Prometheus is the Prometheus that scrapes this class's managers with
+	// the labels runnerfleet's scrape config and PodMonitor give them
+	// (namespace, pod, runnerset). KEDA reads the managers' running jobs
+	// and queue times from it; a RunnerSet of the class with
+	// spec.managers.autoscale needs it.
+	// +optional
+	Prometheus *PrometheusEndpoint `json:"prometheus,omitempty"`
+
 	// Defaults fill in what a RunnerSet leaves out.
 	// +kubebuilder:default={}
 	// +optional

@@ -47,6 +47,24 @@ const (
 	ConditionTagsMatch = "TagsMatch"
 )
 
+// ConditionAutoscaling: the managers' ScaledObject (spec.managers.autoscale)
+// is written and KEDA reports it ready; for an overflow, its primary
+// exists with the same tags. Set only on an autoscaled RunnerSet. It is
+// not a step of its own: the managers' step writes it after their
+// Deployment. When False it rolls up to Ready as a dependent condition
+// does.
+const ConditionAutoscaling = "Autoscaling"
+
+// Reasons of ConditionAutoscaling.
+const (
+	ReasonScaledObjectReady        = "ScaledObjectReady"
+	ReasonScaledObjectNotReady     = "ScaledObjectNotReady"
+	ReasonKEDANotInstalled         = "KEDANotInstalled"
+	ReasonPrometheusAddressMissing = "PrometheusAddressMissing"
+	ReasonPrimaryNotFound          = "PrimaryNotFound"
+	ReasonPrimaryTagsDiffer        = "PrimaryTagsDiffer"
+)
+
 // DependentConditions are the conditions that roll up to Ready, in the order
 // they are reconciled.
 var DependentConditions = []string{
@@ -176,6 +194,10 @@ func (rs *RunnerSet) RollUpReady() {
 			rs.SetCondition(ConditionReady, metav1.ConditionFalse, c.Reason, fmt.Sprintf("%s: %s", t, c.Message))
 			return
 		}
+	}
+	if c := meta.FindStatusCondition(rs.Status.Conditions, ConditionAutoscaling); c != nil && c.Status == metav1.ConditionFalse {
+		rs.SetCondition(ConditionReady, metav1.ConditionFalse, c.Reason, fmt.Sprintf("%s: %s", ConditionAutoscaling, c.Message))
+		return
 	}
 	rs.SetCondition(ConditionReady, metav1.ConditionTrue, ReasonReconciled, "the runner's managers are available and polling GitLab")
 }

@@ -8,6 +8,7 @@ import (
 
 // RunnerSetSpec is what a team asks for: one GitLab runner, its tags, its
 // managers, its job pods and the capacity its jobs run on.
+// +kubebuilder:validation:XValidation:rule="!has(self.overflow) || (has(self.managers) && has(self.managers.autoscale) && self.managers.autoscale.minReplicas == 0)",message="spec.overflow needs spec.managers.autoscale with minReplicas 0: an overflow runs no manager while the primary's jobs do not wait; add managers.autoscale {minReplicas: 0, maxReplicas: N, targetRunningJobs: T}",fieldPath=".overflow"
 type RunnerSetSpec struct {
 	// ClassName names the RunnerClass this runner belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -53,6 +54,14 @@ type RunnerSetSpec struct {
 	// Cache overrides the RunnerClass's default cache.
 	// +optional
 	Cache *CacheSpec `json:"cache,omitempty"`
+
+	// Overflow makes this RunnerSet the overflow of another of its
+	// namespace with the same tags: its managers (managers.autoscale with
+	// minReplicas 0) start when the primary's jobs wait in GitLab's queue
+	// longer than a threshold, and drain back to none when they no longer
+	// do. See docs/concepts/autoscaling.md.
+	// +optional
+	Overflow *OverflowSpec `json:"overflow,omitempty"`
 }
 
 // GitLabSpec says how the runner authenticates with GitLab.
@@ -173,8 +182,10 @@ type SecretKeyRef struct {
 }
 
 // ManagerSpec shapes the gitlab-runner manager Deployment.
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscale) || self.autoscale.targetRunningJobs < (has(self.concurrent) ? self.concurrent : 10)",message="spec.managers.autoscale.targetRunningJobs must be below managers.concurrent: a manager never runs more than concurrent jobs, so the average could never pass the target and no manager would be added; lower targetRunningJobs or raise concurrent",fieldPath=".autoscale.targetRunningJobs"
 type ManagerSpec struct {
 	// Replicas is the number of manager pods; each polls GitLab for jobs.
+	// Not used while autoscale is set: KEDA sets the count then.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=50
@@ -225,6 +236,13 @@ type ManagerSpec struct {
 	// Resources of the manager container.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Autoscale has KEDA scale the managers with their running jobs,
+	// between minReplicas and maxReplicas; replicas is then not used. The
+	// RunnerClass needs spec.prometheus.address. See
+	// docs/concepts/autoscaling.md.
+	// +optional
+	Autoscale *ManagerAutoscale `json:"autoscale,omitempty"`
 }
 
 // JobSpec shapes the pods that run CI jobs.
@@ -739,6 +757,7 @@ type RunnerSetStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name: a RunnerSet's name is at most 63 characters (it labels its pods and capacity); choose a shorter name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.overflow) || self.spec.overflow.primary != self.metadata.name",message="spec.overflow.primary names this RunnerSet itself: name the RunnerSet whose jobs this one takes when they wait"
 type RunnerSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
