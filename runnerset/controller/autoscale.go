@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/monitoring"
@@ -110,7 +112,7 @@ func (r managersStep) autoscale(ctx context.Context, s *state) error {
 		set(metav1.ConditionUnknown, v1alpha1.ReasonScaledObjectNotReady,
 			"ScaledObject %s is written; waiting for KEDA to report on it (kubectl describe scaledobject %s -n %s)", name, name, rs.Namespace)
 	case ready.Status == metav1.ConditionTrue:
-		active := "inactive: no manager is needed"
+		active := "inactive: at minReplicas"
 		if c := kedaCondition(written, "Active"); c != nil && c.Status == metav1.ConditionTrue {
 			active = "active"
 		}
@@ -216,4 +218,23 @@ func (r *Reconciler) scaledObjectGone(ctx context.Context, rs *v1alpha1.RunnerSe
 		}
 	}
 	return false, nil
+}
+
+// kedaStatusChanged passes an update of a ScaledObject when its spec
+// (generation), owner, deletion or KEDA's conditions changed: KEDA also
+// writes status.lastActiveTime at every poll while a trigger is active,
+// which must not bring a pass every pollingInterval.
+func kedaStatusChanged(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if o.GetGeneration() != n.GetGeneration() || !n.GetDeletionTimestamp().Equal(o.GetDeletionTimestamp()) ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) {
+		return true
+	}
+	for _, typ := range []string{"Ready", "Active"} {
+		a, b := kedaCondition(o, typ), kedaCondition(n, typ)
+		if (a == nil) != (b == nil) || a != nil && (a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message) {
+			return true
+		}
+	}
+	return false
 }

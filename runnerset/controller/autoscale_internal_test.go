@@ -8,11 +8,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -64,5 +66,35 @@ func TestWithoutKEDAAutoscalingSaysToInstallIt(t *testing.T) {
 	if got == nil || got.Status != metav1.ConditionFalse || got.Reason != v1alpha1.ReasonKEDANotInstalled ||
 		!strings.Contains(got.Message, "install KEDA v2.21.0") || !strings.Contains(got.Message, "spec.managers.autoscale") {
 		t.Errorf("Autoscaling %+v", got)
+	}
+}
+
+// A ScaledObject's update brings its RunnerSet back when KEDA's Ready or
+// Active changes, not when KEDA only stamps lastActiveTime (every poll
+// while active).
+func TestOnlyKEDAsConditionsBringAPass(t *testing.T) {
+	so := func(ready, active, lastActive string) *unstructured.Unstructured {
+		u := scaledObjectOf(&v1alpha1.RunnerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "build"}})
+		u.Object["status"] = map[string]any{
+			"lastActiveTime": lastActive,
+			"conditions": []any{
+				map[string]any{"type": "Ready", "status": ready, "reason": "R", "message": "m"},
+				map[string]any{"type": "Active", "status": active, "reason": "A", "message": "m"},
+			},
+		}
+		return u
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *unstructured.Unstructured
+		want     bool
+	}{
+		{"lastActiveTime only", so("True", "True", "t1"), so("True", "True", "t2"), false},
+		{"Active flips", so("True", "False", "t1"), so("True", "True", "t1"), true},
+		{"Ready fails", so("True", "True", "t1"), so("False", "True", "t1"), true},
+	} {
+		if got := kedaStatusChanged(event.UpdateEvent{ObjectOld: c.old, ObjectNew: c.new}); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -177,7 +177,7 @@ func (r *Reconciler) Register(_ context.Context, mgr ctrl.Manager) error {
 	// RunnerSet, where KEDA is installed. Without it no ScaledObject is
 	// written (ConditionAutoscaling says so).
 	if _, err := mgr.GetRESTMapper().RESTMapping(resources.ScaledObjectGVK.GroupKind(), resources.ScaledObjectGVK.Version); err == nil {
-		b = b.Owns(scaledObject())
+		b = b.Owns(scaledObject(), builder.WithPredicates(predicate.Funcs{UpdateFunc: kedaStatusChanged}))
 	}
 	// The jobs namespace and what lives in it cannot carry an
 	// ownerReference to the RunnerSet: they are mapped back through their
