@@ -41,6 +41,9 @@ type Options struct {
 	// Kubeconfig is the local platform's kubeconfig path; it overrides
 	// local.kubeconfig and $KUBECONFIG (fleet up passes its control plane's).
 	Kubeconfig string
+	// PrometheusAddress is the local platform's Prometheus (fleet up passes
+	// its control plane's), which the RunnerClass names for KEDA.
+	PrometheusAddress string
 	// Now is the clock the shared fleets' retire waits are measured by
 	// (sharedfleet.CheckFootprint); default time.Now.
 	Now func() time.Time
@@ -75,9 +78,20 @@ func ProgramWith(o Options) pulumi.RunFunc {
 			}
 			ctx.Export(sharedfleet.FootprintOutput, footprint)
 		}
+		// An overflow stack's teams are judged against their primaries'
+		// stack before anything is declared.
+		if err := readPrimary(ctx, f); err != nil {
+			return err
+		}
 		cluster, gke, err := platform(ctx, f, o)
 		if err != nil {
 			return err
+		}
+		if f.Autoscales() {
+			// KEDA must be there before the RunnerSets that need it.
+			if cluster, err = kube.RequireKEDA(ctx, cluster); err != nil {
+				return err
+			}
 		}
 		var role *rbacv1.ClusterRole
 		if cluster.InCluster {
@@ -111,6 +125,9 @@ func ProgramWith(o Options) pulumi.RunFunc {
 		ctx.Export("runnerSets", pulumi.ToStringArray(names))
 		if cluster.Cache != nil {
 			ctx.Export("cacheBucket", cluster.Cache.Bucket)
+		}
+		if p := f.Primary(); p != nil {
+			ctx.Export(stackconfig.PrimaryOutput, pulumi.Any(p))
 		}
 		return nil
 	}
@@ -147,7 +164,7 @@ func platform(ctx *pulumi.Context, f *stackconfig.Fleet, o Options) (*kube.Clust
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, fmt.Errorf("%s.local.kubeconfig: %w (is the local control plane up? fleet up --stack local)", stackconfig.Root, err)
 		}
-		p, err := local.NewPlatform(ctx, f.ClusterName, &local.PlatformArgs{Cluster: f.ClusterName, Kubeconfig: path})
+		p, err := local.NewPlatform(ctx, f.ClusterName, &local.PlatformArgs{Cluster: f.ClusterName, Kubeconfig: path, PrometheusAddress: o.PrometheusAddress})
 		if err != nil {
 			return nil, nil, err
 		}

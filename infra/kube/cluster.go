@@ -35,6 +35,8 @@ type Cluster struct {
 	// Deployment (eks, gke); on the local platform it runs as a process
 	// beside the control plane, since kwok's pods run no code.
 	InCluster bool
+	// KEDA is true once RequireKEDA read KEDA's CRD into DependsOn.
+	KEDA bool
 }
 
 // Cache is the job cache bucket.

@@ -186,6 +186,10 @@ func RunnerClass(f *stackconfig.Fleet, c *Cluster) *v1alpha1.RunnerClass {
 		spec.Policy.AllowedCapacityTypes = append(spec.Policy.AllowedCapacityTypes, v1alpha1.CapacityTypeOnDemand)
 	}
 	spec.Policy.AllowPrivileged = f.Capacity.AllowPrivileged
+	if f.Prometheus != nil {
+		// The platform's own (the local stack's) comes with c.Class.
+		spec.Prometheus = &v1alpha1.PrometheusEndpoint{Address: f.Prometheus.Address}
+	}
 	spec.NodePools = f.Capacity.NodePools.DeepCopy()
 	spec.Policy.Identity.AWSRoleARNPatterns = append(spec.Policy.Identity.AWSRoleARNPatterns, f.Identity.AWSRoleARNPatterns...)
 	spec.Policy.Identity.GCPServiceAccountPatterns = append(spec.Policy.Identity.GCPServiceAccountPatterns, f.Identity.GCPServiceAccountPatterns...)

@@ -166,7 +166,7 @@ func PlanStack(a PlanArgs) (*Plan, error) {
 			}})
 		}
 		tp.RunnerSet = RunnerSet(t, f.ClusterName)
-		tp.RunnerSet.Labels = maps.Clone(a.Labels)
+		tp.RunnerSet.Labels = pulumix.Merge(tp.RunnerSet.Labels, a.Labels)
 		p.Teams = append(p.Teams, tp)
 	}
 	return p, nil

@@ -21,6 +21,10 @@ type PlatformArgs struct {
 	Cluster string
 	// Kubeconfig is the path of the local control plane's kubeconfig.
 	Kubeconfig string
+	// PrometheusAddress is the local control plane's Prometheus, which the
+	// RunnerClass names (KEDA reads the managers' metrics from it); empty
+	// when unknown (the program run outside fleet up).
+	PrometheusAddress string
 }
 
 // Platform is the local platform.
@@ -54,6 +58,9 @@ func NewPlatform(ctx *pulumi.Context, name string, args *PlatformArgs, opts ...p
 	p.Cluster = &kube.Cluster{
 		Provider: prov,
 		Class:    v1alpha1.RunnerClassSpec{Provider: v1alpha1.CapacityProviderKWOK},
+	}
+	if args.PrometheusAddress != "" {
+		p.Cluster.Class.Prometheus = &v1alpha1.PrometheusEndpoint{Address: args.PrometheusAddress}
 	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{"cluster": pulumi.String(args.Cluster)}); err != nil {
 		return nil, fmt.Errorf("registering the local platform's outputs: %w", err)

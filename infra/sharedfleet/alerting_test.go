@@ -10,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
+	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
 	"github.com/runnerfleet/runnerfleet/provisioning/prometheus"
 	shared "github.com/runnerfleet/runnerfleet/provisioning/sharedfleet"
@@ -163,14 +164,14 @@ func TestKEDAIsReadBeforeAnyFleetObject(t *testing.T) {
 	m := deployedStack(t)
 	var read *infratest.Resource
 	for _, r := range m.ByToken(tokCRD) {
-		if r.Read && r.ID == KEDAScaledObjectCRD {
+		if r.Read && r.ID == kube.KEDAScaledObjectCRD {
 			read = &r
 		}
 	}
 	if read == nil {
-		t.Fatalf("the program does not read %s", KEDAScaledObjectCRD)
+		t.Fatalf("the program does not read %s", kube.KEDAScaledObjectCRD)
 	}
-	if !strings.Contains(read.Name, "install-KEDA-"+KEDATestedVersion) {
+	if !strings.Contains(read.Name, "install-KEDA-"+kube.KEDATestedVersion) {
 		t.Errorf("the read's name %q does not say what to install", read.Name)
 	}
 	for _, name := range []string{"shared-production-ns", "shared-staging-ns", "shared-monitoring-ns"} {

@@ -258,7 +258,7 @@ func New(ctx *pulumi.Context, args *Args, opts ...pulumi.ResourceOption) (*Share
 		return nil, fmt.Errorf("%s: no secret was read for config key %s (kube.ReadSecrets)", stackconfig.Root.Child("alerting", "receiver"), am.SecretKey)
 	}
 	// KEDA must be there before any fleet object is.
-	if c, err = requireKEDA(ctx, c); err != nil {
+	if c, err = kube.RequireKEDA(ctx, c); err != nil {
 		return nil, err
 	}
 	for _, p := range plans {

@@ -78,11 +78,108 @@ type Fleet struct {
 	// the named projects and branches only, be exchanged for cloud
 	// credentials (docs/tasks/deploy-from-gitlab-ci.md).
 	CIIdentity *CIIdentity `json:"ciIdentity,omitempty"`
+	// Prometheus is the Prometheus that scrapes the managers (with the
+	// scrape config or PodMonitor runnerfleet ships): the RunnerClass's
+	// spec.prometheus, where KEDA reads running jobs and queue times for
+	// teams with managers.autoscale or overflow. Required by those on eks
+	// and gke; the local stack sets its own.
+	Prometheus *Prometheus `json:"prometheus,omitempty"`
+	// OverflowOf names the stack whose teams this stack's overflow teams
+	// take jobs from (another region's cluster): docs/concepts/autoscaling.md.
+	OverflowOf *OverflowOf `json:"overflowOf,omitempty"`
 	// Cost is the price table the cost rules turn node-seconds and
 	// VM-seconds into money with: its entries are added to the default
 	// prices (runnerset/cost), an entry replacing the default of its
 	// instance type (docs/operations/cost.md).
 	Cost *cost.Table `json:"cost,omitempty"`
+}
+
+// Prometheus is where the stack's managers' metrics are read.
+type Prometheus struct {
+	// Address is the Prometheus HTTP API as KEDA in this cluster reaches
+	// it, such as http://prometheus-operated.monitoring:9090.
+	Address string `json:"address"`
+	// RemoteAddress is the same Prometheus as another region's KEDA
+	// reaches it (an internal load balancer over the regions' peering):
+	// set it to let other stacks' overflow teams (overflowOf) follow this
+	// stack's queue. The program exports it with the teams.
+	RemoteAddress string `json:"remoteAddress,omitempty"`
+}
+
+// OverflowOf is the primary stack of a stack of overflow teams.
+type OverflowOf struct {
+	// Stack is the primary's stack, organization/project/stack, read
+	// through a StackReference: its teams (namespace, name, tags) and its
+	// prometheus.remoteAddress.
+	Stack string `json:"stack"`
+}
+
+// PrimaryOutput is the output a stack exports when it can be a primary
+// (prometheus.remoteAddress is set): its teams and that address, read by
+// the stacks whose overflowOf names it.
+const PrimaryOutput = "overflowPrimary"
+
+// PrimaryTeams is PrimaryOutput's value.
+type PrimaryTeams struct {
+	PrometheusAddress string        `json:"prometheusAddress"`
+	Teams             []PrimaryTeam `json:"teams"`
+}
+
+// PrimaryTeam is a team of a primary stack.
+type PrimaryTeam struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Tags      []string `json:"tags"`
+}
+
+// Primary is what the stack exports as PrimaryOutput; nil when it sets no
+// prometheus.remoteAddress.
+func (f *Fleet) Primary() *PrimaryTeams {
+	if f.Prometheus == nil || f.Prometheus.RemoteAddress == "" {
+		return nil
+	}
+	out := &PrimaryTeams{PrometheusAddress: f.Prometheus.RemoteAddress, Teams: []PrimaryTeam{}}
+	for _, t := range f.Teams {
+		out.Teams = append(out.Teams, PrimaryTeam{Namespace: t.Namespace, Name: t.Name, Tags: t.Tags})
+	}
+	return out
+}
+
+// CheckPrimary judges the overflow teams of an overflowOf stack against the
+// primary stack's teams: each overflow's primary must be a team there, in
+// the same namespace, with the same tags. Errors name the key and the fix.
+func (f *Fleet) CheckPrimary(primary *PrimaryTeams) field.ErrorList {
+	var errs field.ErrorList
+	if f.OverflowOf == nil {
+		return nil
+	}
+	if primary == nil || primary.PrometheusAddress == "" {
+		return field.ErrorList{field.Invalid(Root.Child("overflowOf", "stack"), f.OverflowOf.Stack,
+			"the stack exports no "+PrimaryOutput+": set prometheus.remoteAddress in that stack (its Prometheus as this region's KEDA reaches it) and run pulumi up there first")}
+	}
+	for i, t := range f.Teams {
+		if t.Overflow == nil {
+			continue
+		}
+		p := Root.Child("teams").Index(i).Child("overflow", "primary")
+		var found *PrimaryTeam
+		for j := range primary.Teams {
+			if pt := &primary.Teams[j]; pt.Namespace == t.Namespace && pt.Name == t.Overflow.Primary {
+				found = pt
+			}
+		}
+		switch {
+		case found == nil:
+			errs = append(errs, field.NotFound(p, fmt.Sprintf("%s/%s is not a team of stack %s; name a team of that stack in namespace %s", t.Namespace, t.Overflow.Primary, f.OverflowOf.Stack, t.Namespace)))
+		case !sameTags(found.Tags, t.Tags):
+			errs = append(errs, field.Invalid(p, t.Overflow.Primary, fmt.Sprintf("its tags in stack %s are %v, this team's %v: an overflow takes the same jobs, so give it the same tags", f.OverflowOf.Stack, found.Tags, t.Tags)))
+		}
+	}
+	return errs
+}
+
+func sameTags(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // Local is the local control plane.
@@ -191,6 +288,15 @@ type Team struct {
 	// Identity creates a cloud identity (IAM role or Google service
 	// account) that the team's job pods run as; default true on eks and gke.
 	Identity *bool `json:"identity,omitempty"`
+
+	// Overflow makes the team's RunnerSet the overflow of another team
+	// with the same tags (spec.overflow): of this stack, or, with
+	// overflowOf, of that stack in another region.
+	Overflow *v1alpha1.OverflowSpec `json:"overflow,omitempty"`
+	// Region names the region the team stands for on the local stack (one
+	// machine is one cluster), shown by fleet status beside its jobs; local
+	// only: a cloud stack's region is its cluster's.
+	Region string `json:"region,omitempty"`
 }
 
 // TeamJobs are the job pod settings of a team; the identity is the
@@ -254,6 +360,20 @@ func (e *Error) Error() string {
 }
 
 func asError(errs field.ErrorList) error { return &Error{List: errs} }
+
+// AsError is errs as the error Decode returns for a refused stack config.
+func AsError(errs field.ErrorList) error { return asError(errs) }
+
+// Autoscales reports whether a team's managers are scaled by KEDA
+// (managers.autoscale or overflow).
+func (f *Fleet) Autoscales() bool {
+	for _, t := range f.Teams {
+		if t.Managers.Autoscale != nil || t.Overflow != nil {
+			return true
+		}
+	}
+	return false
+}
 
 func (f *Fleet) setDefaults(stack string) {
 	if f.ClusterName == "" {
@@ -347,6 +467,7 @@ func (f *Fleet) Validate() field.ErrorList {
 	errs = append(errs, validatePatterns(p.Child("identity", "awsRoleARNPatterns"), f.Identity.AWSRoleARNPatterns, "arn:", "arn:aws:iam::123456789012:role/ci-{namespace}.*")...)
 	errs = append(errs, validatePatterns(p.Child("identity", "gcpServiceAccountPatterns"), f.Identity.GCPServiceAccountPatterns, "", "ci-{namespace}@my-project.iam.gserviceaccount.com")...)
 
+	errs = append(errs, f.validateAutoscaling(p)...)
 	errs = append(errs, f.validateSharedFleets(p.Child("sharedFleets"))...)
 	errs = append(errs, f.validateAlerting(p.Child("alerting"))...)
 	if f.CIIdentity != nil {
@@ -410,7 +531,7 @@ func (f *Fleet) Validate() field.ErrorList {
 		}
 		seen[key] = i
 		for _, tag := range t.Tags {
-			if j, ok := tags[tag]; ok && j != i {
+			if j, ok := tags[tag]; ok && j != i && !f.overflowPair(i, j) {
 				errs = append(errs, field.Duplicate(tp.Child("tags"), fmt.Sprintf("tag %q is also teams[%d]'s: a tag must lead to one team's runner", tag, j)))
 			}
 			tags[tag] = i
@@ -552,6 +673,89 @@ func forEach(n int, do func(i int)) {
 		})
 	}
 	wg.Wait()
+}
+
+// overflowPair reports whether teams i and j are an overflow and its
+// primary in this stack, which share their tags by design.
+func (f *Fleet) overflowPair(i, j int) bool {
+	a, b := f.Teams[i], f.Teams[j]
+	if a.Namespace != b.Namespace || f.OverflowOf != nil {
+		return false
+	}
+	return a.Overflow != nil && a.Overflow.Primary == b.Name || b.Overflow != nil && b.Overflow.Primary == a.Name
+}
+
+// validateAutoscaling judges prometheus, overflowOf and the teams'
+// overflow and region keys.
+func (f *Fleet) validateAutoscaling(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	scaled := -1
+	for i, t := range f.Teams {
+		if t.Managers.Autoscale != nil || t.Overflow != nil {
+			scaled = i
+		}
+	}
+	switch {
+	case f.Platform == PlatformLocal && f.Prometheus != nil:
+		errs = append(errs, field.Forbidden(p.Child("prometheus"), "the local stack's RunnerClass names the Prometheus fleet up starts; remove prometheus"))
+	case f.Platform != PlatformLocal && f.Prometheus == nil && scaled >= 0:
+		errs = append(errs, field.Required(p.Child("prometheus", "address"), fmt.Sprintf(
+			"teams[%d] autoscales its managers: KEDA reads their running jobs and queue times from the Prometheus that scrapes them; set prometheus.address, such as http://prometheus-operated.monitoring:9090", scaled)))
+	case f.Prometheus != nil:
+		if e := validateURL(p.Child("prometheus", "address"), f.Prometheus.Address); e != nil {
+			errs = append(errs, e)
+		}
+		if f.Prometheus.RemoteAddress != "" {
+			if e := validateURL(p.Child("prometheus", "remoteAddress"), f.Prometheus.RemoteAddress); e != nil {
+				errs = append(errs, e)
+			}
+		}
+	}
+	if o := f.OverflowOf; o != nil {
+		if parts := strings.Split(o.Stack, "/"); len(parts) != 3 || slices.Contains(parts, "") {
+			errs = append(errs, field.Invalid(p.Child("overflowOf", "stack"), o.Stack, "the primary's stack as organization/project/stack, such as acme/runnerfleet/eks-eu-west-1"))
+		}
+		if f.Platform == PlatformLocal {
+			errs = append(errs, field.Forbidden(p.Child("overflowOf"), "the local stack is one cluster on one machine: declare the overflow as a team of this stack (teams[].overflow) instead"))
+		}
+	}
+	for i, t := range f.Teams {
+		tp := p.Child("teams").Index(i)
+		if t.Region != "" {
+			if f.Platform != PlatformLocal {
+				errs = append(errs, field.Forbidden(tp.Child("region"), "a cloud stack's teams run in its cluster's region; remove region (put an overflow in another region's stack, with overflowOf)"))
+			}
+			for _, m := range validation.IsDNS1123Label(t.Region) {
+				errs = append(errs, field.Invalid(tp.Child("region"), t.Region, m))
+			}
+		}
+		o := t.Overflow
+		if o == nil {
+			continue
+		}
+		op := tp.Child("overflow")
+		if f.OverflowOf != nil {
+			if o.Prometheus != nil {
+				errs = append(errs, field.Forbidden(op.Child("prometheus"), "with overflowOf the program sets it to the primary stack's prometheus.remoteAddress; remove it"))
+			}
+			continue
+		}
+		var primary *Team
+		for j := range f.Teams {
+			if f.Teams[j].Namespace == t.Namespace && f.Teams[j].Name == o.Primary && j != i {
+				primary = &f.Teams[j]
+			}
+		}
+		switch {
+		case primary == nil:
+			errs = append(errs, field.NotFound(op.Child("primary"), fmt.Sprintf("%s/%s is not a team of this stack: name a team in namespace %s with the same tags, or set overflowOf to the stack of a primary in another region", t.Namespace, o.Primary, t.Namespace)))
+		case !sameTags(primary.Tags, t.Tags):
+			errs = append(errs, field.Invalid(op.Child("primary"), o.Primary, fmt.Sprintf("its tags are %v, this team's %v: an overflow takes the same jobs, so give it the same tags", primary.Tags, t.Tags)))
+		case primary.Overflow != nil:
+			errs = append(errs, field.Invalid(op.Child("primary"), o.Primary, "that team is an overflow itself: name the team whose jobs wait"))
+		}
+	}
+	return errs
 }
 
 // JSON returns the fleet as JSON, for exports and tests.

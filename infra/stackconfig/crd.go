@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // RunnerSet is the team's RunnerSet in the class className, without what
@@ -24,7 +25,11 @@ func (t Team) RunnerSet(className, tokenSecret, apiTokenSecret string) *v1alpha1
 			Managers:  t.Managers,
 			Jobs:      v1alpha1.JobSpec{Image: t.Jobs.Image, Privileged: t.Jobs.Privileged, Resources: t.Jobs.Resources},
 			Capacity:  t.Capacity,
+			Overflow:  t.Overflow.DeepCopy(),
 		},
+	}
+	if t.Region != "" {
+		rs.Labels = map[string]string{naming.LabelRegion: t.Region}
 	}
 	switch {
 	case t.TokenConfigKey != "":
@@ -74,6 +79,7 @@ var (
 		{"spec.managers", "managers"},
 		{"spec.jobs", "jobs"},
 		{"spec.capacity", "capacity"},
+		{"spec.overflow", "overflow"},
 		{"spec.gitlab.runner", "runner"},
 		{"spec.gitlab.tokenSecretRef", "tokenSecretRef"},
 		{"spec.gitlab", ""},
