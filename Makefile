@@ -55,6 +55,7 @@ tidy: ## hack/kube's go.mod from its Kubernetes version, then every tool module'
 	cd hack/alertmanager && go mod tidy
 	cd hack/pulumi && go mod tidy
 	cd hack/pulumi-kubernetes && go mod tidy
+	cd hack/keda && go mod tidy
 	# -e: a test-only dependency of karpenter-provider-aws is refused by the module proxy
 	go mod tidy -e
 
@@ -92,11 +93,11 @@ UNIT_TOOLS := envtest promtool
 E2E_TOOLS := pulumi kwok karpenter
 
 .PHONY: tools
-tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, kube-router, KEDA, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages
+tools: ## etcd, Kubernetes, kwok, Karpenter's kwok provider, kube-router, Pulumi, Prometheus, promtool and amtool, built once per version into the cache; the real node's Debian packages (KEDA: built by the first test or stack that runs it)
 	hack/tools.sh node $(UNIT_TOOLS) $(E2E_TOOLS) local >/dev/null
 
 # What make up runs: the real node's Debian packages, the local control
-# plane with Karpenter, KEDA, Prometheus and the real node's NetworkPolicy
+# plane with Karpenter, Prometheus and the real node's NetworkPolicy
 # enforcer (kube-router), the Pulumi CLI and its Kubernetes
 # plugin (not the tests' promtool and amtool checks).
 .PHONY: up-tools
@@ -113,7 +114,9 @@ unit-tools: ## the tools of the unit suites only
 # CPU minutes of its 22. So make test builds every tool first, at full
 # priority, and starts the suite as soon as they are built and make generate
 # has run, in the background; make check (gofmt, vet, drift) and the unit
-# suites run beside it, niced, in the CPU it leaves. make tidy runs first,
+# suites run beside it, niced, in the CPU it leaves, and so does KEDA's
+# build (~7 minutes cold), which only the suite's KEDA tests wait for
+# (localcluster.Options.KEDA). make tidy runs first,
 # alone: it rewrites the tool modules' go.mod files the tools build from.
 # The suite's output (e2e-run.out) is printed when it ends; a failure of
 # check or the unit suites stops it.
@@ -122,6 +125,7 @@ test: ## every test: unit, oracle, envtest on a real kube-apiserver, end-to-end 
 	$(MAKE) --no-print-directory tidy
 	@rm -f .test-generated e2e-run.out
 	set -m; { hack/tools.sh node $(UNIT_TOOLS) $(E2E_TOOLS) local >/dev/null || exit 1; \
+		{ nice -n 10 hack/tools.sh keda >/dev/null 2>&1 & }; \
 		until [ -e .test-generated ]; do sleep 2; done; \
 		$(MAKE) --no-print-directory e2e >e2e-run.out 2>&1; } & bg=$$!; \
 	trap 'kill -- -$$bg 2>/dev/null || true; rm -f .test-generated' EXIT; \

@@ -20,8 +20,9 @@
 #               and cmd/adapter, via hack/keda, one go build) as keda-operator and keda-adapter,
 #               and KEDA's CRDs as its module ships them (config/crd/bases) in crds/ beside them
 #   envtest     etcd + kube; prints the KUBEBUILDER_ASSETS directory on stdout
-#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router + keda; prints the directory the
-#               local control plane (localstack/localcluster, fleet up --stack local) runs from
+#   local       etcd + kube + kubelet + kwok + karpenter + prometheus + kube-router, and links to keda's files
+#               (built by the keda target, which the local cluster calls when it runs KEDA); prints the directory
+#               the local control plane (localstack/localcluster, fleet up --stack local) runs from
 #   pulumi      the Pulumi CLI (github.com/pulumi/pulumi/pkg/v3/cmd/pulumi, via hack/pulumi)
 #               and the Kubernetes resource provider plugin (pulumi-resource-kubernetes,
 #               github.com/pulumi/pulumi-kubernetes/provider/v4, via hack/pulumi-kubernetes);
@@ -512,7 +513,11 @@ envtest() {
 
 local_() {
   # Not amtool: only the tests check Alertmanager's configuration.
-  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router; keda
+  # Not KEDA either: its links below point where `hack/tools.sh keda`
+  # builds it, which the local cluster runs only for a stack or test that
+  # scales with it (localcluster.Options.KEDA builds it then), so that a
+  # make up of the default stack never waits ~7 minutes for it.
+  etcd; kube; kubelet; kwok; karpenter; prometheus; kube_router
   local dir="$cache/local-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-karpenter-$KARPENTER_VERSION-client-go-$CLIENT_GO_VERSION-keda-$KEDA_VERSION"
   mkdir -p "$dir"
   ln -sf "$cache/etcd-$ETCD_VERSION/bin/etcd" "$dir/etcd"

@@ -75,6 +75,16 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	b, err := os.ReadFile(stackFile)
+	if err != nil {
+		return err
+	}
+	// A stack config the program would refuse stops here, before anything
+	// starts.
+	stack, err := parseStack(stackLocal, b)
+	if err != nil {
+		return err
+	}
 	tools, err := pulumiTools(ctx, s.root, s.stderr)
 	if err != nil {
 		return err
@@ -86,8 +96,9 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 		CRDs:      localCRDs(),
 		Karpenter: true,
 		// KEDA's operator and metrics adapter reconcile the ScaledObjects
-		// the controller writes, their HPAs included.
-		KEDA: true,
+		// the controller writes, their HPAs included: for a stack whose
+		// teams autoscale (their first run builds KEDA, ~7 minutes).
+		KEDA: stack.fleet.Autoscales(),
 		// Managers run as containers on a real node (containerd and a
 		// kubelet); jobs get capacity from Karpenter's kwok nodes.
 		Node: true,
@@ -110,7 +121,11 @@ func (s *localStack) Up(ctx context.Context, o upOptions) error {
 			return fmt.Errorf("%w%s", err, keep)
 		}
 	}
-	p := s.program(tools, stackFile, cl.Kubeconfig)
+	prom, err := cl.PrometheusAddress()
+	if err != nil {
+		return fmt.Errorf("%w%s", err, keep)
+	}
+	p := s.program(tools, stackFile, cl.Kubeconfig, prom)
 	sets, err := p.up(ctx)
 	if err != nil {
 		return fmt.Errorf("%w%s", err, keep)
@@ -159,8 +174,8 @@ func (s *localStack) stackFile() (string, error) {
 	return p, os.WriteFile(p, b, 0o600)
 }
 
-func (s *localStack) program(tools, stackFile, kubeconfig string) *program {
-	return &program{stack: stackLocal, stackFile: stackFile, dir: filepath.Join(s.dir, "pulumi"), tools: tools, kubeconfig: kubeconfig, stderr: s.stderr}
+func (s *localStack) program(tools, stackFile, kubeconfig, prometheus string) *program {
+	return &program{stack: stackLocal, stackFile: stackFile, dir: filepath.Join(s.dir, "pulumi"), tools: tools, kubeconfig: kubeconfig, prometheus: prometheus, stderr: s.stderr}
 }
 
 // controllerBinary finds runnerset-controller next to fleet, or builds it
@@ -493,7 +508,8 @@ func (s *localStack) destroy(ctx context.Context, o downOptions) error {
 		return err
 	}
 	stackFile := filepath.Join(s.dir, "pulumi", "Pulumi."+stackLocal+".yaml")
-	if err := s.program(tools, stackFile, cl.Kubeconfig).destroy(ctx); err != nil {
+	// A destroy runs no program: the Prometheus address is not read.
+	if err := s.program(tools, stackFile, cl.Kubeconfig, "").destroy(ctx); err != nil {
 		return fmt.Errorf("%w\n(the control plane keeps running; fix the cause and run %s again)", err, s.command("down"))
 	}
 	return nil

@@ -76,7 +76,18 @@ func previewProgram(ctx context.Context, c common, stderr io.Writer) (*program, 
 		if err != nil {
 			return nil, err
 		}
-		return s.program(tools, file, kubeconfig), nil
+		// The RunnerClass names the stack's Prometheus, as fleet up does.
+		var prom string
+		if c.kubeconfig == "" {
+			cl, err := localcluster.Open(ctx, s.dir)
+			if err != nil {
+				return nil, err
+			}
+			if prom, err = cl.PrometheusAddress(); err != nil {
+				return nil, err
+			}
+		}
+		return s.program(tools, file, kubeconfig, prom), nil
 	}
 	dir := c.stateDir
 	root := repoRoot()

@@ -35,6 +35,7 @@ type program struct {
 	dir        string // <state>/pulumi: the workspace and the backend
 	tools      string // the directory holding bin/pulumi and home/ (PULUMI_HOME)
 	kubeconfig string
+	prometheus string // the local platform's Prometheus, which the RunnerClass names
 	stderr     io.Writer
 }
 
@@ -101,7 +102,7 @@ func (p *program) open(ctx context.Context) (auto.Stack, error) {
 		Backend: &workspace.ProjectBackend{URL: "file://" + filepath.Join(p.dir, "state")},
 	}
 	env := p.env()
-	st, err = auto.UpsertStackInlineSource(ctx, p.stack, proj.Name.String(), infra.ProgramWith(infra.Options{Kubeconfig: p.kubeconfig}),
+	st, err = auto.UpsertStackInlineSource(ctx, p.stack, proj.Name.String(), infra.ProgramWith(infra.Options{Kubeconfig: p.kubeconfig, PrometheusAddress: p.prometheus}),
 		auto.WorkDir(p.dir), auto.Project(proj), auto.Pulumi(cmd), auto.EnvVars(env),
 		auto.PulumiHome(env["PULUMI_HOME"]), auto.SecretsProvider("passphrase"))
 	if err != nil {

@@ -123,13 +123,16 @@ func ensureKEDACerts(pki PKI, dir string) error {
 // cluster started before KEDA was part of `hack/tools.sh local` gets the
 // directory it prints now.
 func (c *Cluster) ensureKEDA(ctx context.Context, opts Options) error {
+	if err := buildKEDA(c.State.Assets, opts); err != nil {
+		return err
+	}
 	if missingAssets(c.State.Assets, kedaAssets) != "" {
 		assets, err := resolveAssets(opts)
 		if err != nil {
 			return err
 		}
 		if m := missingAssets(assets, kedaAssets); m != "" {
-			return fmt.Errorf("%s is missing from %s: run hack/tools.sh local and use the directory it prints", m, assets)
+			return fmt.Errorf("%s is missing from %s: run hack/tools.sh keda, then hack/tools.sh local, and use the directory it prints", m, assets)
 		}
 		st, err := ReadState(c.Dir)
 		if err != nil || st == nil {

@@ -446,6 +446,9 @@ func resolveAssets(opts Options) (string, error) {
 		need = append(need, karpenterBinary)
 	}
 	if opts.KEDA {
+		if err := buildKEDA(dir, opts); err != nil {
+			return "", err
+		}
 		need = append(need, kedaAssets...)
 	}
 	if opts.Node {
@@ -455,6 +458,25 @@ func resolveAssets(opts Options) (string, error) {
 		return "", fmt.Errorf("%s is missing from %s: run hack/tools.sh local and use the directory it prints", b, dir)
 	}
 	return dir, nil
+}
+
+// buildKEDA builds KEDA into the assets directory's links with `hack/tools.sh
+// keda` when they do not lead to its files yet: `hack/tools.sh local` links
+// them but builds KEDA only on this call, about 7 minutes the first time
+// (a stack that scales nothing never pays them). Another caller's build of
+// the same version is waited for.
+func buildKEDA(assets string, opts Options) error {
+	if missingAssets(assets, kedaAssets) == "" || opts.RepoRoot == "" {
+		return nil
+	}
+	fmt.Fprintf(opts.Log, "Building KEDA's operator and metrics adapter with hack/tools.sh keda (the first build takes about 7 minutes)\n")
+	cmd := exec.Command(filepath.Join(opts.RepoRoot, "hack", "tools.sh"), "keda")
+	cmd.Dir = opts.RepoRoot
+	cmd.Stderr = opts.Log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building KEDA with hack/tools.sh keda: %w (its output is above)", err)
+	}
+	return nil
 }
 
 // lock keeps two commands from starting or stopping the same cluster at once.
