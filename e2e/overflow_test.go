@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,13 +19,15 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
@@ -51,43 +52,29 @@ var scaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alph
 // teams: each manager runs two jobs at once.
 func overflowStackFile(t *testing.T, root, path string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file map[string]map[string]any
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
-	f := file["config"]["runnerfleet:fleet"].(map[string]any)
-	managers := func(extra map[string]any) map[string]any {
-		m := map[string]any{"concurrent": 2, "shutdownTimeout": "1m", "checkInterval": "1s",
-			"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}}}
-		for k, v := range extra {
-			m[k] = v
+	localStackFile(t, root, path, func(config, f map[string]any) {
+		managers := func(extra map[string]any) map[string]any {
+			m := map[string]any{"concurrent": 2, "shutdownTimeout": "1m", "checkInterval": "1s",
+				"resources": map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}}}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
 		}
-		return m
-	}
-	f["teams"] = []any{
-		map[string]any{"namespace": overflowNS, "name": overflowPrimary, "tags": []any{overflowNS}, "tokenConfigKey": "teamABuildToken",
-			"managers": managers(map[string]any{"replicas": 1})},
-		map[string]any{"namespace": overflowNS, "name": overflowName, "tags": []any{overflowNS}, "tokenConfigKey": "teamAOverflowToken",
-			"region": overflowRegion,
-			"managers": managers(map[string]any{"autoscale": map[string]any{
-				"minReplicas": 0, "maxReplicas": 2, "targetRunningJobs": 1, "pollingInterval": "5s", "scaleDownDelay": "30s"}}),
-			"overflow": map[string]any{"primary": overflowPrimary, "queueTime": map[string]any{"threshold": overflowThreshold.String(), "window": "1m"}}},
-		map[string]any{"namespace": overflowControlNS, "name": "build", "tags": []any{overflowControlNS}, "tokenConfigKey": "teamBBuildToken",
-			"managers": managers(map[string]any{"replicas": 1})},
-	}
-	file["config"]["runnerfleet:teamAOverflowToken"] = "glrt-teamAOverflowNotReal-1a2b3c"
-	file["config"]["runnerfleet:teamBBuildToken"] = "glrt-teamBBuildNotReal-4d5e6f"
-	out, err := yaml.Marshal(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
+		f["teams"] = []any{
+			map[string]any{"namespace": overflowNS, "name": overflowPrimary, "tags": []any{overflowNS}, "tokenConfigKey": "teamABuildToken",
+				"managers": managers(map[string]any{"replicas": 1})},
+			map[string]any{"namespace": overflowNS, "name": overflowName, "tags": []any{overflowNS}, "tokenConfigKey": "teamAOverflowToken",
+				"region": overflowRegion,
+				"managers": managers(map[string]any{"autoscale": map[string]any{
+					"minReplicas": 0, "maxReplicas": 2, "targetRunningJobs": 1, "pollingInterval": "5s", "scaleDownDelay": "30s"}}),
+				"overflow": map[string]any{"primary": overflowPrimary, "queueTime": map[string]any{"threshold": overflowThreshold.String(), "window": "1m"}}},
+			map[string]any{"namespace": overflowControlNS, "name": "build", "tags": []any{overflowControlNS}, "tokenConfigKey": "teamBBuildToken",
+				"managers": managers(map[string]any{"replicas": 1})},
+		}
+		config["runnerfleet:teamAOverflowToken"] = "glrt-teamAOverflowNotReal-1a2b3c"
+		config["runnerfleet:teamBBuildToken"] = "glrt-teamBBuildNotReal-4d5e6f"
+	})
 }
 
 // promFirstAbove evaluates a PromQL query every second from start to end
@@ -164,14 +151,7 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 	state := stateDir(t)
 	stack := filepath.Join(t.TempDir(), "Pulumi.local.yaml")
 	overflowStackFile(t, root, stack)
-	fleet := func(timeout time.Duration, args ...string) string {
-		t.Helper()
-		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state, "--config", stack)...)
-	}
-	t.Cleanup(func() {
-		out, err := exec.Command(filepath.Join(bin, "fleet"), "down", "--stack", "local", "--state-dir", state, "--config", stack).CombinedOutput()
-		t.Logf("cleanup: fleet down: %v\n%s", err, out)
-	})
+	fleet := localStack(t, root, bin, state, stack)
 	start := time.Now()
 	fleet(8*time.Minute, "up", "--timeout", "4m")
 	t.Logf("fleet up took %s", time.Since(start).Round(time.Millisecond))
@@ -358,5 +338,32 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\d+\s+` + overflowNS + `\s+\S+\s+success\s+\S+\s+` + overflowNS + "/" + overflowName + `\s+` + overflowRegion + `\s`).MatchString(status) {
 		t.Errorf("fleet status does not show a job of %s/%s in region %s:\n%s", overflowNS, overflowName, overflowRegion, status)
+	}
+
+	// Bad input with KEDA itself: an overflow whose primary's Prometheus
+	// cannot be reached is named on the RunnerSet's Autoscaling condition,
+	// and its managers stay as they are (none).
+	rs := &v1alpha1.RunnerSet{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: overflowNS, Name: overflowName}, rs); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(rs.DeepCopy())
+	rs.Spec.Overflow.Prometheus = &v1alpha1.PrometheusEndpoint{Address: "http://127.0.0.1:9"}
+	if err := c.Patch(ctx, rs, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "the overflow's Autoscaling condition names the Prometheus KEDA cannot reach", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rs), rs); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(rs.Status.Conditions, v1alpha1.ConditionAutoscaling)
+		if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "spec.overflow.prometheus") {
+			return fmt.Errorf("condition %s: %+v", v1alpha1.ConditionAutoscaling, cond)
+		}
+		t.Logf("%s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+		return nil
+	})
+	if n, err := overflowReplicas(); err != nil || n != 0 {
+		t.Errorf("the overflow's managers with an unreachable Prometheus: %d (%v), want them left at 0", n, err)
 	}
 }

@@ -57,6 +57,25 @@ func sharedLongJob(t *testing.T) time.Duration {
 // idle (a change of it is a new generation of the manager).
 func sharedFleetStackFile(t *testing.T, root, path, repo, idle string) {
 	t.Helper()
+	localStackFile(t, root, path, func(config, f map[string]any) {
+		f["local"] = map[string]any{"chartRepository": repo}
+		f["sharedFleets"] = []any{map[string]any{
+			"name":         sharedFleetName,
+			"managerImage": localcluster.StandinImage,
+			"vmNetwork":    map[string]any{"cidr": "10.30.0.0/20"},
+			"groups": []any{map[string]any{
+				"name": "linux", "tokenConfigKey": "sharedLocalLinuxToken", "zone": "us-east1-b",
+				"machineType": "n2d-standard-2", "image": "runner-vm", "maxVMs": 2, "idleCount": 0, "idleTime": idle,
+			}},
+		}}
+		config["runnerfleet:sharedLocalLinuxToken"] = sharedToken
+	})
+}
+
+// localStackFile writes to path the checkout's stacks/Pulumi.local.yaml as
+// edit changes it: edit gets the file's config and its runnerfleet:fleet.
+func localStackFile(t *testing.T, root, path string, edit func(config, fleet map[string]any)) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "stacks", "Pulumi.local.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,24 +84,28 @@ func sharedFleetStackFile(t *testing.T, root, path, repo, idle string) {
 	if err := yaml.Unmarshal(b, &file); err != nil {
 		t.Fatal(err)
 	}
-	f := file["config"]["runnerfleet:fleet"].(map[string]any)
-	f["local"] = map[string]any{"chartRepository": repo}
-	f["sharedFleets"] = []any{map[string]any{
-		"name":         sharedFleetName,
-		"managerImage": localcluster.StandinImage,
-		"vmNetwork":    map[string]any{"cidr": "10.30.0.0/20"},
-		"groups": []any{map[string]any{
-			"name": "linux", "tokenConfigKey": "sharedLocalLinuxToken", "zone": "us-east1-b",
-			"machineType": "n2d-standard-2", "image": "runner-vm", "maxVMs": 2, "idleCount": 0, "idleTime": idle,
-		}},
-	}}
-	file["config"]["runnerfleet:sharedLocalLinuxToken"] = sharedToken
+	edit(file["config"], file["config"]["runnerfleet:fleet"].(map[string]any))
 	out, err := yaml.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, out, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// localStack runs fleet on a local stack of the test's own, from the stack
+// file stack, in state (stateDir): the returned func runs a fleet command
+// on it, and fleet down runs when the test ends.
+func localStack(t *testing.T, root, bin, state, stack string) func(timeout time.Duration, args ...string) string {
+	t.Helper()
+	t.Cleanup(func() {
+		out, err := exec.Command(filepath.Join(bin, "fleet"), "down", "--stack", "local", "--state-dir", state, "--config", stack).CombinedOutput()
+		t.Logf("cleanup: fleet down: %v\n%s", err, out)
+	})
+	return func(timeout time.Duration, args ...string) string {
+		t.Helper()
+		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state, "--config", stack)...)
 	}
 }
 
@@ -121,14 +144,7 @@ func TestSharedFleetChangeWhileAJobRuns(t *testing.T) {
 	state := stateDir(t)
 	stack := filepath.Join(t.TempDir(), "Pulumi.local.yaml")
 	sharedFleetStackFile(t, root, stack, repo, "10m")
-	fleet := func(timeout time.Duration, args ...string) string {
-		t.Helper()
-		return run(t, root, timeout, filepath.Join(bin, "fleet"), append(args, "--stack", "local", "--state-dir", state, "--config", stack)...)
-	}
-	t.Cleanup(func() {
-		out, err := exec.Command(filepath.Join(bin, "fleet"), "down", "--stack", "local", "--state-dir", state, "--config", stack).CombinedOutput()
-		t.Logf("cleanup: fleet down: %v\n%s", err, out)
-	})
+	fleet := localStack(t, root, bin, state, stack)
 	start := time.Now()
 	fleet(8*time.Minute, "up", "--timeout", "4m")
 	t.Logf("fleet up with the shared fleet took %s", time.Since(start).Round(time.Millisecond))
