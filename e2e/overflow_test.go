@@ -22,13 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/localstack/gitlabserver"
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
 	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/naming"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // The overflow test's stack: team-a's primary "build" and its overflow
@@ -45,8 +45,6 @@ const (
 	overflowBurst     = 10
 	overflowJob       = 20 * time.Second
 )
-
-var scaledObjectGVK = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 
 // overflowStackFile writes stacks/Pulumi.local.yaml with the test's three
 // teams: each manager runs two jobs at once.
@@ -176,7 +174,7 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 	var query string
 	waitFor(t, 2*time.Minute, "KEDA reports the overflow's ScaledObject Ready", func() error {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(scaledObjectGVK.GroupVersion().WithKind("ScaledObjectList"))
+		list.SetGroupVersionKind(resources.ScaledObjectGVK.GroupVersion().WithKind("ScaledObjectList"))
 		if err := c.List(ctx, list, client.InNamespace(overflowNS)); err != nil {
 			return err
 		}
