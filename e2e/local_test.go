@@ -89,8 +89,9 @@ func TestLocalStackUpRolloutDown(t *testing.T) {
 	if !row.MatchString(out) {
 		t.Errorf("fleet status does not show team-a/build Ready with 1/1 managers:\n%s", out)
 	}
-	// The demo jobs: picked up by the manager on the real node.
-	jobRow := regexp.MustCompile(`(?m)^\d+\s+team-a\s+5s\s+(running|success)\s+` + regexp.QuoteMeta(first.Name) + `\s*$`)
+	// The demo jobs: picked up by the manager on the real node, the row
+	// naming how long the job waited, its RunnerSet and the stack's region.
+	jobRow := regexp.MustCompile(`(?m)^\d+\s+team-a\s+5s\s+(running|success)\s+\S+\s+team-a/build\s+local\s+` + regexp.QuoteMeta(first.Name) + `\s*$`)
 	if !jobRow.MatchString(out) {
 		t.Errorf("fleet status does not show a demo job of team-a run by manager %s:\n%s", first.Name, out)
 	}
