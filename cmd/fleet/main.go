@@ -166,7 +166,7 @@ every object, and changes nothing when you may not.`,
 	}
 	upCmd.Flags().DurationVar(&up.timeout, "timeout", 3*time.Minute, "how long to wait for the stack's RunnerSets to become Ready")
 	upCmd.Flags().StringVar(&up.image, "image", "", "the controller image to install with --kubeconfig, repository:tag or repository@sha256:<digest> (default the release's)")
-	upCmd.Flags().IntVar(&up.demoJobs, "demo-jobs", 0, "local stack: queue this many jobs per RunnerSet in the loopback GitLab, for the managers to run")
+	upCmd.Flags().IntVar(&up.demoJobs, "demo-jobs", 0, "local stack: queue this many jobs per tag set (a RunnerSet's tags; an overflow shares its primary's) in the loopback GitLab, for the managers to run")
 	upCmd.Flags().DurationVar(&up.demoDuration, "demo-duration", 30*time.Second, "local stack: how long each demo job runs")
 
 	var st statusOptions
