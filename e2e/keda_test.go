@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runnerfleet/runnerfleet/localstack/localcluster"
+	"github.com/runnerfleet/runnerfleet/runnerset/resources"
 )
 
 // EnvKEDAControl, set to "noapiservice", runs TestKEDAScalesADeploymentBetween0And3
@@ -119,8 +120,8 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	so := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "keda.sh/v1alpha1",
-		"kind":       "ScaledObject",
+		"apiVersion": resources.ScaledObjectGVK.GroupVersion().String(),
+		"kind":       resources.ScaledObjectGVK.Kind,
 		"metadata":   map[string]any{"name": dep.Name, "namespace": ns},
 		"spec": map[string]any{
 			"scaleTargetRef":  map[string]any{"name": dep.Name},

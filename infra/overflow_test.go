@@ -11,6 +11,7 @@ import (
 	"github.com/runnerfleet/runnerfleet/infra/infratest"
 	"github.com/runnerfleet/runnerfleet/infra/kube"
 	"github.com/runnerfleet/runnerfleet/infra/stackconfig"
+	"github.com/runnerfleet/runnerfleet/runnerset/naming"
 )
 
 // overflowStack is eks-dev moved to another region as the overflow stack of
@@ -145,5 +146,52 @@ func TestAnOverflowStackReadsItsPrimaryFromTheStackReference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The local stack with an overflow team: the RunnerClass names the
+// Prometheus fleet up passes (KEDA's serverAddress), the overflow's
+// RunnerSet carries its region label beside the stack's labels, and the
+// RunnerSets wait for the read of KEDA's CRD.
+func TestALocalOverflowTeamNamesItsRegionAndTheLocalPrometheus(t *testing.T) {
+	cfg, secretKeys := stackConfig(t, "local", nil)
+	var f map[string]any
+	if err := json.Unmarshal([]byte(cfg["runnerfleet:fleet"]), &f); err != nil {
+		t.Fatal(err)
+	}
+	primary := f["teams"].([]any)[0].(map[string]any)
+	f["teams"] = append(f["teams"].([]any), map[string]any{
+		"namespace": primary["namespace"], "name": "build-overflow", "tags": primary["tags"], "tokenConfigKey": "overflowToken", "region": "local-b",
+		"managers": map[string]any{"concurrent": 2, "autoscale": map[string]any{"minReplicas": 0, "maxReplicas": 2, "targetRunningJobs": 1}},
+		"overflow": map[string]any{"primary": primary["name"], "queueTime": map[string]any{"threshold": "15s"}},
+	})
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg["runnerfleet:fleet"] = string(b)
+	cfg["runnerfleet:overflowToken"] = "glrt-overflow-not-real"
+	m := infratest.NewMocks(t)
+	if err := infratest.Run(m, "local", cfg, secretKeys, infra.ProgramWith(infra.Options{Kubeconfig: kubeconfig(t), PrometheusAddress: "http://127.0.0.1:9090"})); err != nil {
+		t.Fatal(err)
+	}
+	class := m.Get(t, tokRunnerClass, "local-class")
+	if v := class.Input("spec.prometheus.address"); v.StringValue() != "http://127.0.0.1:9090" {
+		t.Errorf("the local RunnerClass's spec.prometheus.address = %v, want the address fleet up passed", v)
+	}
+	rs := m.Get(t, tokRunnerSet, "local/team-a/build-overflow")
+	labels := rs.Input("metadata.labels")
+	if !labels.IsObject() || labels.ObjectValue()[naming.LabelRegion].StringValue() != "local-b" || labels.ObjectValue()[naming.LabelStack].StringValue() != "local" {
+		t.Errorf("the overflow's labels %v, want its region local-b beside the stack's", labels)
+	}
+	if v := m.Get(t, tokRunnerSet, "local/team-a/build").Input("metadata.labels"); v.ObjectValue()[naming.LabelRegion].IsString() {
+		t.Errorf("the primary, which names no region, is labelled %v", v)
+	}
+	read := false
+	for _, r := range m.Resources() {
+		read = read || r.Read && r.ID == kube.KEDAScaledObjectCRD
+	}
+	if !read {
+		t.Error("a local stack whose teams autoscale does not read KEDA's CRD first")
 	}
 }

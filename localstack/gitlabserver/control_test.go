@@ -17,11 +17,7 @@ import (
 // and listed back with their state, bad requests refused with what is
 // wanted.
 func TestTheControlAPI(t *testing.T) {
-	srv := gitlabserver.New()
-	defer srv.Close()
-	hs := httptest.NewServer(srv.ControlHandler())
-	defer hs.Close()
-	c := gitlabserver.Control{URL: hs.URL}
+	srv, c := controlServer(t)
 	ctx := context.Background()
 
 	for range 2 { // fleet up registers the stack's runners on every run
@@ -75,11 +71,7 @@ func TestTheControlAPI(t *testing.T) {
 // RunnerSet's runner namespace/name, which fleet status turns into the
 // RunnerSet and its region) and when it was queued and picked.
 func TestTheControlAPINamesTheRunnerThatTookAJob(t *testing.T) {
-	srv := gitlabserver.New()
-	defer srv.Close()
-	hs := httptest.NewServer(srv.ControlHandler())
-	defer hs.Close()
-	c := gitlabserver.Control{URL: hs.URL}
+	srv, c := controlServer(t)
 	ctx := context.Background()
 	if err := c.AddNamedRunner(ctx, "glrt-overflow", "team-a/build-overflow", []string{"team-a"}); err != nil {
 		t.Fatal(err)
@@ -106,4 +98,15 @@ func TestTheControlAPINamesTheRunnerThatTookAJob(t *testing.T) {
 	if picked != 1 || pending != 1 {
 		t.Errorf("jobs %+v: want one running, taken by team-a/build-overflow, and one pending that has waited a minute a minute after it was queued", jobs)
 	}
+}
+
+// controlServer is a loopback GitLab with its control API, and a client of
+// that API; both close when the test ends.
+func controlServer(t *testing.T) (*gitlabserver.Server, gitlabserver.Control) {
+	t.Helper()
+	srv := gitlabserver.New()
+	t.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv.ControlHandler())
+	t.Cleanup(hs.Close)
+	return srv, gitlabserver.Control{URL: hs.URL}
 }
