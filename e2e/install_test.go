@@ -340,8 +340,17 @@ func applyDocs(ctx context.Context, t *testing.T, c client.Client, b []byte) []c
 	var sets []client.ObjectKey
 	for _, d := range docs {
 		u := &unstructured.Unstructured{Object: d}
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership); err != nil {
-			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		// Right after an install the API server may still be settling
+		// (install.Settling): as a user would, apply again.
+		for deadline := time.Now().Add(install.SettleTimeout); ; time.Sleep(250 * time.Millisecond) {
+			err := c.Patch(ctx, u, client.Apply, client.FieldOwner("e2e"), client.ForceOwnership)
+			if err == nil {
+				break
+			}
+			if !install.Settling(err) || time.Now().After(deadline) {
+				t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+			t.Logf("%s %s: %v; the API server is settling after the install, applying again", u.GetKind(), u.GetName(), err)
 		}
 		if u.GetKind() == "CustomResourceDefinition" {
 			waitFor(t, time.Minute, "CRD "+u.GetName()+" established", func() error {

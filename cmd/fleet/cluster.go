@@ -408,18 +408,16 @@ func apply(ctx context.Context, c client.Client, o client.Object, opts ...client
 	return nil
 }
 
-// applySettled applies o, and tries again for applySettle while the API
-// server settles after the CRDs and the admission policy were applied: it
-// may not serve a new kind yet, or its MutatingAdmissionPolicy dispatcher
-// may not resolve it yet (503 "Resource kind ... not found. There can be
-// a delay ..."). Both pass within seconds.
+// applySettled applies o, and tries again for install.SettleTimeout while
+// the API server settles after the CRDs and the admission policy were
+// applied (install.Settling).
 func applySettled(ctx context.Context, c client.Client, o client.Object) error {
-	for deadline := time.Now().Add(applySettle); ; {
+	for deadline := time.Now().Add(install.SettleTimeout); ; {
 		err := apply(ctx, c, o)
 		if err == nil {
 			return nil
 		}
-		if !(meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err)) || time.Now().After(deadline) {
+		if !install.Settling(err) || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -429,9 +427,6 @@ func applySettled(ctx context.Context, c client.Client, o client.Object) error {
 		}
 	}
 }
-
-// applySettle is how long applySettled tries again.
-const applySettle = 30 * time.Second
 
 func (s *clusterStack) Up(ctx context.Context, o upOptions) error {
 	start := time.Now()

@@ -12,6 +12,7 @@ package install
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -252,6 +255,20 @@ const MinAdmissionPolicyMinor = 36
 func AdmissionPolicies(o Options) []client.Object {
 	return []client.Object{FinalizerPolicy(o), FinalizerPolicyBinding(o)}
 }
+
+// Settling reports whether err is the API server still settling after the
+// CRDs and AdmissionPolicies were applied, which passes within seconds: it
+// may not serve a new kind yet, or its MutatingAdmissionPolicy dispatcher
+// may not resolve the kind yet (503 "Resource kind ... not found. There can
+// be a delay ...", returned even under failurePolicy Ignore). An installer
+// that applies RunnerSets right after the install tries again on these for
+// up to SettleTimeout.
+func Settling(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsServiceUnavailable(err)
+}
+
+// SettleTimeout is how long an installer tries again while Settling.
+const SettleTimeout = 30 * time.Second
 
 // FinalizerPolicy adds the controller's drain finalizer (naming.FinalizerDrain)
 // to every RunnerSet as it is created, so the controller need not patch it

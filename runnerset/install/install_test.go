@@ -1,6 +1,7 @@
 package install_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/runnerfleet/runnerfleet/internal/version"
+	"github.com/runnerfleet/runnerfleet/runnerset/api/v1alpha1"
 	"github.com/runnerfleet/runnerfleet/runnerset/install"
 	"github.com/runnerfleet/runnerfleet/runnerset/rbac"
 	"github.com/runnerfleet/runnerfleet/runnerset/resources"
@@ -103,6 +108,30 @@ func TestObjectsDoNotAlias(t *testing.T) {
 		}
 		if d, ok := obj.(*appsv1.Deployment); ok && d.Spec.Template.Spec.NodeSelector["pool"] != "system" {
 			t.Error("the Deployment's node selector follows the options")
+		}
+	}
+}
+
+// The errors an API server returns while it settles after an install are
+// the ones installers apply again on, and no others: a RunnerSet the API
+// server refuses for what it says stays refused.
+func TestSettlingIsTheAPIServersTransientRefusalsOnly(t *testing.T) {
+	kind := v1alpha1.GroupVersion.WithKind("RunnerSet")
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"kind not served yet", &meta.NoKindMatchError{GroupKind: kind.GroupKind(), SearchedVersions: []string{kind.Version}}, true},
+		// What kube-apiserver's MutatingAdmissionPolicy dispatcher returns
+		// before it has the new kind's schema.
+		{"policy dispatcher without the kind", fmt.Errorf("RunnerSet team-a/build: %w", apierrors.NewServiceUnavailable("Resource kind "+kind.String()+" not found. There can be a delay between when CustomResourceDefinitions are created and when they are available.")), true},
+		{"invalid", apierrors.NewInvalid(kind.GroupKind(), "build", nil), false},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Group: kind.Group, Resource: "runnersets"}, "build", fmt.Errorf("no")), false},
+		{"other", fmt.Errorf("connection refused"), false},
+	} {
+		if got := install.Settling(c.err); got != c.want {
+			t.Errorf("%s: Settling(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
 }
