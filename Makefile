@@ -115,8 +115,9 @@ unit-tools: ## the tools of the unit suites only
 # priority, and starts the suite as soon as they are built and make generate
 # has run, in the background; make check (gofmt, vet, drift) and the unit
 # suites run beside it, niced, in the CPU it leaves, and so does KEDA's
-# build (~7 minutes cold), which only the suite's KEDA tests wait for
-# (localcluster.Options.KEDA). make tidy runs first,
+# build (~7 minutes cold, over 30 beside a cold suite), which only the
+# suite's KEDA tests wait for (the overflow test before it takes the real
+# node's lane, so that lane's other tests run meanwhile). make tidy runs first,
 # alone: it rewrites the tool modules' go.mod files the tools build from.
 # The suite's output (e2e-run.out) is printed when it ends; a failure of
 # check or the unit suites stops it.

@@ -124,6 +124,12 @@ func onKWOKCluster(t *testing.T) {
 func enterLane(t *testing.T, lane chan struct{}, name string) {
 	t.Helper()
 	t.Parallel()
+	takeLane(t, lane, name)
+}
+
+// takeLane waits for lane, and gives it back at t's end.
+func takeLane(t *testing.T, lane chan struct{}, name string) {
+	t.Helper()
 	waited := time.Now()
 	lane <- struct{}{}
 	t.Cleanup(func() { <-lane })

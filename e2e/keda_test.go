@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -225,4 +227,27 @@ func scaledObjectState(ctx context.Context, c client.Client, so *unstructured.Un
 		out += fmt.Sprintf(" %v=%v (%v)", m["type"], m["status"], m["message"])
 	}
 	return out
+}
+
+// onRealNodeWithKEDA makes t a test of the real node lane that runs KEDA
+// through fleet up. It first waits for KEDA's build (hack/tools.sh keda,
+// which make test starts beside the suite and which waits for a build
+// already under way): cold, that takes 7 minutes on idle cores and over
+// half an hour beside a cold suite. Waiting before the lane lets the lane's
+// other tests run meanwhile, and keeps the build out of the deadlines the
+// test sets on fleet up.
+func onRealNodeWithKEDA(t *testing.T, root string) {
+	t.Helper()
+	needsRealNode(t)
+	t.Parallel()
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(root, "hack", "tools.sh"), "keda")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building KEDA with hack/tools.sh keda: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Logf("waited %s for KEDA's build", d.Round(time.Second))
+	}
+	takeLane(t, realNodeLane, "real node")
 }

@@ -142,8 +142,8 @@ func p90(ds []time.Duration) time.Duration {
 // the burst; every job succeeds. team-b, with the same capacity and burst
 // and no overflow, is the negative control: its queue time keeps growing.
 func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
-	onRealNode(t)
 	root := repoRoot(t)
+	onRealNodeWithKEDA(t, root)
 	bin := buildBinaries(t, root)
 	ctx := context.Background()
 	state := stateDir(t)
