@@ -37,6 +37,9 @@ import (
 // it runs jobs of the lengths in RF_JOBS (milliseconds), serves
 // gitlab_runner_jobs on RF_METRICS, and on SIGQUIT stops taking jobs,
 // finishes the running ones and exits; each finished job leaves a file.
+// With RF_JOBS_FROM_QUIT=1 each job's length counts from the SIGQUIT: a job
+// that still has that long to go when the drain reaches its runner, however
+// long a loaded machine took to start the runners and the new color.
 func TestMain(m *testing.M) {
 	if os.Getenv("RF_STANDIN") == "1" {
 		standIn()
@@ -52,6 +55,7 @@ func standIn() {
 	quit := make(chan os.Signal, 1)
 	signal.Notify(quit, syscall.SIGQUIT)
 	dir := os.Getenv("RF_DIR")
+	fromQuit, quitting := os.Getenv("RF_JOBS_FROM_QUIT") == "1", make(chan struct{})
 	var running atomic.Int64
 	var wg sync.WaitGroup
 	for i, ms := range strings.Split(os.Getenv("RF_JOBS"), ",") {
@@ -60,6 +64,9 @@ func standIn() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if fromQuit {
+				<-quitting
+			}
 			time.Sleep(time.Duration(d) * time.Millisecond)
 			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("job-%d.finished", i)), nil, 0o644)
 			running.Add(-1)
@@ -78,6 +85,7 @@ func standIn() {
 	}()
 	<-quit
 	_ = os.WriteFile(filepath.Join(dir, "quit"), []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
+	close(quitting)
 	wg.Wait() // graceful: every running job finishes
 	_ = os.WriteFile(filepath.Join(dir, "exited"), []byte(time.Now().Format(time.RFC3339Nano)), 0o644)
 	os.Exit(0)
@@ -92,7 +100,7 @@ type manager struct {
 	cmd  *exec.Cmd
 }
 
-func startManager(t testing.TB, ctx context.Context, srv *ec2test.Server, name, color string, gen int, jobs []int) *manager {
+func startManager(t testing.TB, ctx context.Context, srv *ec2test.Server, name, color string, gen int, jobs []int, env ...string) *manager {
 	t.Helper()
 	id := srv.AddInstance(ec2test.Instance{
 		ImageID: "ami-old", InstanceType: "c7i.xlarge", Zone: "us-east-1a", State: "running", MetadataTags: true,
@@ -103,11 +111,12 @@ func startManager(t testing.TB, ctx context.Context, srv *ec2test.Server, name, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runManager(t, ctx, self, name, jobs)
+	return runManager(t, ctx, self, name, jobs, env...)
 }
 
-// runManager starts the stand-in runner and the real drain agent of a VM.
-func runManager(t testing.TB, ctx context.Context, self providers.Self, name string, jobs []int) *manager {
+// runManager starts the stand-in runner, with env added to its
+// environment, and the real drain agent of a VM.
+func runManager(t testing.TB, ctx context.Context, self providers.Self, name string, jobs []int, env ...string) *manager {
 	t.Helper()
 	m := &manager{name: name, dir: t.TempDir(), jobs: jobs}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -126,7 +135,7 @@ func runManager(t testing.TB, ctx context.Context, self providers.Self, name str
 		ms = append(ms, strconv.Itoa(j))
 	}
 	m.cmd = exec.Command(os.Args[0], "run")
-	m.cmd.Env = append(os.Environ(), "RF_STANDIN=1", "RF_DIR="+m.dir, "RF_JOBS="+strings.Join(ms, ","))
+	m.cmd.Env = append(append(os.Environ(), "RF_STANDIN=1", "RF_DIR="+m.dir, "RF_JOBS="+strings.Join(ms, ",")), env...)
 	m.cmd.ExtraFiles = []*os.File{lf}
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -217,12 +226,16 @@ func TestRotationLosesNoJobAndDrainsAllOldManagersAtOnce(t *testing.T) {
 	srv.SetLatency(100*time.Millisecond, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Every manager still runs a job when the drain comes (the new color
-	// takes a moment to come up first).
+	// Every manager still runs its jobs when the drain comes: their lengths
+	// count from its SIGQUIT. (Counted from the runners' start, a loaded
+	// machine once started the four runners and the new color so slowly
+	// that a runner's only job had ended before the drain, and that idle
+	// runner exited before the last SIGQUIT went out.) Drained one after
+	// another, a runner would exit at least 2.5 s before the next SIGQUIT.
 	jobs := [][]int{{3000}, {2500, 2800}, {4000, 2500}, {2600}}
 	var olds []*manager
 	for i, j := range jobs {
-		olds = append(olds, startManager(t, ctx, srv, fmt.Sprintf("wsrm-blue-%d", i+1), "blue", 1, j))
+		olds = append(olds, startManager(t, ctx, srv, fmt.Sprintf("wsrm-blue-%d", i+1), "blue", 1, j, "RF_JOBS_FROM_QUIT=1"))
 	}
 	var reports []vmfleet.Report
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
