@@ -33,12 +33,33 @@ func queued(t *testing.T, runnerTOML string, now func() time.Time) map[string]*d
 	clock = t0.Add(200 * time.Second) // before the stand-in starts: no race
 	f := startWith(t, srv, 2, runnerTOML, now)
 	f.waitJobs(t, "both jobs running", func(j []gitlabserver.Job) bool { return count(j, gitlabserver.JobRunning) == 2 })
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(f.scrape(t)))
-	if err != nil {
-		t.Fatalf("metrics do not parse: %v", err)
+	// GitLab marks a job running when it hands it out; the stand-in
+	// observes it when the request returns, a moment later (CI once
+	// scraped in between and read one job of two).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(strings.NewReader(f.scrape(t)))
+		if err != nil {
+			t.Fatalf("metrics do not parse: %v", err)
+		}
+		if observed(fams) == 2 {
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in observed %d queued jobs of 2", observed(fams))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return fams
+}
+
+// observed is how many jobs the queue-duration histogram holds.
+func observed(fams map[string]*dto.MetricFamily) uint64 {
+	var n uint64
+	for _, m := range fams[queueDurationMetric].GetMetric() {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
 }
 
 func labels(m *dto.Metric) map[string]string {
