@@ -134,7 +134,8 @@ type run struct {
 
 	jobs        int       // last count, JobsUnknown before the first
 	countedAt   time.Time // when jobs was read
-	unreachable bool      // the metrics endpoint failed since the last count
+	failedOnce  bool      // the last read of the metrics endpoint failed
+	unreachable bool      // it failed twice in a row since the last count
 
 	reported     bool // a draining report was published
 	reportedJobs int
@@ -223,6 +224,14 @@ func (r *run) count(ctx context.Context) {
 		if ctx.Err() != nil || r.gone || r.Runner.Exited() {
 			return // a runner that exited takes its endpoint with it
 		}
+		// An exiting runner closes its endpoint a moment before its
+		// process is gone from /proc: one failure is confirmed by the next
+		// poll before the count is called stale (a run of the tests once
+		// logged a normal exit as unknown this way).
+		if !r.failedOnce {
+			r.failedOnce = true
+			return
+		}
 		if !r.unreachable {
 			r.unreachable = true
 			r.log.Warn("runner metrics endpoint unreachable while the runner is alive; keeping the last job count",
@@ -230,6 +239,7 @@ func (r *run) count(ctx context.Context) {
 		}
 		return
 	}
+	r.failedOnce = false
 	if r.unreachable {
 		r.unreachable = false
 		r.log.Info("runner metrics endpoint answers again", "jobs", n)

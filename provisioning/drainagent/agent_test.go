@@ -222,7 +222,7 @@ func distinct(xs []int) []int { return slices.Compact(slices.Clone(xs)) }
 func TestDrainWaitsForEveryJob(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	s := startStandIn(t, standInOpts{jobs: "500ms,1s,1.5s", queued: "100ms"})
+	s := startStandIn(t, standInOpts{jobs: "500ms,1s,1.5s"})
 	h := newHandshake()
 	checkDoneAfterExit(h, s, 3)
 	log, logs := newLog(t)
@@ -243,7 +243,7 @@ func TestDrainWaitsForEveryJob(t *testing.T) {
 	slices.Sort(started)
 	slices.Sort(finished)
 	if !slices.Equal(started, []int{1, 2, 3}) || !slices.Equal(finished, started) {
-		t.Errorf("jobs started %v, finished %v; want 1 2 3 both (none killed, the queued one never taken)", started, finished)
+		t.Errorf("jobs started %v, finished %v; want 1 2 3 both (none killed)", started, finished)
 	}
 	if len(h.violations) > 0 {
 		t.Errorf("at the done report: %v", h.violations)
@@ -595,5 +595,65 @@ func TestStopFailuresAreRetried(t *testing.T) {
 	}
 	if d := distinct(checkReports(t, h.snapshot())); len(d) == 0 || d[0] != 1 {
 		t.Errorf("draining reports %v, want them to start at 1", d)
+	}
+}
+
+// exitingRunner is a runner whose metrics endpoint closes one poll before
+// /proc shows it gone, as an exiting gitlab-runner's does: Exited is false
+// for the first look after the endpoint failed, true from the next.
+type exitingRunner struct {
+	mu     sync.Mutex
+	closed bool // the endpoint has failed
+	looks  int  // Exited calls since
+}
+
+func (r *exitingRunner) StopGracefully() error { return nil }
+func (r *exitingRunner) Exited() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		return false
+	}
+	r.looks++
+	return r.looks > 1
+}
+
+// exitingJobs counts 1 job, then 0, then fails: the runner finished its
+// job and is exiting.
+type exitingJobs struct {
+	r     *exitingRunner
+	calls int
+}
+
+func (j *exitingJobs) Jobs(context.Context) (int, error) {
+	j.calls++
+	switch j.calls {
+	case 1:
+		return 1, nil
+	case 2:
+		return 0, nil
+	}
+	j.r.mu.Lock()
+	defer j.r.mu.Unlock()
+	j.r.closed = true
+	return 0, errors.New("connection reset by peer")
+}
+
+// One failed read while the runner exits is not an unreachable endpoint:
+// the runner that counted down to 0 finished its jobs.
+func TestEndpointClosingAsTheRunnerExitsIsANormalExit(t *testing.T) {
+	t.Parallel()
+	h := newHandshake()
+	log, logs := newLog(t)
+	r := &exitingRunner{}
+	a := &Agent{Self: h.self(), Runner: r, Jobs: &exitingJobs{r: r}, Interval: 200 * time.Millisecond, Poll: time.Millisecond, Log: log}
+	done := runAgent(t.Context(), a)
+	h.requestDrain()
+	if err := waitRun(t, done, 10*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkReports(t, h.snapshot())
+	if logs.count("unreachable") != 0 || logs.count("runner exited after finishing its jobs") != 1 {
+		t.Errorf("want one normal exit line and none about an unreachable endpoint")
 	}
 }

@@ -4,8 +4,12 @@ package drainagent
 
 // The stand-in runner: the test binary re-executed with DRAINAGENT_STANDIN=1
 // behaves like gitlab-runner as far as the drain agent can tell. It runs
-// "jobs" (sleeps) and serves gitlab_runner_jobs on a loopback port; SIGQUIT
-// is a graceful stop (take no new job, let the running ones finish, exit 0),
+// "jobs" and serves gitlab_runner_jobs on a loopback port; SIGQUIT is a
+// graceful stop (let the running jobs finish, exit 0). A job's length counts
+// from the first SIGQUIT, so every job is still running when the drain
+// reaches the stand-in however slowly a loaded machine starts it (the
+// lengths once counted from the start, and a test's margin of a few hundred
+// milliseconds did not always hold beside the end-to-end suite);
 // SIGTERM kills it at once (exit 143), as does SIGKILL; SIGUSR1 takes its
 // metrics endpoint down. It leaves marker files in -dir: job-N.started,
 // job-N.finished, one line in "quit" per SIGQUIT, and "exited" just before a
@@ -45,9 +49,9 @@ type standInState struct {
 	dir      string
 	started  time.Time
 	running  map[int]time.Duration // job number → length
-	queued   []time.Duration
 	next     int
 	draining bool
+	quitting chan struct{} // closed at the first SIGQUIT
 	idle     chan struct{} // closed when draining with no job left
 }
 
@@ -63,8 +67,7 @@ func standInMain(args []string) int {
 	listen := fs.String("listen", "127.0.0.1:0", "metrics address")
 	ready := fs.String("ready", "", "file to write the metrics address to once ready")
 	dir := fs.String("dir", "", "directory of the marker files")
-	jobs := fs.String("jobs", "", "lengths of the jobs running from the start, comma separated")
-	queued := fs.String("queued", "", "lengths of jobs taken when a slot frees, unless draining")
+	jobs := fs.String("jobs", "", "lengths of the jobs running from the start, counted from the first SIGQUIT, comma separated")
 	exitDelay := fs.Duration("exit-delay", 200*time.Millisecond, "shutdown after the last job, before exiting")
 	pidFile := fs.String("pid-file", "", "file to write the pid to")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -74,8 +77,7 @@ func standInMain(args []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1)
 
-	s := &standInState{dir: *dir, running: map[int]time.Duration{}, idle: make(chan struct{})}
-	s.queued = parseLengths(*queued)
+	s := &standInState{dir: *dir, running: map[int]time.Duration{}, idle: make(chan struct{}), quitting: make(chan struct{})}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -157,16 +159,12 @@ func (s *standInState) startLocked(d time.Duration) {
 	s.running[n] = d
 	s.marker(fmt.Sprintf("job-%d.started", n), d.String())
 	go func() {
+		<-s.quitting
 		time.Sleep(d)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.marker(fmt.Sprintf("job-%d.finished", n), d.String())
 		delete(s.running, n)
-		if !s.draining && len(s.queued) > 0 {
-			next := s.queued[0]
-			s.queued = s.queued[1:]
-			s.startLocked(next)
-		}
 		s.idleLocked()
 	}()
 }
@@ -179,6 +177,7 @@ func (s *standInState) quit() {
 		return // like gitlab-runner: another SIGQUIT while draining changes nothing
 	}
 	s.draining = true
+	close(s.quitting)
 	s.idleLocked()
 }
 
@@ -233,7 +232,7 @@ type standIn struct {
 }
 
 type standInOpts struct {
-	jobs, queued string
+	jobs string
 	exitDelay    time.Duration
 	argv0        string   // default <dir>/gitlab-runner
 	extraArgs    []string // after "run"
@@ -259,7 +258,7 @@ func startStandIn(t *testing.T, o standInOpts) *standIn {
 			o.exitDelay = 200 * time.Millisecond
 		}
 		args = append(args, "run", "-dir", dir, "-ready", ready, "-pid-file", s.pidFile,
-			"-jobs", o.jobs, "-queued", o.queued, "-exit-delay", o.exitDelay.String())
+			"-jobs", o.jobs, "-exit-delay", o.exitDelay.String())
 		args = append(args, o.extraArgs...)
 	}
 	var stderr bytes.Buffer
