@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,12 +24,43 @@ type newRunner struct {
 	srv      *httptest.Server
 	accepted atomic.Bool
 	down     atomic.Bool
+
+	// With flapAfter > 0, the runner answers down once after that many
+	// healthy answers (a restart), and healthySince is when it first
+	// answered healthy again.
+	mu           sync.Mutex
+	flapAfter    int
+	healthy      int
+	healthySince time.Time
+}
+
+// flap counts a healthy answer and reports whether this one is the flap.
+func (r *newRunner) flap() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.flapAfter == 0 {
+		return false
+	}
+	r.healthy++
+	switch {
+	case r.healthy == r.flapAfter+1:
+		return true
+	case r.healthy == r.flapAfter+2:
+		r.healthySince = time.Now()
+	}
+	return false
+}
+
+func (r *newRunner) since() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.healthySince
 }
 
 func startNewRunner(t *testing.T) *newRunner {
 	r := &newRunner{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if r.down.Load() {
+		if r.down.Load() || r.accepted.Load() && r.flap() {
 			http.Error(w, "runner restarting", http.StatusServiceUnavailable)
 			return
 		}
@@ -68,21 +100,20 @@ func TestRotationDrainsTheOldColorOnlyAfterTheNewRunnersSettle(t *testing.T) {
 	r.Healthy = health(map[string]*newRunner{"wsrm-green-1": nr})
 	r.Settle = 600 * time.Millisecond
 	r.Poll = 50 * time.Millisecond
-	var healthySince time.Time
+	// A flap after the rotation has seen the runner healthy twice: the
+	// settle time starts over. The flap follows the rotation's own checks,
+	// not the wall clock, so a loaded machine cannot miss it (a 150 ms
+	// window once could be).
+	nr.flapAfter = 2
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		nr.accepted.Store(true) // GitLab accepts the runner
-		time.Sleep(300 * time.Millisecond)
-		nr.down.Store(true) // a flap: the settle time starts over
-		time.Sleep(150 * time.Millisecond)
-		nr.down.Store(false)
-		healthySince = time.Now()
 	}()
 	rep, err := r.Run(ctx)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	quit := old.at(t, "quit")
+	quit, healthySince := old.at(t, "quit"), nr.since()
 	if healthySince.IsZero() || quit.Sub(healthySince) < r.Settle {
 		t.Errorf("the old runner was stopped at %s, %s after the new one became healthy for good; want at least the settle time %s\n%s",
 			quit.Format(time.StampMilli), quit.Sub(healthySince), r.Settle, progress.String())

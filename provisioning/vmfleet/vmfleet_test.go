@@ -329,7 +329,9 @@ func TestATimeoutIsReportedAndNothingStillRunningJobsIsDeleted(t *testing.T) {
 	slow := startManager(t, ctx, srv, "wsrm-blue-1", "blue", 1, []int{60_000})
 	var got vmfleet.Report
 	r := rotation(srv, func(_ context.Context, rep vmfleet.Report) { got = rep }, io.Discard)
-	r.DrainTimeout = time.Second
+	// Long enough for the agent's first draining report on a loaded
+	// machine, far short of the 60 s job.
+	r.DrainTimeout = 5 * time.Second
 	_, err := r.Run(ctx)
 	if !errors.Is(err, vmfleet.ErrTimeout) || !strings.Contains(err.Error(), "wsrm-blue-1 still run 1 jobs") {
 		t.Fatalf("error %v", err)
