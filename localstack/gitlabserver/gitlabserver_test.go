@@ -625,13 +625,17 @@ func TestRunnerAPIEndpoints(t *testing.T) {
 func TestExpiredRunnerTokenNoLongerVerifies(t *testing.T) {
 	t.Parallel()
 	srv := newServer(t)
-	srv.SetTokenLifetime(50 * time.Millisecond)
+	// The lifetime runs on the wall clock from the create: long enough
+	// that a loaded machine still reads the fresh token before it ends.
+	const lifetime = time.Second
+	srv.SetTokenLifetime(lifetime)
 	c := newClient(t, srv, ownerPAT)
+	created := time.Now()
 	r := mustCreate(t, c, groupRunner("e"))
-	if !srv.ValidToken(r.Token) {
+	if !srv.ValidToken(r.Token) && time.Since(created) < lifetime {
 		t.Fatal("fresh token invalid")
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(time.Until(created.Add(lifetime + 50*time.Millisecond)))
 	if srv.ValidToken(r.Token) {
 		t.Error("expired token still valid")
 	}

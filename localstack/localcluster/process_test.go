@@ -19,23 +19,28 @@ import (
 // names dir, as every real process's does.
 func fake(t *testing.T, dir, name string, ignoreTERM bool) int {
 	t.Helper()
-	script := `trap 'echo "$0" >> "$1/order"; exit 0' TERM; while :; do sleep 0.05; done`
+	// Each touches $0.trapped once its trap is set.
+	script := `trap 'echo "$0" >> "$1/order"; exit 0' TERM; : > "$1/$0.trapped"; while :; do sleep 0.05; done`
 	if ignoreTERM {
-		script = `trap '' TERM; while :; do sleep 0.05; done`
+		script = `trap '' TERM; : > "$1/$0.trapped"; while :; do sleep 0.05; done`
 	}
 	pid, err := spawn(dir, Process{Name: name, Path: "/bin/sh", Args: []string{"-c", script, name, dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	// Wait until the shell has set its trap: its command line is final once
-	// it runs, and a brief pause covers the trap itself.
-	deadline := time.Now().Add(5 * time.Second)
-	for running(dir, name) == 0 && time.Now().Before(deadline) {
+	// Wait until the shell has set its trap (a pause after its command
+	// line showed up was once not enough on a loaded machine).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name+".trapped")); err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never set its trap", name)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
-	return pid
 }
 
 func TestDownStopsAddOnsThenControllerThenControlPlaneTopDown(t *testing.T) {

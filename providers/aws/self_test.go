@@ -96,7 +96,9 @@ func TestWaitDrainRequest(t *testing.T) {
 	}{
 		{
 			name:    "returns once the drain tag appears",
-			disturb: func(*testing.T, *ec2test.Server, *ec2test.IMDS, string) { time.Sleep(100 * time.Millisecond) },
+			disturb: func(t *testing.T, _ *ec2test.Server, md *ec2test.IMDS, _ string) {
+				waitCalls(t, md, drainPath, 3)
+			},
 			check: func(t *testing.T, md *ec2test.IMDS, _ *logs) {
 				if n := md.Calls(drainPath); n < 3 {
 					t.Errorf("drain tag read %d times; want polling", n)
@@ -241,5 +243,18 @@ func TestReportWritesDrainTagsOnItsOwnInstance(t *testing.T) {
 	}
 	if n := srv.Calls("CreateTags"); n != 1 {
 		t.Errorf("%d CreateTags calls; want 1", n)
+	}
+}
+
+// waitCalls waits until IMDS has answered path n times, polls not a
+// sleep's worth of them on a loaded machine.
+func waitCalls(t *testing.T, md *ec2test.IMDS, path string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for md.Calls(path) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s read %d times in 20s, want %d", path, md.Calls(path), n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

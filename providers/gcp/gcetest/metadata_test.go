@@ -140,7 +140,13 @@ func TestMetadataServerWaitForChange(t *testing.T) {
 				t.Fatalf("no ETag on %d", first.code)
 			}
 			if tt.change != nil {
+				// Changed only once the request waits: a change before it
+				// arrives would make the no-last_etag case wait for the
+				// next one.
 				go func() {
+					for md.Waiters() == 0 {
+						time.Sleep(5 * time.Millisecond)
+					}
 					time.Sleep(150 * time.Millisecond)
 					tt.change(md)
 				}()

@@ -92,11 +92,14 @@ func httpCode(err error) int {
 }
 
 func TestInsertStartsAnOperationThatBecomesDoneAndAnInstanceThatBecomesRunning(t *testing.T) {
-	c := newClients(t, gcetest.WithOperationLatency(time.Second))
+	// Latency wide enough that a loaded machine reads each phase in time.
+	const latency = 4 * time.Second
+	c := newClients(t, gcetest.WithOperationLatency(latency))
 	op, err := c.insert(t, "vm-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	inserted := time.Now() // the server's operation started before this
 	if st := op.Proto().GetStatus(); st != computepb.Operation_PENDING {
 		t.Errorf("operation starts %v, want PENDING", st)
 	}
@@ -108,7 +111,7 @@ func TestInsertStartsAnOperationThatBecomesDoneAndAnInstanceThatBecomesRunning(t
 		t.Errorf("instance starts %s, want PROVISIONING", in.Status)
 	}
 	// Past half way: RUNNING operation, STAGING instance.
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(time.Until(inserted.Add(latency * 6 / 10)))
 	got, err := c.zops.Get(c.ctx, &computepb.GetZoneOperationRequest{Project: c.proj, Zone: zone, Operation: op.Name()})
 	if err != nil {
 		t.Fatal(err)
