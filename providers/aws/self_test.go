@@ -95,7 +95,7 @@ func TestWaitDrainRequest(t *testing.T) {
 		check func(t *testing.T, md *ec2test.IMDS, l *logs)
 	}{
 		{
-			name:    "returns once the drain tag appears",
+			name: "returns once the drain tag appears",
 			disturb: func(t *testing.T, _ *ec2test.Server, md *ec2test.IMDS, _ string) {
 				waitCalls(t, md, drainPath, 3)
 			},

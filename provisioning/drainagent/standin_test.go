@@ -232,11 +232,11 @@ type standIn struct {
 }
 
 type standInOpts struct {
-	jobs string
-	exitDelay    time.Duration
-	argv0        string   // default <dir>/gitlab-runner
-	extraArgs    []string // after "run"
-	noRun        bool     // start it without the "run" argument
+	jobs      string
+	exitDelay time.Duration
+	argv0     string   // default <dir>/gitlab-runner
+	extraArgs []string // after "run"
+	noRun     bool     // start it without the "run" argument
 }
 
 func startStandIn(t *testing.T, o standInOpts) *standIn {
