@@ -120,14 +120,14 @@ func TestInjectedFaultsThroughTheSDK(t *testing.T) {
 
 func TestDelayNextOutlastsAClientDeadline(t *testing.T) {
 	srv, c, ctx := setup(t)
-	srv.DelayNext("DescribeInstances", time.Second, 1)
+	srv.DelayNext("DescribeInstances", 10*time.Second, 1)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if _, err := c.DescribeInstances(short, &ec2.DescribeInstancesInput{}); err == nil {
 		t.Fatal("a delayed call beat the deadline")
 	}
 	start := time.Now()
-	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{}); err != nil || time.Since(start) > 500*time.Millisecond {
+	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{}); err != nil || time.Since(start) > 5*time.Second { // not the 10 s delay
 		t.Fatalf("the next call: %v after %v", err, time.Since(start))
 	}
 }
