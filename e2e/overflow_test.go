@@ -19,6 +19,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -232,6 +233,11 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 	burstAt := queued[0].QueuedAt
 	var firstOverflowJob, primaryDone, allDone, zeroAgain time.Time
 	var maxReplicas int32
+	// takenBusy: each overflow manager KEDA's scale-down took (its pod
+	// terminating) while it ran jobs, and those jobs: the preStop drain
+	// must let them finish.
+	takenBusy := map[string][]int64{}
+	managersPrefix := naming.For(overflowNS, overflowName).Managers() + "-"
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		now := time.Now()
@@ -259,6 +265,25 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 				done++
 			case j.Tags[0] == overflowNS:
 				primaryLeft++
+			}
+		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(overflowNS)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if _, seen := takenBusy[p.Name]; seen || p.DeletionTimestamp == nil || !strings.HasPrefix(p.Name, managersPrefix) {
+				continue
+			}
+			var running []int64
+			for _, j := range jobs {
+				if j.SystemID == "s_"+p.Name && j.State == gitlabserver.JobRunning {
+					running = append(running, j.ID)
+				}
+			}
+			if len(running) > 0 {
+				takenBusy[p.Name] = running
+				t.Logf("%s after the burst: the scale-down took manager %s while it ran jobs %v", now.Sub(burstAt).Round(time.Second), p.Name, running)
 			}
 		}
 		if primaryDone.IsZero() && primaryLeft == 0 {
@@ -298,6 +323,18 @@ func TestAnOverflowTakesOffWhenJobsWaitAndLandsAfter(t *testing.T) {
 		ran[j.Runner]++
 	}
 	t.Logf("jobs by runner: %v", ran)
+	byID := map[int64]gitlabserver.ControlJob{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	for pod, ids := range takenBusy {
+		for _, id := range ids {
+			if j := byID[id]; j.State != gitlabserver.JobSuccess {
+				t.Errorf("job %d ran on %s when the scale-down took it, and is %s: the drain did not let it finish", id, pod, j.State)
+			}
+		}
+	}
+	t.Logf("busy managers the scale-down took: %d (their jobs all succeeded unless an error says otherwise)", len(takenBusy))
 	withOverflow, without := p90(waits[overflowNS]), p90(waits[overflowControlNS])
 	t.Logf("queue time p90 of the burst: %s with the overflow, %s without (team-b, the same burst and capacity)", withOverflow, without)
 	switch {
